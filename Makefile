@@ -1,0 +1,48 @@
+# vdr — the README's two commands: `make demo` and `make test`.
+# Everything needed is installed from scratch: Debian packages (apt-get) and Python packages
+# into .venv, with the machine pins of constraints.txt.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.vdr-installed
+# Debian packages: poppler-utils (pdf2image rasterizer), tesseract-ocr (OCR of pages without text).
+APT_PACKAGES := poppler-utils tesseract-ocr tesseract-ocr-eng
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test sysdeps venv bench clean
+
+demo: $(STAMP)
+	$(VENV)/bin/vdr metrics assets/sample/qrels.tsv assets/sample/run.trec --k 1,3,5,10 \
+		--json out/demo/metrics.json --per-query out/demo/per_query.csv
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PIP) install -q -c constraints.txt -e '.[bench]'
+	$(PY) benchmarks/metrics.py
+
+sysdeps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+venv: $(STAMP)
+
+$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
+	$(MAKE) sysdeps
+	$(PIP) install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis

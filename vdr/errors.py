@@ -1,0 +1,53 @@
+"""Errors and warnings raised by vdr.
+
+Every error about user input names the file, the 1-based line and the offending id when they
+are known, so that a user can fix the input without reading a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["VdrError", "InputError", "AlignmentError", "VdrWarning"]
+
+
+class VdrError(Exception):
+    """Base class of every error vdr raises on purpose."""
+
+
+class InputError(VdrError, ValueError):
+    """Bad user input: a malformed file, line, id or value.
+
+    Attributes:
+        path: the file concerned, or ``None`` for in-memory input.
+        line: 1-based line number in ``path``, or ``None``.
+        id: the query or corpus id concerned, or ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        id: str | None = None,
+    ) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.id = id
+        where = ""
+        if self.path is not None:
+            where = self.path + (f":{line}" if line is not None else "")
+        elif line is not None:
+            where = f"line {line}"
+        prefix = f"{where}: " if where else ""
+        suffix = f" (id {id!r})" if id is not None and repr(id) not in message else ""
+        super().__init__(f"{prefix}{message}{suffix}")
+
+
+class AlignmentError(InputError):
+    """A rewrite variant's query ids do not match the original queries' ids."""
+
+
+class VdrWarning(UserWarning):
+    """Recoverable input problems (for example duplicate corpus ids in a run)."""

@@ -1,0 +1,384 @@
+"""Readers and writers for qrels, runs and query sets in BEIR, TREC and pytrec_eval-JSON formats.
+
+Formats (``format="auto"`` picks one from the file name and its first line):
+
+* **TREC qrels**: ``query-id iteration corpus-id grade`` (4 whitespace-separated fields; the
+  iteration column is ignored; ids cannot contain whitespace).
+* **BEIR qrels**: tab-separated with the header ``query-id<TAB>corpus-id<TAB>score``; ids may
+  contain spaces (not tabs).
+* **TREC run**: ``query-id Q0 corpus-id rank score tag`` (6 fields). The rank column is ignored:
+  scores decide the ranking (trec_eval does the same).
+* **JSON** (``.json``): pytrec_eval's ``{"query-id": {"corpus-id": value}}``.
+* **BEIR queries** (``.jsonl``): one object per line with ``_id`` and ``text`` and optionally
+  ``history`` (a list of earlier conversation turns, oldest first).
+
+Every problem is reported as :class:`~vdr.errors.InputError` naming the file, the line and the id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from ..errors import AlignmentError, InputError, VdrWarning
+from ..types import Qrels, Query, QuerySet, Run, to_id
+from ._lines import read_lines
+from .atomic import atomic_write
+
+__all__ = [
+    "load_qrels",
+    "load_run",
+    "load_queries",
+    "load_rewrites",
+    "save_qrels",
+    "save_run",
+    "save_queries",
+]
+
+Format = Literal["auto", "trec", "beir", "json"]
+_BEIR_HEADER = ("query-id", "corpus-id", "score")
+
+
+def _first_line(path: Path) -> str:
+    for _, line in read_lines(path):
+        if line.strip():
+            return line
+    return ""
+
+
+def _qrels_format(path: Path, fmt: str) -> str:
+    if fmt != "auto":
+        if fmt not in ("trec", "beir", "json"):
+            raise InputError(f"unknown qrels format {fmt!r}; use trec, beir, json or auto", path=path)
+        return fmt
+    if path.suffix.lower() == ".json":
+        return "json"
+    first = _first_line(path)
+    if tuple(f.strip().lower() for f in first.split("\t")) == _BEIR_HEADER or path.suffix.lower() == ".tsv":
+        return "beir"
+    return "trec"
+
+
+def _parse_grade(text: str, path: Path, line: int, qid: str, did: str) -> int:
+    t = text.strip()
+    if t.lstrip("+-").isdigit() and t.isascii():
+        return int(t)
+    raise InputError(f"grade {text!r} of query {qid!r}, corpus id {did!r} is not an integer", path=path, line=line)
+
+
+def _parse_score(text: str, path: Path, line: int, qid: str, did: str) -> float:
+    try:
+        s = float(text)
+    except ValueError:
+        raise InputError(f"score {text!r} of query {qid!r}, corpus id {did!r} is not a number", path=path, line=line) from None
+    if not math.isfinite(s):
+        raise InputError(f"score {text!r} of query {qid!r}, corpus id {did!r} is not finite (NaN/inf are not allowed)", path=path, line=line)
+    return s
+
+
+def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
+    """Read relevance judgments from a TREC, BEIR-TSV or JSON file.
+
+    Args:
+        path: the qrels file.
+        format: ``"trec"``, ``"beir"``, ``"json"`` or ``"auto"`` (``.json`` -> JSON; a BEIR header
+            line or a ``.tsv`` name -> BEIR; otherwise TREC).
+
+    Returns:
+        :class:`~vdr.types.Qrels` with string ids and ``int`` grades.
+
+    Raises:
+        InputError: missing file, bad encoding, a malformed line, a non-integer grade, or the same
+            (query id, corpus id) pair twice (both lines are named).
+    """
+    path = Path(path)
+    fmt = _qrels_format(path, format)
+    if fmt == "json":
+        data = _load_json_mapping(path, "qrels")
+        try:
+            return Qrels(data, name=path.name)
+        except InputError as e:
+            raise InputError(str(e), path=path, id=e.id) from None
+    out: dict[str, dict[str, int]] = {}
+    seen_at: dict[tuple[str, str], int] = {}
+    header_done = fmt != "beir"
+    for no, line in read_lines(path):
+        if not line.strip():
+            continue
+        if fmt == "beir":
+            fields = line.split("\t")
+            if not header_done:
+                header_done = True
+                if tuple(f.strip().lower() for f in fields) == _BEIR_HEADER:
+                    continue
+                raise InputError(
+                    "BEIR qrels must start with the header 'query-id<TAB>corpus-id<TAB>score', got " + repr(line),
+                    path=path,
+                    line=no,
+                )
+            if len(fields) != 3:
+                raise InputError(
+                    f"expected 3 tab-separated fields 'query-id corpus-id score', got {len(fields)}: {line!r}", path=path, line=no
+                )
+            qid, did, grade = fields[0].strip(), fields[1].strip(), fields[2]
+        else:
+            fields = line.split()
+            if len(fields) != 4:
+                raise InputError(
+                    f"expected 4 whitespace-separated fields 'query-id iteration corpus-id grade', got {len(fields)}: {line!r}"
+                    " (TREC ids cannot contain whitespace; use BEIR TSV qrels for such ids)",
+                    path=path,
+                    line=no,
+                )
+            qid, did, grade = fields[0], fields[2], fields[3]
+        if not qid or not did:
+            raise InputError(f"empty query id or corpus id: {line!r}", path=path, line=no)
+        g = _parse_grade(grade, path, no, qid, did)
+        key = (qid, did)
+        if key in seen_at:
+            raise InputError(
+                f"duplicate judgment of query {qid!r}, corpus id {did!r} (first on line {seen_at[key]})", path=path, line=no, id=did
+            )
+        seen_at[key] = no
+        out.setdefault(qid, {})[did] = g
+    if fmt == "beir" and not header_done:
+        raise InputError("empty BEIR qrels file (no header)", path=path)
+    return Qrels._trusted(out, name=path.name)
+
+
+def load_run(path: str | Path, format: Format = "auto") -> Run:
+    """Read a run from a TREC run file (``qid Q0 docid rank score tag``) or a JSON file.
+
+    The rank column is ignored; scores decide the ranking. A corpus id listed twice for the same
+    query keeps its highest score, and a :class:`~vdr.errors.VdrWarning` states how many duplicates
+    were dropped.
+
+    Args:
+        path: the run file.
+        format: ``"trec"``, ``"json"`` or ``"auto"`` (``.json`` -> JSON, otherwise TREC).
+
+    Returns:
+        :class:`~vdr.types.Run` with string ids and ``float`` scores; ``run.name`` is the tag of
+        the first line (TREC) or the file name (JSON).
+
+    Raises:
+        InputError: missing file, bad encoding, a line without 6 fields, a score that is not a
+            finite number (NaN/inf), naming file, line and ids.
+    """
+    path = Path(path)
+    fmt = format
+    if fmt == "auto":
+        fmt = "json" if path.suffix.lower() == ".json" else "trec"
+    if fmt == "json":
+        data = _load_json_mapping(path, "run")
+        try:
+            return Run(data, name=path.stem)
+        except InputError as e:
+            raise InputError(str(e), path=path, id=e.id) from None
+    if fmt != "trec":
+        raise InputError(f"unknown run format {fmt!r}; use trec, json or auto", path=path)
+    out: dict[str, dict[str, float]] = {}
+    tag: str | None = None
+    dups = 0
+    first_dup: tuple[int, str, str] | None = None
+    for no, line in read_lines(path):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            raise InputError(
+                f"expected 6 whitespace-separated fields 'query-id Q0 corpus-id rank score tag', got {len(fields)}: {line!r}"
+                " (TREC ids cannot contain whitespace)",
+                path=path,
+                line=no,
+            )
+        qid, _, did, _, score, t = fields
+        s = _parse_score(score, path, no, qid, did)
+        if tag is None:
+            tag = t
+        row = out.get(qid)
+        if row is None:
+            out[qid] = row = {}
+        old = row.get(did)
+        if old is not None:
+            dups += 1
+            if first_dup is None:
+                first_dup = (no, qid, did)
+            if s <= old:
+                continue
+        row[did] = s
+    if dups:
+        no, qid, did = first_dup  # type: ignore[misc]
+        warnings.warn(
+            f"{path}: {dups} duplicate (query id, corpus id) line(s) in the run; kept the highest score of each"
+            f" (first at line {no}: query {qid!r}, corpus id {did!r})",
+            VdrWarning,
+            stacklevel=2,
+        )
+    return Run._trusted(out, name=tag)
+
+
+def _load_json_mapping(path: Path, what: str) -> Mapping:
+    text = "\n".join(line for _, line in read_lines(path))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=e.lineno) from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise InputError(f"JSON {what} must be an object of objects: {{query-id: {{corpus-id: value}}}}", path=path)
+    return data
+
+
+def load_queries(path: str | Path, name: str = "original") -> QuerySet:
+    """Read a BEIR ``queries.jsonl`` file: one JSON object per line with ``_id`` and ``text``.
+
+    An optional ``history`` field (list of strings, oldest turn first) holds the earlier turns of
+    a conversational query. Integer ``_id`` values are converted with ``str(int)``.
+
+    Args:
+        path: the ``.jsonl`` file.
+        name: the variant name recorded in the returned set (``"original"`` by default).
+
+    Raises:
+        InputError: invalid JSON, a line that is not an object, a missing/empty ``_id``, a missing or
+            non-string ``text``, a malformed ``history``, or an id given twice (both lines named).
+    """
+    path = Path(path)
+    queries: dict[str, Query] = {}
+    lines: dict[str, int] = {}
+    for no, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object with '_id' and 'text'", path=path, line=no)
+        if "_id" not in obj:
+            raise InputError("missing '_id'", path=path, line=no)
+        qid = to_id(obj["_id"], what="query id", path=str(path), line=no)
+        text = obj.get("text")
+        if not isinstance(text, str):
+            raise InputError(f"'text' must be a string, got {type(text).__name__}", path=path, line=no, id=qid)
+        history = obj.get("history", [])
+        if history is None:
+            history = []
+        if not isinstance(history, list) or not all(isinstance(h, str) for h in history):
+            raise InputError("'history' must be a list of strings (earlier turns, oldest first)", path=path, line=no, id=qid)
+        if qid in queries:
+            raise InputError(f"query id {qid!r} given twice (first on line {lines[qid]})", path=path, line=no, id=qid)
+        queries[qid] = Query(text, tuple(history))
+        lines[qid] = no
+    return QuerySet(queries, name=name, source=str(path), lines=lines)
+
+
+def load_rewrites(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
+    """Read a rewrite variant of ``originals`` and check that it has exactly the same query ids.
+
+    Args:
+        path: the variant's ``queries.jsonl`` (same format as :func:`load_queries`).
+        originals: the original queries.
+        name: the variant's name (for example ``"gpt-rewrite"``).
+
+    Raises:
+        AlignmentError: ids missing from the variant or extra in it; the message lists up to ten
+            of each with the file and line where they are defined.
+        InputError: as :func:`load_queries`.
+    """
+    variant = load_queries(path, name=name)
+    missing = [q for q in originals.ids() if q not in variant.queries]
+    extra = [q for q in variant.ids() if q not in originals.queries]
+    if missing or extra:
+        parts = []
+        if missing:
+            shown = ", ".join(f"{q!r} ({originals.where(q)})" for q in missing[:10])
+            parts.append(f"{len(missing)} original query id(s) missing from the variant: {shown}{' ...' if len(missing) > 10 else ''}")
+        if extra:
+            shown = ", ".join(f"{q!r} ({variant.where(q)})" for q in extra[:10])
+            parts.append(f"{len(extra)} id(s) not among the originals: {shown}{' ...' if len(extra) > 10 else ''}")
+        raise AlignmentError(f"rewrite variant {name!r} does not match the original queries: " + "; ".join(parts), path=path)
+    return variant
+
+
+def _check_trec_id(x: str, what: str) -> None:
+    if not x or any(c.isspace() for c in x):
+        raise InputError(f"{what} {x!r} contains whitespace (or is empty) and cannot be written to a TREC file; use BEIR TSV or JSON", id=x)
+
+
+def save_qrels(qrels: Qrels, path: str | Path, format: Format = "auto") -> None:
+    """Write ``qrels`` atomically as TREC, BEIR TSV or JSON (``auto``: by suffix; ``.tsv`` -> BEIR,
+    ``.json`` -> JSON, otherwise TREC).
+
+    Raises:
+        InputError: an id with whitespace (TREC) or a tab/newline (BEIR) that the format cannot hold.
+    """
+    path = Path(path)
+    fmt = format
+    if fmt == "auto":
+        fmt = {".json": "json", ".tsv": "beir"}.get(path.suffix.lower(), "trec")
+    if fmt == "json":
+        with atomic_write(path) as f:
+            json.dump(qrels.to_dict(), f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        return
+    lines = []
+    if fmt == "beir":
+        lines.append("\t".join(_BEIR_HEADER))
+    for q in qrels:
+        for d, g in qrels[q].items():
+            if fmt == "trec":
+                _check_trec_id(q, "query id")
+                _check_trec_id(d, "corpus id")
+                lines.append(f"{q} 0 {d} {g}")
+            else:
+                for x in (q, d):
+                    if any(c in x for c in "\t\r\n"):
+                        raise InputError(f"id {x!r} contains a tab or newline and cannot be written to BEIR TSV", id=x)
+                lines.append(f"{q}\t{d}\t{g}")
+    with atomic_write(path) as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def save_run(run: Run, path: str | Path, format: Format = "auto", tag: str | None = None) -> None:
+    """Write ``run`` atomically as a TREC run (ranked, rank 1..n, trec_eval order) or JSON.
+
+    Scores are written with ``repr`` so that reading the file back gives the same float64 values.
+
+    Args:
+        tag: the TREC run tag; defaults to ``run.name`` or ``"vdr"``.
+
+    Raises:
+        InputError: an id or tag with whitespace (TREC).
+    """
+    path = Path(path)
+    fmt = format
+    if fmt == "auto":
+        fmt = "json" if path.suffix.lower() == ".json" else "trec"
+    if fmt == "json":
+        with atomic_write(path) as f:
+            json.dump(run.to_dict(), f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        return
+    tag = tag or run.name or "vdr"
+    _check_trec_id(tag, "run tag")
+    with atomic_write(path) as f:
+        for q in run:
+            _check_trec_id(q, "query id")
+            for rank, (d, s) in enumerate(run.ranked(q), start=1):
+                _check_trec_id(d, "corpus id")
+                f.write(f"{q} Q0 {d} {rank} {float(s)!r} {tag}\n")
+
+
+def save_queries(queries: QuerySet, path: str | Path) -> None:
+    """Write ``queries`` atomically as BEIR ``queries.jsonl`` (``history`` only when non-empty)."""
+    with atomic_write(path) as f:
+        for q, v in queries.items():
+            obj: dict = {"_id": q, "text": v.text}
+            if v.history:
+                obj["history"] = list(v.history)
+            f.write(json.dumps(obj, ensure_ascii=False) + "\n")

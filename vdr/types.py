@@ -1,0 +1,287 @@
+"""The data contracts that pass between vdr's stages: :class:`Qrels`, :class:`Run`, :class:`QuerySet`.
+
+Ids are always ``str``: ``"01"`` and ``"1"`` are different ids. Python ``int`` and NumPy integer
+scalars (as they come out of ``datasets`` columns) are converted explicitly with ``str(int(x))``;
+any other id type (float, bool, bytes, None, ...) is rejected with an :class:`~vdr.errors.InputError`,
+because ``str(1.0) == "1.0"`` would silently never match ``"1"``.
+
+The classes are read-only mappings (``qrels["q1"]["p3"] -> 2``) so they can be handed to code that
+expects pytrec_eval-style dicts; they are never mutated after construction.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["Qrels", "Run", "Query", "QuerySet", "to_id"]
+
+
+def to_id(value: object, *, what: str = "id", path: str | None = None, line: int | None = None) -> str:
+    """Return ``value`` as a string id.
+
+    ``str`` is returned unchanged; ``int`` and NumPy integers become ``str(int(value))``.
+
+    Raises:
+        InputError: ``value`` is a bool, float, bytes, None or any other type, or an empty string.
+    """
+    if isinstance(value, str):
+        if value == "":
+            raise InputError(f"empty {what}", path=path, line=line)
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{what} must be a string or an integer, got bool {value!r}", path=path, line=line)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    raise InputError(
+        f"{what} must be a string or an integer, got {type(value).__name__} {value!r}"
+        " (convert it explicitly: str(1.0) would be '1.0', not '1')",
+        path=path,
+        line=line,
+    )
+
+
+_SCORE_TYPES = {float, int, np.float64, np.float32, np.float16, np.int64, np.int32}
+
+
+def _to_grade(value: object, qid: str, did: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise InputError(f"grade of query {qid!r}, corpus id {did!r} must be an integer, got bool {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
+        return int(value)
+    raise InputError(f"grade of query {qid!r}, corpus id {did!r} must be an integer, got {value!r}")
+
+
+class _IdMapping(Mapping):
+    """Read-only ``{str id: read-only {str id: value}}`` mapping shared by Qrels and Run."""
+
+    __slots__ = ("_data", "name")
+
+    def __getitem__(self, key: str) -> Mapping:
+        return MappingProxyType(self._data[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def to_dict(self) -> dict:
+        """A deep copy as plain ``dict[str, dict[str, value]]`` (pytrec_eval's format)."""
+        return {q: dict(d) for q, d in self._data.items()}
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _IdMapping):
+            return type(self) is type(other) and self._data == other._data
+        return NotImplemented
+
+    def __hash__(self) -> int:  # mappings with value semantics are unhashable
+        raise TypeError(f"unhashable type: {type(self).__name__}")
+
+    def num_entries(self) -> int:
+        """Total number of (query id, corpus id) pairs."""
+        return sum(len(d) for d in self._data.values())
+
+
+class Qrels(_IdMapping):
+    """Relevance judgments: query id -> corpus id -> integer grade.
+
+    Grades are Python ``int``; negative grades are allowed (trec_eval treats them as judged,
+    non-relevant); a grade of 0 is judged non-relevant. A query with at least one line is part of
+    the evaluated query set, even when none of its grades is positive.
+
+    Args:
+        data: ``{query_id: {corpus_id: grade}}``. Ids may be ``str`` or integers (converted with
+            :func:`to_id`); grades must be integers (integral floats such as ``2.0`` are accepted).
+        name: optional label (for example the file it came from).
+
+    Raises:
+        InputError: an id of the wrong type, or a grade that is not an integer.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data: Mapping[object, Mapping[object, object]], *, name: str | None = None) -> None:
+        out: dict[str, dict[str, int]] = {}
+        for q, docs in data.items():
+            qid = to_id(q, what="query id")
+            if qid in out:
+                raise InputError(f"query id {qid!r} appears twice after conversion to str", id=qid)
+            row: dict[str, int] = {}
+            for d, g in docs.items():
+                did = to_id(d, what="corpus id")
+                if did in row:
+                    raise InputError(f"corpus id {did!r} appears twice in query {qid!r} after conversion to str", id=did)
+                row[did] = g if type(g) is int else _to_grade(g, qid, did)
+            out[qid] = row
+        self._data = out
+        self.name = name
+
+    @classmethod
+    def _trusted(cls, data: dict[str, dict[str, int]], name: str | None = None) -> "Qrels":
+        obj = cls.__new__(cls)
+        obj._data = data
+        obj.name = name
+        return obj
+
+    def __repr__(self) -> str:
+        return f"Qrels({len(self)} queries, {self.num_entries()} judgments{', ' + repr(self.name) if self.name else ''})"
+
+
+class Run(_IdMapping):
+    """A ranked retrieval result: query id -> corpus id -> float score (higher is better).
+
+    Ranks are derived from scores only: score descending (float64), ties broken by corpus id
+    descending in byte order, exactly as trec_eval sorts (so ``"p9"`` ranks before ``"p10"``).
+
+    Args:
+        data: ``{query_id: {corpus_id: score}}``; ids may be ``str`` or integers (see :func:`to_id`),
+            scores any real number that is finite.
+        name: the run tag (TREC run files' last column), optional.
+
+    Raises:
+        InputError: an id of the wrong type, or a score that is not a finite real number
+            (NaN and +-inf are rejected, naming the query and corpus id).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data: Mapping[object, Mapping[object, object]], *, name: str | None = None) -> None:
+        out: dict[str, dict[str, float]] = {}
+        for q, docs in data.items():
+            qid = to_id(q, what="query id")
+            if qid in out:
+                raise InputError(f"query id {qid!r} appears twice after conversion to str", id=qid)
+            if all(type(d) is str and d for d in docs):
+                row = dict(docs)
+            else:
+                row = {}
+                for d, s in docs.items():
+                    did = to_id(d, what="corpus id")
+                    if did in row:
+                        raise InputError(f"corpus id {did!r} appears twice in query {qid!r} after conversion to str", id=did)
+                    row[did] = s
+            scores = None
+            if set(map(type, row.values())) <= _SCORE_TYPES:
+                scores = np.fromiter(row.values(), dtype=np.float64, count=len(row))
+            if scores is None or not np.isfinite(scores).all():
+                for did, s in row.items():
+                    ok = isinstance(s, numbers.Real) and not isinstance(s, (bool, np.bool_)) and math.isfinite(float(s))
+                    if not ok:
+                        raise InputError(f"score of query {qid!r}, corpus id {did!r} must be a finite number, got {s!r}", id=did)
+            out[qid] = row
+        self._data = out
+        self.name = name
+
+    @classmethod
+    def _trusted(cls, data: dict[str, dict[str, float]], name: str | None = None) -> "Run":
+        obj = cls.__new__(cls)
+        obj._data = data
+        obj.name = name
+        return obj
+
+    def ranked(self, query_id: str) -> list[tuple[str, float]]:
+        """The ranking of one query: ``[(corpus_id, score), ...]`` best first (trec_eval order).
+
+        Raises:
+            KeyError: ``query_id`` is not in the run.
+        """
+        return sorted(self._data[query_id].items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+
+    def top_k(self, k: int) -> "Run":
+        """A new run keeping each query's ``k`` best corpus ids (trec_eval ``-M k``).
+
+        Raises:
+            ValueError: ``k`` < 1.
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        return Run._trusted({q: dict(self.ranked(q)[:k]) for q in self._data}, self.name)
+
+    def __repr__(self) -> str:
+        return f"Run({len(self)} queries, {self.num_entries()} scored pages{', ' + repr(self.name) if self.name else ''})"
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query: its text and, for conversational queries, the earlier turns.
+
+    Attributes:
+        text: the query text as it will be encoded.
+        history: earlier conversation turns, oldest first (empty for single-turn queries).
+    """
+
+    text: str
+    history: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class QuerySet(Mapping):
+    """Queries of one variant: query id -> :class:`Query`.
+
+    The original queries are one variant (``name="original"``); each rewrite is another
+    ``QuerySet`` with exactly the same ids (see :func:`vdr.io.load_rewrites`).
+
+    Attributes:
+        queries: ``{query_id: Query}`` in file order.
+        name: variant name (``"original"``, or the name given to a rewrite).
+        source: the file it was read from, if any.
+        lines: 1-based line number of each id in ``source`` (for error messages).
+    """
+
+    queries: Mapping[str, Query]
+    name: str = "original"
+    source: str | None = None
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        fixed: dict[str, Query] = {}
+        for q, v in self.queries.items():
+            qid = to_id(q, what="query id")
+            if isinstance(v, str):
+                v = Query(v)
+            elif not isinstance(v, Query):
+                raise InputError(f"query {qid!r} must be a str or a vdr.Query, got {type(v).__name__}", path=self.source, id=qid)
+            fixed[qid] = v
+        object.__setattr__(self, "queries", MappingProxyType(fixed))
+        object.__setattr__(self, "lines", MappingProxyType(dict(self.lines)))
+
+    @classmethod
+    def from_texts(cls, texts: Mapping[object, str], name: str = "original") -> "QuerySet":
+        """Build a query set from ``{query_id: text}``."""
+        return cls({q: Query(t) for q, t in texts.items()}, name=name)
+
+    def __getitem__(self, key: str) -> Query:
+        return self.queries[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.queries)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def texts(self) -> dict[str, str]:
+        """``{query_id: text}``."""
+        return {q: v.text for q, v in self.queries.items()}
+
+    def where(self, query_id: str) -> str:
+        """``"file:line"`` of ``query_id`` when known, for error messages."""
+        src = self.source or f"<{self.name} queries>"
+        line = self.lines.get(query_id)
+        return f"{src}:{line}" if line else src
+
+    def ids(self) -> Iterable[str]:
+        """Query ids in file order."""
+        return self.queries.keys()
