@@ -7,7 +7,8 @@ Formats (``format="auto"`` picks one from the file name and its first line):
 * **BEIR qrels**: tab-separated with the header ``query-id<TAB>corpus-id<TAB>score``; ids may
   contain spaces (not tabs).
 * **TREC run**: ``query-id Q0 corpus-id rank score tag`` (6 fields). The rank column is ignored:
-  scores decide the ranking (trec_eval does the same).
+  scores decide the ranking (trec_eval does the same). Text after the tag is ignored with a
+  warning, as trec_eval ignores it, provided the rank column holds an integer.
 * **JSON** (``.json``): pytrec_eval's ``{"query-id": {"corpus-id": value}}``.
 * **BEIR queries** (``.jsonl``): one object per line with ``_id`` and ``text`` and optionally
   ``history`` (a list of earlier conversation turns, oldest first).
@@ -185,18 +186,24 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
     tag: str | None = None
     dups = 0
     first_dup: tuple[int, str, str] | None = None
+    trailing = 0
+    trailing_first: int | None = None
     for no, line in read_lines(path):
         fields = line.split()
         if not fields:
             continue
-        if len(fields) != 6:
+        if len(fields) < 6 or (len(fields) > 6 and not fields[3].lstrip("+-").isdigit()):
             raise InputError(
                 f"expected 6 whitespace-separated fields 'query-id Q0 corpus-id rank score tag', got {len(fields)}: {line!r}"
                 " (TREC ids cannot contain whitespace)",
                 path=path,
                 line=no,
             )
-        qid, _, did, _, score, t = fields
+        if len(fields) > 6:  # trec_eval ignores text after the tag; so do we, and say so once
+            trailing += 1
+            if trailing_first is None:
+                trailing_first = no
+        qid, _, did, _, score, t = fields[:6]
         s = _parse_score(score, path, no, qid, did)
         if tag is None:
             tag = t
@@ -216,6 +223,12 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
         warnings.warn(
             f"{path}: {dups} duplicate (query id, corpus id) line(s) in the run; kept the highest score of each"
             f" (first at line {no}: query {qid!r}, corpus id {did!r})",
+            VdrWarning,
+            stacklevel=2,
+        )
+    if trailing:
+        warnings.warn(
+            f"{path}: {trailing} line(s) have text after the 6th field (first at line {trailing_first}); ignored, as trec_eval does",
             VdrWarning,
             stacklevel=2,
         )

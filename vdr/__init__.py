@@ -1,0 +1,40 @@
+"""vdr — visual-document retrieval evaluation: original vs rewritten queries, trec_eval-exact metrics.
+
+Public API (verbs and types only; nothing runs at import time)::
+
+    import vdr
+    qrels = vdr.load_qrels("qrels.tsv")
+    run = vdr.load_run("run.trec")
+    result = vdr.metrics(qrels, run, k=[1, 3, 5, 10])
+    result.aggregate["ndcg@3"]
+"""
+
+from .errors import AlignmentError, InputError, VdrError, VdrWarning
+from .evaluation import Metric, MetricsResult, evaluate_run, metrics, parse_metric
+from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
+from .types import Qrels, Query, QuerySet, Run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Qrels",
+    "Run",
+    "Query",
+    "QuerySet",
+    "Metric",
+    "MetricsResult",
+    "metrics",
+    "evaluate_run",
+    "parse_metric",
+    "load_qrels",
+    "load_run",
+    "load_queries",
+    "load_rewrites",
+    "save_qrels",
+    "save_run",
+    "save_queries",
+    "VdrError",
+    "InputError",
+    "AlignmentError",
+    "VdrWarning",
+]
