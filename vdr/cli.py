@@ -16,6 +16,14 @@ import typer
 
 from .errors import VdrError, VdrWarning
 
+try:  # typer >= 0.26 vendors click as typer._click; older typer uses the click package
+    from typer._click.exceptions import ClickException as _VendoredClickException
+except ImportError:  # pragma: no cover - depends on the installed typer
+    _VendoredClickException = None
+import click
+
+_CLICK_ERRORS = tuple(c for c in (_VendoredClickException, click.ClickException) if c is not None)
+
 app = typer.Typer(
     name="vdr",
     help="Visual-document retrieval evaluation: original vs rewritten queries, trec_eval-exact metrics.",
@@ -84,13 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 1
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            return e.exit_code
-        raise
+    except _CLICK_ERRORS as e:  # usage errors: missing argument, unknown option, bad value
+        e.show()
+        return e.exit_code
     finally:
         warnings.showwarning = old
 

@@ -286,7 +286,7 @@ def _ranks(runs: list[dict], j_q: np.ndarray, j_s: np.ndarray, j_d: list[str]) -
         for t in np.nonzero(ge - gt > 1)[0]:  # ties in score: trec_eval breaks them by corpus id, descending
             e = sel[t]
             d, sc = j_d[e], j_s[e]
-            ranks[e] += sum(1 for k, v in runs[j_q[e]].items() if v == sc and k > d)
+            ranks[e] += sum(1 for k, v in runs[j_q[e]].items() if float(v) == sc and k > d)
     return ranks
 
 

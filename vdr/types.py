@@ -64,7 +64,12 @@ def _to_grade(value: object, qid: str, did: str) -> int:
 class _IdMapping(Mapping):
     """Read-only ``{str id: read-only {str id: value}}`` mapping shared by Qrels and Run."""
 
-    __slots__ = ("_data", "name")
+    __slots__ = ("_data", "_name")
+
+    @property
+    def name(self) -> str | None:
+        """Optional label: the run tag, or the file the qrels came from."""
+        return self._name
 
     def __getitem__(self, key: str) -> Mapping:
         return MappingProxyType(self._data[key])
@@ -127,13 +132,13 @@ class Qrels(_IdMapping):
                 row[did] = g if type(g) is int else _to_grade(g, qid, did)
             out[qid] = row
         self._data = out
-        self.name = name
+        self._name = name
 
     @classmethod
     def _trusted(cls, data: dict[str, dict[str, int]], name: str | None = None) -> "Qrels":
         obj = cls.__new__(cls)
         obj._data = data
-        obj.name = name
+        obj._name = name
         return obj
 
     def __repr__(self) -> str:
@@ -175,21 +180,27 @@ class Run(_IdMapping):
                     row[did] = s
             scores = None
             if set(map(type, row.values())) <= _SCORE_TYPES:
-                scores = np.fromiter(row.values(), dtype=np.float64, count=len(row))
+                try:
+                    scores = np.fromiter(row.values(), dtype=np.float64, count=len(row))
+                except OverflowError:
+                    scores = None
             if scores is None or not np.isfinite(scores).all():
                 for did, s in row.items():
-                    ok = isinstance(s, numbers.Real) and not isinstance(s, (bool, np.bool_)) and math.isfinite(float(s))
+                    try:
+                        ok = isinstance(s, numbers.Real) and not isinstance(s, (bool, np.bool_)) and math.isfinite(float(s))
+                    except OverflowError:
+                        ok = False
                     if not ok:
                         raise InputError(f"score of query {qid!r}, corpus id {did!r} must be a finite number, got {s!r}", id=did)
             out[qid] = row
         self._data = out
-        self.name = name
+        self._name = name
 
     @classmethod
     def _trusted(cls, data: dict[str, dict[str, float]], name: str | None = None) -> "Run":
         obj = cls.__new__(cls)
         obj._data = data
-        obj.name = name
+        obj._name = name
         return obj
 
     def ranked(self, query_id: str) -> list[tuple[str, float]]:
@@ -198,7 +209,7 @@ class Run(_IdMapping):
         Raises:
             KeyError: ``query_id`` is not in the run.
         """
-        return sorted(self._data[query_id].items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+        return sorted(self._data[query_id].items(), key=lambda kv: (float(kv[1]), kv[0]), reverse=True)
 
     def top_k(self, k: int) -> "Run":
         """A new run keeping each query's ``k`` best corpus ids (trec_eval ``-M k``).
@@ -225,6 +236,14 @@ class Query:
 
     text: str
     history: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise InputError(f"query text must be a str, got {type(self.text).__name__}")
+        history = tuple(self.history) if not isinstance(self.history, str) else None
+        if history is None or not all(isinstance(h, str) for h in history):
+            raise InputError("query history must be a sequence of str (earlier turns, oldest first)")
+        object.__setattr__(self, "history", history)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,12 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 elif bline[:2] in (b"\xff\xfe", b"\xfe\xff"):
                     raise InputError("file is UTF-16 encoded; vdr reads UTF-8 only (re-save it as UTF-8)", path=path, line=1)
             bline = bline.rstrip(b"\r\n")
+            if b"\x00" in bline:
+                raise InputError(
+                    "NUL bytes in the line: the file is probably UTF-16/UTF-32 without a byte-order mark; vdr reads UTF-8 only",
+                    path=path,
+                    line=no,
+                )
             try:
                 yield no, bline.decode("utf-8")
             except UnicodeDecodeError as e:

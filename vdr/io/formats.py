@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +43,9 @@ __all__ = [
 
 Format = Literal["auto", "trec", "beir", "json"]
 _BEIR_HEADER = ("query-id", "corpus-id", "score")
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+# what C's strtod reads as trec_eval does, ASCII only (Python's float() also takes '1_000' and non-ASCII digits)
+_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 
 
 def _first_line(path: Path) -> str:
@@ -66,13 +70,15 @@ def _qrels_format(path: Path, fmt: str) -> str:
 
 def _parse_grade(text: str, path: Path, line: int, qid: str, did: str) -> int:
     t = text.strip()
-    if t.lstrip("+-").isdigit() and t.isascii():
+    if _INT_RE.fullmatch(t):
         return int(t)
     raise InputError(f"grade {text!r} of query {qid!r}, corpus id {did!r} is not an integer", path=path, line=line)
 
 
 def _parse_score(text: str, path: Path, line: int, qid: str, did: str) -> float:
     try:
+        if not _FLOAT_RE.fullmatch(text):
+            raise ValueError(text)
         s = float(text)
     except ValueError:
         raise InputError(f"score {text!r} of query {qid!r}, corpus id {did!r} is not a number", path=path, line=line) from None
@@ -235,12 +241,40 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
     return Run._trusted(out, name=tag)
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
 def _load_json_mapping(path: Path, what: str) -> Mapping:
+    """Parse a pytrec_eval-style JSON file; a key repeated inside one object is an error for qrels,
+    and keeps the highest score with a warning for runs (as for TREC files)."""
     text = "\n".join(line for _, line in read_lines(path))
+    dups: list[str] = []
+
+    def pairs_hook(pairs: list) -> dict:
+        out: dict = {}
+        for k, v in pairs:
+            if k in out:
+                if what != "run" or isinstance(v, dict) or isinstance(out[k], dict):
+                    raise _DuplicateKey(k)
+                dups.append(k)
+                if isinstance(v, (int, float)) and isinstance(out[k], (int, float)) and v <= out[k]:
+                    continue
+            out[k] = v
+        return out
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as e:
         raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=e.lineno) from None
+    except _DuplicateKey as e:
+        raise InputError(f"key {e.args[0]!r} appears twice in one JSON object of the {what}", path=path, id=e.args[0]) from None
+    if dups:
+        warnings.warn(
+            f"{path}: {len(dups)} duplicate corpus id(s) inside a query of the run; kept the highest score of each (first: {dups[0]!r})",
+            VdrWarning,
+            stacklevel=3,
+        )
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise InputError(f"JSON {what} must be an object of objects: {{query-id: {{corpus-id: value}}}}", path=path)
     return data
@@ -275,7 +309,9 @@ def load_queries(path: str | Path, name: str = "original") -> QuerySet:
         if "_id" not in obj:
             raise InputError("missing '_id'", path=path, line=no)
         qid = to_id(obj["_id"], what="query id", path=str(path), line=no)
-        text = obj.get("text")
+        if "text" not in obj:
+            raise InputError("missing 'text'", path=path, line=no, id=qid)
+        text = obj["text"]
         if not isinstance(text, str):
             raise InputError(f"'text' must be a string, got {type(text).__name__}", path=path, line=no, id=qid)
         history = obj.get("history", [])
@@ -377,7 +413,8 @@ def save_run(run: Run, path: str | Path, format: Format = "auto", tag: str | Non
             json.dump(run.to_dict(), f, ensure_ascii=False, indent=1)
             f.write("\n")
         return
-    tag = tag or run.name or "vdr"
+    if tag is None:  # a default tag (from a file name, say) gets its whitespace replaced
+        tag = re.sub(r"\s+", "_", run.name) if run.name else "vdr"
     _check_trec_id(tag, "run tag")
     with atomic_write(path) as f:
         for q in run:
