@@ -29,7 +29,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Literal
 
@@ -239,55 +239,56 @@ class MetricsResult:
 # engine
 
 
-def _first_greater(M: np.ndarray, rows: np.ndarray, s: np.ndarray, strict: bool) -> np.ndarray:
-    """For each i, the first column j with ``M[rows[i], j] > s[i]`` (``>=`` if not strict); rows ascending."""
+def _first_greater(M: np.ndarray, rows: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Batched binary search: for each i, the first column j with ``M[rows[i], j] > s[i]`` (rows ascending)."""
     L = M.shape[1]
     lo = np.zeros(len(rows), dtype=np.int64)
     hi = np.full(len(rows), L, dtype=np.int64)
     for _ in range(max(1, int(L).bit_length())):
         mid = (lo + hi) >> 1
-        v = M[rows, np.minimum(mid, L - 1)]
-        cond = (v > s) if strict else (v >= s)
+        cond = M[rows, np.minimum(mid, L - 1)] > s
         active = lo < hi
         hi = np.where(active & cond, mid, hi)
         lo = np.where(active & ~cond, mid + 1, lo)
     return lo
 
 
-def _ranks(runs: list[dict], j_q: np.ndarray, j_s: np.ndarray, j_d: list[str]) -> np.ndarray:
-    """1-based trec_eval rank of each judged-and-retrieved entry (query index j_q, score j_s, id j_d)."""
-    nq = len(runs)
-    lengths = np.fromiter((len(r) for r in runs), dtype=np.int64, count=nq)
+def _ranks(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, j_q: np.ndarray, j_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank of each judged-and-retrieved entry among its query's scores, ignoring the corpus-id tie-break.
+
+    Args:
+        flat: all run scores, float64 ``(n_entries,)``; query ``i`` owns ``flat[starts[i]:starts[i] + lengths[i]]``.
+        j_q, j_s: query index and score of each entry to rank.
+
+    Returns:
+        ``(ranks, tied)``: 1 + the number of strictly greater scores, int64; and a bool mask of the
+        entries whose score is shared with another page of the query (their rank needs the tie-break).
+    """
     ranks = np.zeros(len(j_q), dtype=np.int64)
+    tied = np.zeros(len(j_q), dtype=bool)
     if len(j_q) == 0:
-        return ranks
-    # bucket queries by padded row length (next power of two) so padding wastes at most 2x
+        return ranks, tied
+    # bucket queries by padded row length (next power of two), so padding wastes at most 2x
     pad = np.where(lengths > 0, 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64), 0)
     j_bucket = pad[j_q]
-    row_in_bucket = np.empty(nq, dtype=np.int64)
-    for L in np.unique(pad[j_q]):
+    row_in_bucket = np.empty(len(lengths), dtype=np.int64)
+    for L in np.unique(j_bucket):
+        L = int(L)
         qs = np.nonzero(pad == L)[0]
         row_in_bucket[qs] = np.arange(len(qs))
         lens = lengths[qs]
         total = int(lens.sum())
-        flat = np.fromiter(chain.from_iterable(runs[i].values() for i in qs), dtype=np.float64, count=total)
-        starts = np.cumsum(lens) - lens
         rr = np.repeat(np.arange(len(qs)), lens)
-        cc = np.arange(total) - np.repeat(starts, lens)
-        M = np.full((len(qs), int(L)), -np.inf)
-        M[rr, cc] = flat
+        within = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
+        M = np.full((len(qs), L), -np.inf)
+        M[rr, within] = flat[np.repeat(starts[qs], lens) + within]
         M.sort(axis=1)
         sel = np.nonzero(j_bucket == L)[0]
         rows = row_in_bucket[j_q[sel]]
-        s = j_s[sel]
-        gt = int(L) - _first_greater(M, rows, s, strict=True)
-        ge = int(L) - _first_greater(M, rows, s, strict=False)
-        ranks[sel] = gt + 1
-        for t in np.nonzero(ge - gt > 1)[0]:  # ties in score: trec_eval breaks them by corpus id, descending
-            e = sel[t]
-            d, sc = j_d[e], j_s[e]
-            ranks[e] += sum(1 for k, v in runs[j_q[e]].items() if float(v) == sc and k > d)
-    return ranks
+        pos = _first_greater(M, rows, j_s[sel])  # M[row, pos - 1] is the entry's own score
+        ranks[sel] = L - pos + 1
+        tied[sel] = (pos >= 2) & (M[rows, np.maximum(pos - 2, 0)] == j_s[sel])
+    return ranks, tied
 
 
 def evaluate_run(
@@ -338,36 +339,42 @@ def evaluate_run(
     empty: dict = {}
     runs = [rd.get(q, empty) for q in qids]
 
-    # one Python step per qrels line: positive grades (ideal DCG), relevant counts, judged-and-retrieved entries
-    pos_q: list[int] = []
-    pos_g: list[int] = []
-    num_rel = np.zeros(nq, dtype=np.int64)
-    j_q: list[int] = []
-    j_s: list[float] = []
-    j_g: list[int] = []
-    j_d: list[str] = []
-    for i, q in enumerate(qids):
-        rq = runs[i]
-        nr = 0
-        for d, g in qd[q].items():
-            if g > 0:
-                pos_q.append(i)
-                pos_g.append(g)
-            if g >= level:
-                nr += 1
-            s = rq.get(d)
-            if s is not None:
-                j_q.append(i)
-                j_s.append(s)
-                j_g.append(g)
-                j_d.append(d)
-        num_rel[i] = nr
-    jq = np.asarray(j_q, dtype=np.int64)
-    js = np.asarray(j_s, dtype=np.float64)
-    jg = np.asarray(j_g, dtype=np.int64)
-    jr = _ranks(runs, jq, js, j_d)
-    pq = np.asarray(pos_q, dtype=np.int64)
-    pg = np.asarray(pos_g, dtype=np.int64)
+    # qrels lines as arrays: query index, grade, and the run's score (NaN: not retrieved; run scores are finite)
+    qlens = np.fromiter((len(qd[q]) for q in qids), dtype=np.int64, count=nq)
+    n_lines = int(qlens.sum())
+    q_all = np.repeat(np.arange(nq), qlens)
+    g_all = np.fromiter(chain.from_iterable(qd[q].values() for q in qids), dtype=np.int64, count=n_lines)
+    s_all = np.fromiter(
+        chain.from_iterable(map(rq.get, qd[q], repeat(math.nan)) for q, rq in zip(qids, runs)), dtype=np.float64, count=n_lines
+    )
+    num_rel = np.bincount(q_all[g_all >= level], minlength=nq)
+    pos_mask = g_all > 0
+    pq, pg = q_all[pos_mask], g_all[pos_mask]
+    j_idx = np.nonzero(~np.isnan(s_all))[0]
+    jq, js, jg = q_all[j_idx], s_all[j_idx], g_all[j_idx]
+
+    flat, starts, qpos = run._columns()
+    r_pos = np.fromiter((qpos.get(q, -1) for q in qids), dtype=np.int64, count=nq)
+    r_lens = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
+    r_starts = np.zeros(nq, dtype=np.int64)
+    r_starts[r_pos >= 0] = starts[r_pos[r_pos >= 0]]
+    jr, tied = _ranks(flat, r_starts, r_lens, jq, js)
+    if tied.any():  # trec_eval breaks score ties by corpus id, descending: count tied ids greater than ours
+        q_first = np.cumsum(qlens) - qlens
+        by_query: dict[int, list[int]] = {}
+        for t in np.nonzero(tied)[0].tolist():
+            by_query.setdefault(int(jq[t]), []).append(t)
+        for i, ts in by_query.items():
+            want = {float(js[t]) for t in ts}
+            groups: dict[float, list[str]] = {}
+            for d, v in runs[i].items():
+                fv = float(v)
+                if fv in want:
+                    groups.setdefault(fv, []).append(d)
+            judged_ids = list(qd[qids[i]])
+            for t in ts:
+                d = judged_ids[int(j_idx[t] - q_first[i])]
+                jr[t] += sum(1 for other in groups[float(js[t])] if other > d)
 
     rel = jg >= level
     jgain_lin = np.where(jg > 0, jg, 0).astype(np.float64)

@@ -15,6 +15,7 @@ import math
 import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from types import MappingProxyType
 
 import numpy as np
@@ -49,6 +50,15 @@ def to_id(value: object, *, what: str = "id", path: str | None = None, line: int
 
 
 _SCORE_TYPES = {float, int, np.float64, np.float32, np.float16, np.int64, np.int32}
+
+
+def _all_str_ids(ids: Iterable) -> bool:
+    """True when every id is a non-empty ``str`` (checked at C speed: ``str.join`` rejects non-str)."""
+    try:
+        "".join(ids)
+    except TypeError:
+        return False
+    return "" not in ids
 
 
 def _to_grade(value: object, qid: str, did: str) -> int:
@@ -121,9 +131,12 @@ class Qrels(_IdMapping):
     def __init__(self, data: Mapping[object, Mapping[object, object]], *, name: str | None = None) -> None:
         out: dict[str, dict[str, int]] = {}
         for q, docs in data.items():
-            qid = to_id(q, what="query id")
+            qid = q if type(q) is str and q else to_id(q, what="query id")
             if qid in out:
                 raise InputError(f"query id {qid!r} appears twice after conversion to str", id=qid)
+            if _all_str_ids(docs) and set(map(type, docs.values())) <= {int}:
+                out[qid] = dict(docs)
+                continue
             row: dict[str, int] = {}
             for d, g in docs.items():
                 did = to_id(d, what="corpus id")
@@ -161,15 +174,15 @@ class Run(_IdMapping):
             (NaN and +-inf are rejected, naming the query and corpus id).
     """
 
-    __slots__ = ()
+    __slots__ = ("_cols",)
 
     def __init__(self, data: Mapping[object, Mapping[object, object]], *, name: str | None = None) -> None:
         out: dict[str, dict[str, float]] = {}
         for q, docs in data.items():
-            qid = to_id(q, what="query id")
+            qid = q if type(q) is str and q else to_id(q, what="query id")
             if qid in out:
                 raise InputError(f"query id {qid!r} appears twice after conversion to str", id=qid)
-            if all(type(d) is str and d for d in docs):
+            if _all_str_ids(docs):
                 row = dict(docs)
             else:
                 row = {}
@@ -178,13 +191,40 @@ class Run(_IdMapping):
                     if did in row:
                         raise InputError(f"corpus id {did!r} appears twice in query {qid!r} after conversion to str", id=did)
                     row[did] = s
-            scores = None
-            if set(map(type, row.values())) <= _SCORE_TYPES:
-                try:
-                    scores = np.fromiter(row.values(), dtype=np.float64, count=len(row))
-                except OverflowError:
-                    scores = None
-            if scores is None or not np.isfinite(scores).all():
+            out[qid] = row
+        self._data = out
+        self._name = name
+        self._cols = None
+        self._columns()  # validates every score
+
+    @classmethod
+    def _trusted(cls, data: dict[str, dict[str, float]], name: str | None = None) -> "Run":
+        obj = cls.__new__(cls)
+        obj._data = data
+        obj._name = name
+        obj._cols = None
+        return obj
+
+    def _columns(self) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+        """All scores as one float64 array in query order, each query's start offset, and each query's
+        position: ``(flat (n_entries,), starts (n_queries,), {query_id: position})``. Cached.
+
+        Raises:
+            InputError: a score that is not a finite real number (naming query and corpus id).
+        """
+        if self._cols is not None:
+            return self._cols
+        rows = self._data.values()
+        lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(self._data))
+        total = int(lens.sum())
+        flat = None
+        if set(map(type, chain.from_iterable(r.values() for r in rows))) <= _SCORE_TYPES:
+            try:
+                flat = np.fromiter(chain.from_iterable(r.values() for r in rows), dtype=np.float64, count=total)
+            except OverflowError:
+                flat = None
+        if flat is None or not np.isfinite(flat).all():
+            for qid, row in self._data.items():
                 for did, s in row.items():
                     try:
                         ok = isinstance(s, numbers.Real) and not isinstance(s, (bool, np.bool_)) and math.isfinite(float(s))
@@ -192,16 +232,9 @@ class Run(_IdMapping):
                         ok = False
                     if not ok:
                         raise InputError(f"score of query {qid!r}, corpus id {did!r} must be a finite number, got {s!r}", id=did)
-            out[qid] = row
-        self._data = out
-        self._name = name
-
-    @classmethod
-    def _trusted(cls, data: dict[str, dict[str, float]], name: str | None = None) -> "Run":
-        obj = cls.__new__(cls)
-        obj._data = data
-        obj._name = name
-        return obj
+        starts = np.cumsum(lens) - lens
+        self._cols = (flat, starts, {q: i for i, q in enumerate(self._data)})
+        return self._cols
 
     def ranked(self, query_id: str) -> list[tuple[str, float]]:
         """The ranking of one query: ``[(corpus_id, score), ...]`` best first (trec_eval order).
