@@ -292,8 +292,12 @@ def _ocr(image, lang: str) -> str:
     return pytesseract.image_to_string(image, lang=lang)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def _clean(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").strip()
+    """Normalise newlines and drop control characters (PDFium marks soft hyphens with \\x02)."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
 
 
 def _page_problem(w_pt: float, h_pt: float, dpi: float) -> str | None:
