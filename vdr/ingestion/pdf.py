@@ -34,6 +34,7 @@ __all__ = [
     "DocInfo",
     "effective_dpi",
     "probe",
+    "rasterize",
     "render_pages",
     "rasterizer_version",
     "sha256_file",
@@ -312,6 +313,42 @@ def _page_problem(w_pt: float, h_pt: float, dpi: float) -> str | None:
     return None
 
 
+def rasterize(
+    path: str | Path,
+    *,
+    dpi: float = DEFAULT_DPI,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    rasterizer: str = "pdfium",
+    password: str | None = None,
+):
+    """Render every page of one PDF, one at a time (in this process; no files written).
+
+    Yields:
+        ``(page_number, image, effective_dpi)``: 1-based page number, an RGB ``PIL.Image.Image``
+        of ``ceil/round(page size in pt x effective_dpi / 72)`` pixels, and the DPI used (``dpi``
+        lowered to fit ``max_pixels``). Pages whose box is degenerate, too small or of extreme
+        aspect ratio are skipped. The caller should close each image.
+
+    Raises:
+        DocumentError: the document cannot be opened.
+    """
+    path = Path(path)
+    info = probe(path, password, rasterizer)
+    render = _render_pdfium if rasterizer == "pdfium" else _render_poppler
+    for start in range(0, len(info.page_sizes), _CHUNK):
+        plans = []
+        for n, (w, h) in enumerate(info.page_sizes[start : start + _CHUNK], start=start + 1):
+            problem = _page_problem(w, h, dpi)
+            d = effective_dpi(w, h, dpi, max_pixels) if problem is None else None
+            plans.append((n, w, h, d, problem or (d is not None and _page_problem(w, h, d)) or None))
+        for (n, _w, _h, d, _p), (im, _text) in zip(plans, render(path, password, plans, text=False)):
+            if im is not None:
+                yield n, im, d
+
+
+_CHUNK = 8
+
+
 def render_pages(
     path: str | Path,
     relative: str,
@@ -412,7 +449,7 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
     }
 
 
-def _render_pdfium(path: Path, password: str | None, plans) -> list:
+def _render_pdfium(path: Path, password: str | None, plans, text: bool = True) -> list:
     pdf = _pdfium_open(path, password)
     out = []
     try:
@@ -426,11 +463,13 @@ def _render_pdfium(path: Path, password: str | None, plans) -> list:
                 continue
             page = pdf[n - 1]
             try:
-                tp = page.get_textpage()
-                try:
-                    text = tp.get_text_bounded()
-                finally:
-                    tp.close()
+                page_text = ""
+                if text:
+                    tp = page.get_textpage()
+                    try:
+                        page_text = tp.get_text_bounded()
+                    finally:
+                        tp.close()
                 bitmap = page.render(scale=d / 72, may_draw_forms=True)
                 try:
                     im = bitmap.to_pil()
@@ -439,19 +478,19 @@ def _render_pdfium(path: Path, password: str | None, plans) -> list:
                     bitmap.close()
             finally:
                 page.close()
-            out.append((im, text))
+            out.append((im, page_text))
     finally:
         pdf.close()
     return out
 
 
-def _render_poppler(path: Path, password: str | None, plans) -> list:
+def _render_poppler(path: Path, password: str | None, plans, text: bool = True) -> list:
     from pdf2image import convert_from_path
     from pdf2image.exceptions import PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError
 
     nums = [p[0] for p in plans if p[4] is None]
     texts: dict[int, str] = {}
-    if nums:
+    if nums and text:
         for n, t in zip(range(nums[0], nums[-1] + 1), _pdftotext(path, password, nums[0], nums[-1])):
             texts[n] = t
     out = []
