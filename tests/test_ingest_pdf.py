@@ -234,3 +234,16 @@ def test_effective_dpi_and_bad_options(tmp_path):
     with pytest.raises(InputError, match="rasterizer"):
         ingest_pdfs(tmp_path / "in", tmp_path / "out", rasterizer="ghostscript", progress=False)
     assert Image.MAX_IMAGE_PIXELS is not None  # the global limit is never switched off
+
+
+def test_cli_ingest_strict_and_errors(tmp_path, capsys):
+    from vdr.cli import main
+
+    src = _link(tmp_path / "in", ["minimal-document.pdf", "empty-file.pdf"])
+    args = ["ingest", str(src), "--out", str(tmp_path / "out"), "--dpi", "36", "--ocr", "never", "-q", "--workers", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "1 ok, 0 partial, 1 failed" in out.out and "failed: empty-file.pdf: empty file" in out.err
+    assert main(args + ["--strict"]) == 1
+    assert main(["ingest", str(tmp_path / "missing"), "--out", str(tmp_path / "o2")]) == 2
+    assert "not a folder of PDFs" in capsys.readouterr().err
