@@ -9,8 +9,10 @@ Public API (verbs and types only; nothing runs at import time)::
     result.aggregate["ndcg@3"]
 """
 
+from .corpus import Corpus, Page
 from .errors import AlignmentError, InputError, VdrError, VdrWarning
 from .evaluation import Metric, MetricsResult, evaluate_run, metrics, parse_metric
+from .ingestion import IngestReport, VidoreReport, ingest, ingest_vidore
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
 from .types import Qrels, Query, QuerySet, Run
 
@@ -24,6 +26,12 @@ __all__ = [
     "Metric",
     "MetricsResult",
     "metrics",
+    "ingest",
+    "ingest_vidore",
+    "IngestReport",
+    "VidoreReport",
+    "Corpus",
+    "Page",
     "evaluate_run",
     "parse_metric",
     "load_qrels",

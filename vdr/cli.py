@@ -77,13 +77,66 @@ def metrics_command(
             typer.echo(f"wrote {p}")
 
 
+@app.command("ingest")
+def ingest_command(
+    pdf_dir: Optional[Path] = typer.Argument(None, help="Folder searched recursively for PDFs (omit with --vidore)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Corpus folder to write (pages.jsonl, images/, ingest-report.json)."),
+    dpi: float = typer.Option(144.0, "--dpi", help="Rendering resolution in dots per inch."),
+    max_pixels: int = typer.Option(2048 * 2048, "--max-pixels", help="Pixel budget per page; larger pages render at a lower, recorded DPI."),
+    rasterizer: str = typer.Option("pdfium", "--rasterizer", help="pdfium (pypdfium2) or poppler (pdf2image + poppler-utils)."),
+    ocr: str = typer.Option("auto", "--ocr", help="auto (Tesseract for pages without a text layer), always or never."),
+    ocr_lang: str = typer.Option("eng", "--ocr-lang", help="Tesseract language(s), e.g. eng+deu."),
+    password: Optional[str] = typer.Option(None, "--password", help="Open password for encrypted PDFs."),
+    password_file: Optional[Path] = typer.Option(None, "--password-file", help='JSON map {"relative/path.pdf": "password"}.'),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: number of CPUs)."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to each step of one document."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when any document failed or was partial."),
+    vidore: Optional[str] = typer.Option(None, "--vidore", help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="ViDoRe dataset revision (default: MTEB's pinned commit)."),
+    language: Optional[str] = typer.Option(None, "--language", help="ViDoRe: keep only queries in this language (e.g. english)."),
+    split: str = typer.Option("test", "--split", help="ViDoRe dataset split."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore)."""
+    from .errors import InputError
+    from .ingestion import ingest_pdfs, ingest_vidore
+    from .ingestion.pdfdir import load_password_map
+
+    if vidore is not None:
+        if pdf_dir is not None:
+            raise InputError("give either PDF_DIR or --vidore DATASET, not both")
+        r = ingest_vidore(vidore, out, revision=revision, language=language, split=split,
+                          ocr="never" if ocr == "auto" else ocr, ocr_lang=ocr_lang, progress=not quiet)
+        langs = ", ".join(f"{k} {v}" for k, v in r.queries_per_language.items())
+        typer.echo(f"{r.dataset}@{r.revision}: {r.pages} pages, {r.queries} queries pooled ({langs}), {r.qrels} judgments -> {out}")
+        for note in r.notes:
+            typer.echo(f"note: {note}")
+        return
+    if pdf_dir is None:
+        raise InputError("give a folder of PDFs (PDF_DIR) or --vidore DATASET")
+    if password is not None and password_file is not None:
+        raise InputError("give either --password or --password-file, not both")
+    pw = load_password_map(password_file) if password_file is not None else password
+    r = ingest_pdfs(pdf_dir, out, dpi=dpi, max_pixels=max_pixels, rasterizer=rasterizer, ocr=ocr, ocr_lang=ocr_lang,
+                    password=pw, workers=workers, timeout=timeout, progress=not quiet)
+    c = r.counts()
+    skipped = sum(d.skipped for d in r.documents)
+    typer.echo(f"{len(r.documents)} PDFs ({skipped} unchanged, skipped): {c['ok']} ok, {c['partial']} partial, {c['failed']} failed;"
+               f" {r.pages} pages -> {out}")
+    for d in r.documents:
+        if d.status != "ok":
+            typer.echo(f"{d.status}: {d.source}: {d.reason}", err=True)
+    if strict and not r.ok:
+        raise typer.Exit(code=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (2 on a :class:`VdrError`)."""
     old = warnings.showwarning
     warnings.showwarning = _show_warning
     try:
-        app(args=argv, prog_name="vdr", standalone_mode=False)
-        return 0
+        rc = app(args=argv, prog_name="vdr", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0  # click returns typer.Exit's code here
     except VdrError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

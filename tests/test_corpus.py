@@ -1,0 +1,71 @@
+"""The corpus contract: pages.jsonl records, validation errors with file and line, safe image paths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vdr.corpus import Corpus, Page, image_name, page_id
+from vdr.errors import InputError
+
+
+def _rec(cid="a.pdf#1", **kw):
+    r = {"corpus-id": cid, "source": "a.pdf", "page": 1, "width": 10, "height": 20, "dpi": 72.0,
+         "image": image_name(cid), "text": "hello", "text_source": "pdf"}
+    r.update(kw)
+    return r
+
+
+def _write(tmp_path, recs):
+    (tmp_path / "pages.jsonl").write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in recs))
+    return tmp_path
+
+
+def test_round_trip_and_accessors(tmp_path):
+    _write(tmp_path, [_rec("a.pdf#1"), _rec("a.pdf#2", page=2, text="", text_source="none")])
+    c = Corpus.load(tmp_path)
+    assert c.ids() == ["a.pdf#1", "a.pdf#2"] and len(c) == 2
+    assert c["a.pdf#1"] == Page("a.pdf#1", "a.pdf", 1, 10, 20, 72.0, image_name("a.pdf#1"), "hello", "pdf")
+    assert c.texts() == {"a.pdf#1": "hello", "a.pdf#2": ""}
+    assert c.image_path("a.pdf#2") == (tmp_path / image_name("a.pdf#2")).resolve()
+    assert Page.from_json(c["a.pdf#1"].to_json()) == c["a.pdf#1"]
+    with pytest.raises(KeyError, match="not in the corpus"):
+        c["nope"]
+
+
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ("{not json", "invalid JSON"),
+        (json.dumps(_rec(width=0)), "size must be positive"),
+        (json.dumps({k: v for k, v in _rec().items() if k != "source"}), "missing field 'source'"),
+        (json.dumps(_rec(page="1")), "wrong type"),
+        (json.dumps(_rec(image="../../etc/passwd")), "unsafe image path"),
+        (json.dumps(_rec(image="/abs/x.png")), "unsafe image path"),
+        (json.dumps(_rec(text_source="magic")), "text_source"),
+        (json.dumps(_rec("a.pdf#1")), "duplicate corpus id"),
+    ],
+)
+def test_bad_lines_name_file_and_line(tmp_path, bad, words):
+    _write(tmp_path, [_rec("a.pdf#1"), bad])
+    with pytest.raises(InputError, match=words) as e:
+        Corpus.load(tmp_path)
+    assert e.value.line == 2 and e.value.path.endswith("pages.jsonl")
+
+
+def test_missing_corpus_folder(tmp_path):
+    with pytest.raises(InputError, match="pages.jsonl is missing"):
+        Corpus.load(tmp_path)
+
+
+def test_ids_and_image_names():
+    assert page_id("reports/esg 2023.pdf", 12) == "reports/esg%202023.pdf#12"
+    assert page_id("a%b\tc.pdf", 1) == "a%25b%09c.pdf#1"
+    assert page_id("é ü.pdf", 2) == "é%20ü.pdf#2"
+    for cid in ("../../x#1", "/etc/passwd", "..", "a/../../b", "\\\\server\\x", ""):
+        name = image_name(cid)
+        assert name.startswith("images/") and name.count("/") == 1 and ".." not in name.split("/")[1][:2]
+    assert image_name("a b") != image_name("a_b")
+    with pytest.raises(InputError):
+        page_id("a.pdf", 0)

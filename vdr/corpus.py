@@ -1,0 +1,277 @@
+"""The page corpus: the contract between ingestion and every retrieval backend.
+
+A corpus folder holds::
+
+    CORPUS_DIR/
+      pages.jsonl          one JSON object per page (the fields of :class:`Page`)
+      images/...           one RGB PNG per page, at the path named by the page's ``image`` field
+      ingest-report.json   what ingestion did (documents, statuses, reasons, settings)
+      queries.jsonl        (ViDoRe only) BEIR queries
+      qrels.tsv            (ViDoRe only) BEIR qrels
+
+Page ids of ingested PDFs are ``<path relative to PDF_DIR, '/'-separated>#<1-based page>``
+with whitespace and ``%`` percent-encoded (UTF-8 bytes, upper-case hex), so that every id is a
+single whitespace-free token that TREC files can hold: ``reports/esg 2023.pdf`` page 12 has the id
+``reports/esg%202023.pdf#12``. See :func:`page_id`. Users write qrels with these ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+
+from .errors import InputError
+from .io._lines import read_lines
+
+__all__ = ["Page", "Corpus", "page_id", "image_name", "PAGES_FILE", "REPORT_FILE", "IMAGES_DIR"]
+
+PAGES_FILE = "pages.jsonl"
+REPORT_FILE = "ingest-report.json"
+IMAGES_DIR = "images"
+
+TEXT_SOURCES = ("pdf", "ocr", "none")
+
+
+def _encode_char(c: str) -> str:
+    return "".join(f"%{b:02X}" for b in c.encode("utf-8"))
+
+
+def page_id(relative_path: str, page: int) -> str:
+    """The corpus id of page ``page`` (1-based) of the PDF at ``relative_path``.
+
+    Whitespace (any Unicode whitespace) and ``%`` in the path are percent-encoded as their UTF-8
+    bytes; every other character is kept. ``'/'`` separates folders whatever the OS.
+
+    >>> page_id("reports/esg 2023.pdf", 12)
+    'reports/esg%202023.pdf#12'
+    >>> page_id("a%b.pdf", 1)
+    'a%25b.pdf#1'
+
+    Raises:
+        InputError: ``page`` < 1 or an empty path.
+    """
+    if page < 1:
+        raise InputError(f"page numbers are 1-based, got {page}", path=relative_path)
+    if not relative_path:
+        raise InputError("empty relative path")
+    enc = "".join(_encode_char(c) if (c == "%" or c.isspace()) else c for c in relative_path)
+    return f"{enc}#{page}"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def image_name(corpus_id: str, suffix: str = ".png") -> str:
+    """A safe relative image path (under ``images/``) for ``corpus_id``.
+
+    The name is a readable, sanitised prefix of the id (only ``[A-Za-z0-9._-]``, no leading dot)
+    plus 12 hex digits of the id's SHA-1, so distinct ids never collide and no id can produce
+    ``..``, an absolute path or a folder separator.
+
+    >>> image_name("reports/esg%202023.pdf#12")
+    'images/reports_esg_202023.pdf_12-de00fffee322.png'
+    """
+    stem = _UNSAFE.sub("_", corpus_id).strip("._")[:80] or "page"
+    digest = hashlib.sha1(corpus_id.encode("utf-8")).hexdigest()[:12]
+    return f"{IMAGES_DIR}/{stem}-{digest}{suffix}"
+
+
+@dataclass(frozen=True)
+class Page:
+    """One corpus page, as one line of ``pages.jsonl``.
+
+    Attributes:
+        corpus_id: the page's id (JSON key ``corpus-id``); see :func:`page_id`.
+        source: the PDF's path relative to the ingested folder (``/``-separated), or for a
+            ViDoRe dataset ``"<dataset>@<revision>"``.
+        page: 1-based page number in ``source``; ``None`` for dataset images.
+        width: image width in pixels.
+        height: image height in pixels.
+        dpi: effective rendering resolution in dots per inch (lowered from the requested one
+            when the page would exceed the pixel budget); ``None`` for dataset images.
+        image: path of the RGB PNG relative to the corpus folder (always under ``images/``).
+        text: the page's text ("" when none).
+        text_source: ``"pdf"`` (text layer), ``"ocr"`` (Tesseract) or ``"none"``.
+    """
+
+    corpus_id: str
+    source: str
+    page: int | None
+    width: int
+    height: int
+    dpi: float | None
+    image: str
+    text: str = ""
+    text_source: str = "none"
+
+    def to_json(self) -> dict:
+        """The ``pages.jsonl`` object (keys ``corpus-id``, ``source``, ``page``, ...)."""
+        d = asdict(self)
+        d["corpus-id"] = d.pop("corpus_id")
+        return {"corpus-id": d.pop("corpus-id"), **d}
+
+    @classmethod
+    def from_json(cls, obj: object, *, path: str | None = None, line: int | None = None) -> "Page":
+        """Validate and build a page from one ``pages.jsonl`` object.
+
+        Raises:
+            InputError: a missing or mistyped field, an unknown ``text_source``, non-positive
+                sizes, or an ``image`` path that is absolute or leaves ``images/``.
+        """
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object", path=path, line=line)
+        cid = obj.get("corpus-id")
+        if not isinstance(cid, str) or not cid:
+            raise InputError("'corpus-id' must be a non-empty string", path=path, line=line)
+
+        def need(key: str, types: tuple, optional: bool = False):
+            if key not in obj:
+                raise InputError(f"missing field {key!r}", path=path, line=line, id=cid)
+            v = obj[key]
+            if v is None and optional:
+                return None
+            if isinstance(v, bool) or not isinstance(v, types):
+                raise InputError(f"field {key!r} has the wrong type ({type(v).__name__})", path=path, line=line, id=cid)
+            return v
+
+        source = need("source", (str,))
+        page = need("page", (int,), optional=True)
+        width = need("width", (int,))
+        height = need("height", (int,))
+        dpi = need("dpi", (int, float), optional=True)
+        image = need("image", (str,))
+        text = obj.get("text", "")
+        if not isinstance(text, str):
+            raise InputError("field 'text' must be a string", path=path, line=line, id=cid)
+        ts = obj.get("text_source", "none")
+        if ts not in TEXT_SOURCES:
+            raise InputError(f"'text_source' must be one of {TEXT_SOURCES}, got {ts!r}", path=path, line=line, id=cid)
+        if width < 1 or height < 1:
+            raise InputError(f"image size must be positive, got {width} x {height}", path=path, line=line, id=cid)
+        _check_image_path(image, path=path, line=line, id=cid)
+        return cls(cid, source, page, width, height, None if dpi is None else float(dpi), image, text, ts)
+
+
+def _check_image_path(image: str, *, path=None, line=None, id=None) -> None:
+    p = PurePosixPath(image)
+    if p.is_absolute() or "\\" in image or ".." in p.parts or not p.parts or p.parts[0] != IMAGES_DIR:
+        raise InputError(f"unsafe image path {image!r}: must be relative and under {IMAGES_DIR}/", path=path, line=line, id=id)
+
+
+class Corpus(Mapping):
+    """A read-only corpus: corpus id -> :class:`Page`, in ``pages.jsonl`` order.
+
+    Build it with :meth:`load`. Images are not opened until asked for.
+
+    Attributes:
+        root: the corpus folder.
+        report: the parsed ``ingest-report.json`` (``{}`` when the file is absent).
+    """
+
+    def __init__(self, pages: Mapping[str, Page], root: str | Path, report: Mapping | None = None) -> None:
+        self._pages = dict(pages)
+        self.root = Path(root)
+        self.report = dict(report or {})
+
+    @classmethod
+    def load(cls, corpus_dir: str | Path) -> "Corpus":
+        """Read ``corpus_dir/pages.jsonl`` (and ``ingest-report.json`` if present).
+
+        Raises:
+            InputError: a missing folder or ``pages.jsonl``, invalid JSON, a malformed record or a
+                duplicate corpus id (naming file, line and id).
+        """
+        root = Path(corpus_dir)
+        path = root / PAGES_FILE
+        if not path.is_file():
+            raise InputError(f"not a corpus folder: {PAGES_FILE} is missing (run `vdr ingest` first)", path=root)
+        pages: dict[str, Page] = {}
+        lines: dict[str, int] = {}
+        for no, text in read_lines(path):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
+            page = Page.from_json(obj, path=str(path), line=no)
+            if page.corpus_id in pages:
+                raise InputError(
+                    f"duplicate corpus id (first on line {lines[page.corpus_id]})", path=path, line=no, id=page.corpus_id
+                )
+            pages[page.corpus_id] = page
+            lines[page.corpus_id] = no
+        report: dict = {}
+        rp = root / REPORT_FILE
+        if rp.is_file():
+            try:
+                report = json.loads(rp.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise InputError(f"invalid JSON report ({e})", path=rp) from None
+        return cls(pages, root, report)
+
+    def __getitem__(self, corpus_id: str) -> Page:
+        try:
+            return self._pages[corpus_id]
+        except KeyError:
+            raise KeyError(f"corpus id {corpus_id!r} is not in the corpus at {self.root}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pages)
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def ids(self) -> list[str]:
+        """All corpus ids in file order."""
+        return list(self._pages)
+
+    def pages(self) -> list[Page]:
+        """All pages in file order."""
+        return list(self._pages.values())
+
+    def image_path(self, corpus_id: str) -> Path:
+        """Absolute path of the page's PNG.
+
+        Raises:
+            KeyError: unknown id.
+            InputError: the recorded path would leave the corpus' ``images/`` folder.
+        """
+        page = self[corpus_id]
+        _check_image_path(page.image, path=str(self.root / PAGES_FILE), id=corpus_id)
+        return (self.root / page.image).resolve()
+
+    def open_image(self, corpus_id: str):
+        """The page image as an RGB ``PIL.Image.Image`` (loaded into memory, file closed).
+
+        Raises:
+            KeyError: unknown id. InputError: missing or unreadable image file.
+        """
+        from PIL import Image, UnidentifiedImageError
+
+        p = self.image_path(corpus_id)
+        try:
+            with Image.open(p) as im:
+                return im.convert("RGB")
+        except (OSError, UnidentifiedImageError) as e:
+            raise InputError(f"cannot read page image ({e})", path=p, id=corpus_id) from None
+
+    def texts(self) -> dict[str, str]:
+        """``{corpus_id: text}`` for every page (``""`` where the page has no text)."""
+        return {cid: p.text for cid, p in self._pages.items()}
+
+    def __repr__(self) -> str:
+        return f"Corpus({len(self)} pages at {str(self.root)!r})"
+
+
+def write_pages(path: str | Path, pages: list[Page]) -> None:
+    """Write ``pages`` as ``pages.jsonl`` atomically."""
+    from .io.atomic import atomic_write
+
+    with atomic_write(path) as f:
+        for p in pages:
+            f.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")

@@ -1,0 +1,16 @@
+"""Ingestion: a folder of PDFs or a ViDoRe dataset becomes one page corpus (see :mod:`vdr.corpus`).
+
+* :func:`ingest` (alias of :func:`ingest_pdfs`): PDFs -> ``pages.jsonl`` + ``images/`` + report.
+* :func:`ingest_vidore`: a ViDoRe dataset -> the same layout plus ``queries.jsonl`` and ``qrels.tsv``.
+* :func:`vdr.ingestion.pdf.rasterize`: render one PDF's pages in memory.
+"""
+
+from .pdfdir import DocumentReport, IngestReport, ingest_pdfs
+from .vidore import PINNED_REVISIONS, VidoreReport, ingest_vidore
+
+__all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "IngestReport", "DocumentReport", "VidoreReport", "PINNED_REVISIONS"]
+
+
+def ingest(pdf_dir, out, **options) -> IngestReport:
+    """Ingest every PDF under ``pdf_dir`` into the corpus folder ``out``; see :func:`ingest_pdfs`."""
+    return ingest_pdfs(pdf_dir, out, **options)

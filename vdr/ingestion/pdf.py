@@ -1,0 +1,522 @@
+"""One PDF at a time: open it, read its page boxes, rasterize pages, extract their text (or OCR it).
+
+These functions run inside worker processes (see :mod:`vdr.ingestion.pdfdir`); they never share
+state, open each document themselves and close documents, pages, text pages and bitmaps
+explicitly so that memory stays flat over thousands of PDFs.
+
+Two rasterizers give the same image size for the same DPI (``ceil``/``round`` of
+``page size in pt x dpi / 72``, within 1 px), upright for pages with ``/Rotate``, always RGB:
+
+* ``"pdfium"`` (default): pypdfium2, no system package needed.
+* ``"poppler"``: pdf2image driving poppler's ``pdftoppm`` (Debian ``poppler-utils``); text from
+  ``pdftotext``.
+
+Failures of a whole document raise :class:`DocumentError` with a one-line reason; problems of a
+single page are returned as that page's ``reason`` so the rest of the document is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..corpus import IMAGES_DIR, image_name, page_id
+from ..errors import VdrError
+from ..io.atomic import atomic_write
+
+__all__ = [
+    "RenderOptions",
+    "DocumentError",
+    "DocInfo",
+    "effective_dpi",
+    "probe",
+    "rasterize",
+    "render_pages",
+    "rasterizer_version",
+    "sha256_file",
+    "DEFAULT_DPI",
+    "DEFAULT_MAX_PIXELS",
+    "MIN_SIDE_PX",
+    "MAX_ASPECT",
+]
+
+DEFAULT_DPI = 144.0
+#: 2048 x 2048 px. A3 at 144 dpi (2382 x 1684 = 4.0 MP) fits; ColPali resizes to 448 x 448 and
+#: ColQwen2 caps pages at ~0.6-1.3 MP, so more pixels buy nothing but memory, while 4 MP keeps
+#: text legible for OCR. Kept far below PIL's decompression-bomb limit (~89 MP).
+DEFAULT_MAX_PIXELS = 2048 * 2048
+#: Qwen2-VL-family processors reject images with a side below 28 px or an aspect ratio above 200.
+MIN_SIDE_PX = 28
+MAX_ASPECT = 200.0
+RASTERIZERS = ("pdfium", "poppler")
+OCR_MODES = ("auto", "always", "never")
+_PNG_COMPRESS_LEVEL = 1  # fast; PNG stays lossless
+
+
+class DocumentError(VdrError):
+    """A whole document cannot be ingested; ``str(e)`` is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How pages are rendered.
+
+    Attributes:
+        dpi: requested resolution in dots per inch (> 0).
+        max_pixels: pixel budget per page (width x height); the DPI of a larger page is lowered.
+        rasterizer: ``"pdfium"`` or ``"poppler"``.
+        ocr: ``"auto"`` (OCR pages without a text layer), ``"always"`` or ``"never"``.
+        ocr_lang: Tesseract language(s), e.g. ``"eng"`` or ``"eng+deu"``.
+    """
+
+    dpi: float = DEFAULT_DPI
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    rasterizer: str = "pdfium"
+    ocr: str = "auto"
+    ocr_lang: str = "eng"
+
+    def settings(self) -> dict:
+        """The options as a JSON-able dict (recorded in the report; a change re-renders everything)."""
+        return {
+            "dpi": self.dpi,
+            "max_pixels": self.max_pixels,
+            "rasterizer": self.rasterizer,
+            "ocr": self.ocr,
+            "ocr_lang": self.ocr_lang,
+        }
+
+
+@dataclass(frozen=True)
+class DocInfo:
+    """What opening a document tells: its upright page sizes in PostScript points (1/72 inch).
+
+    Attributes:
+        page_sizes: ``[(width_pt, height_pt), ...]`` per page, after ``/Rotate`` (a page rotated by
+            90 degrees reports its box's height as width).
+    """
+
+    page_sizes: list[tuple[float, float]]
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def effective_dpi(width_pt: float, height_pt: float, dpi: float, max_pixels: int) -> float:
+    """The DPI at which a ``width_pt x height_pt`` page fits ``max_pixels``.
+
+    Returns ``dpi`` when ``ceil(w*dpi/72) * ceil(h*dpi/72) <= max_pixels``, otherwise the largest
+    DPI (rounded down to 1/1000) that fits.
+
+    >>> effective_dpi(595.276, 841.89, 144, 4_194_304)
+    144
+    >>> effective_dpi(14400, 14400, 144, 2048 * 2048)
+    10.24
+
+    Raises:
+        ValueError: non-positive sizes, dpi or budget.
+    """
+    if width_pt <= 0 or height_pt <= 0 or dpi <= 0 or max_pixels <= 0:
+        raise ValueError(f"sizes, dpi and max_pixels must be positive: {width_pt} x {height_pt} pt, {dpi} dpi, {max_pixels} px")
+
+    def npx(d: float) -> int:
+        return math.ceil(width_pt * d / 72 - 1e-9) * math.ceil(height_pt * d / 72 - 1e-9)
+
+    if npx(dpi) <= max_pixels:
+        return dpi
+    d = math.floor(72 * math.sqrt(max_pixels / (width_pt * height_pt)) * 1000) / 1000
+    while d > 0.001 and npx(d) > max_pixels:
+        d = math.floor(d * 999) / 1000
+    return d
+
+
+def _header_checks(path: Path) -> None:
+    size = path.stat().st_size
+    if size == 0:
+        raise DocumentError("empty file (0 bytes)")
+    with open(path, "rb") as f:
+        head = f.read(1024)
+        f.seek(max(0, size - 2048))
+        tail = f.read()
+    if b"%PDF-" not in head:
+        raise DocumentError("not a PDF (no %PDF- header in the first 1024 bytes)")
+    if b"%%EOF" not in tail:
+        raise DocumentError("truncated PDF (no %%EOF marker at the end of the file)")
+
+
+def _pdfium_open(path: Path, password: str | None):
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(str(path), password=password)
+    except pdfium.PdfiumError as e:
+        msg = str(e)
+        if "password" in msg.lower():
+            if password:
+                raise DocumentError("encrypted: the password given is wrong") from None
+            raise DocumentError("encrypted: a password is needed (pass --password or a password map)") from None
+        if _zero_pages(path):
+            raise DocumentError("zero pages (the page tree is empty)") from None
+        raise DocumentError(f"damaged or invalid PDF: {msg}") from None
+
+
+_COUNT = re.compile(rb"/Type\s*/Pages\b.{0,200}?/Count\s+(\d+)|/Count\s+(\d+).{0,200}?/Type\s*/Pages\b", re.S)
+
+
+def _zero_pages(path: Path) -> bool:
+    """True when every page-tree node in the first 16 MiB declares ``/Count 0`` (PDFium refuses such files)."""
+    with open(path, "rb") as f:
+        data = f.read(16 << 20)
+    counts = [int(a or b) for a, b in _COUNT.findall(data)]
+    return bool(counts) and not any(counts)
+
+
+def _poppler_info(path: Path, password: str | None, first: int | None = None, last: int | None = None) -> dict:
+    from pdf2image import pdfinfo_from_path
+    from pdf2image.exceptions import PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError
+
+    try:
+        return pdfinfo_from_path(str(path), userpw=password, first_page=first, last_page=last, timeout=600)
+    except PDFInfoNotInstalledError:
+        raise DocumentError("poppler is not installed (Debian: apt-get install poppler-utils)") from None
+    except PDFPopplerTimeoutError:
+        raise DocumentError("pdfinfo timed out") from None
+    except PDFPageCountError as e:
+        msg = " ".join(str(e).split())[:300]
+        if "password" in msg.lower():
+            if password:
+                raise DocumentError("encrypted: the password given is wrong") from None
+            raise DocumentError("encrypted: a password is needed (pass --password or a password map)") from None
+        if "Invalid page count 0" in msg or "can not be after the last page (0)" in msg:
+            raise DocumentError("zero pages") from None
+        raise DocumentError(f"damaged or invalid PDF: {msg}") from None
+
+
+_SIZE = re.compile(r"([0-9.]+)\s*x\s*([0-9.]+)\s*pts")
+
+
+def probe(path: str | Path, password: str | None, rasterizer: str = "pdfium") -> DocInfo:
+    """Open a PDF and read its page boxes (no rendering).
+
+    Args:
+        path: the PDF file.
+        password: the open (user) password of an encrypted PDF, or ``None``.
+        rasterizer: ``"pdfium"`` or ``"poppler"`` (the engine whose view of the document counts).
+
+    Returns:
+        :class:`DocInfo` with one upright ``(width_pt, height_pt)`` per page.
+
+    Raises:
+        DocumentError: empty file, not a PDF, truncated, damaged, encrypted without (the right)
+            password, or zero pages.
+    """
+    path = Path(path)
+    _header_checks(path)
+    sizes: list[tuple[float, float]] = []
+    if rasterizer == "pdfium":
+        pdf = _pdfium_open(path, password)
+        try:
+            for i in range(len(pdf)):
+                page = pdf[i]
+                try:
+                    sizes.append(tuple(float(x) for x in page.get_size()))  # upright: /Rotate applied
+                finally:
+                    page.close()
+        finally:
+            pdf.close()
+    elif rasterizer == "poppler":
+        n = int(_poppler_info(path, password).get("Pages", 0))
+        if n:
+            info = _poppler_info(path, password, 1, n)
+            for i in range(1, n + 1):
+                m = _SIZE.search(str(info.get(f"Page {i:4d} size", info.get("Page size", ""))))
+                rot = int(float(info.get(f"Page {i:4d} rot", info.get("Page rot", 0)) or 0)) % 360
+                w, h = (float(m.group(1)), float(m.group(2))) if m else (0.0, 0.0)
+                sizes.append((h, w) if rot in (90, 270) else (w, h))
+    else:
+        raise ValueError(f"unknown rasterizer {rasterizer!r}; use one of {RASTERIZERS}")
+    if not sizes:
+        raise DocumentError("zero pages")
+    return DocInfo(sizes)
+
+
+def rasterizer_version(rasterizer: str) -> str:
+    """Version string of a rasterizer, recorded in the ingest report (``"unknown"`` parts if absent)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(pkg: str) -> str:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "unknown"
+
+    if rasterizer == "pdfium":
+        try:
+            import pypdfium2
+
+            return f"pypdfium2 {v('pypdfium2')} (pdfium {pypdfium2.version.PDFIUM_INFO})"
+        except Exception:  # pragma: no cover - version attribute layout changed
+            return f"pypdfium2 {v('pypdfium2')}"
+    try:
+        out = subprocess.run(["pdftoppm", "-v"], capture_output=True, text=True, timeout=30)
+        pv = (out.stderr or out.stdout).strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        pv = "pdftoppm not found"
+    return f"pdf2image {v('pdf2image')} ({pv})"
+
+
+def _pdftotext(path: Path, password: str | None, first: int, last: int) -> list[str]:
+    cmd = ["pdftotext", "-q", "-enc", "UTF-8", "-f", str(first), "-l", str(last)]
+    if password:
+        cmd += ["-upw", password]
+    try:
+        out = subprocess.run(cmd + [str(path), "-"], capture_output=True, timeout=600)
+    except (OSError, subprocess.SubprocessError):
+        return [""] * (last - first + 1)
+    parts = out.stdout.decode("utf-8", "replace").split("\f")
+    parts = (parts + [""] * (last - first + 1))[: last - first + 1]
+    return parts
+
+
+def _ocr(image, lang: str) -> str:
+    import pytesseract
+
+    return pytesseract.image_to_string(image, lang=lang)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _clean(text: str) -> str:
+    """Normalise newlines and drop control characters (PDFium marks soft hyphens with \\x02)."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+
+
+def _page_problem(w_pt: float, h_pt: float, dpi: float) -> str | None:
+    if not (w_pt > 0 and h_pt > 0) or not (math.isfinite(w_pt) and math.isfinite(h_pt)):
+        return f"page box is {w_pt:g} x {h_pt:g} pt"
+    aspect = max(w_pt, h_pt) / min(w_pt, h_pt)
+    if aspect > MAX_ASPECT:
+        return f"extreme aspect ratio {aspect:.0f}:1 (models accept at most {MAX_ASPECT:.0f}:1)"
+    side = min(w_pt, h_pt) * dpi / 72
+    if side < MIN_SIDE_PX:
+        return f"page too small: {side:.0f} px on its short side at {dpi:g} dpi (models need >= {MIN_SIDE_PX} px)"
+    return None
+
+
+def rasterize(
+    path: str | Path,
+    *,
+    dpi: float = DEFAULT_DPI,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    rasterizer: str = "pdfium",
+    password: str | None = None,
+):
+    """Render every page of one PDF, one at a time (in this process; no files written).
+
+    Yields:
+        ``(page_number, image, effective_dpi)``: 1-based page number, an RGB ``PIL.Image.Image``
+        of ``ceil/round(page size in pt x effective_dpi / 72)`` pixels, and the DPI used (``dpi``
+        lowered to fit ``max_pixels``). Pages whose box is degenerate, too small or of extreme
+        aspect ratio are skipped. The caller should close each image.
+
+    Raises:
+        DocumentError: the document cannot be opened.
+    """
+    path = Path(path)
+    info = probe(path, password, rasterizer)
+    render = _render_pdfium if rasterizer == "pdfium" else _render_poppler
+    for start in range(0, len(info.page_sizes), _CHUNK):
+        plans = []
+        for n, (w, h) in enumerate(info.page_sizes[start : start + _CHUNK], start=start + 1):
+            problem = _page_problem(w, h, dpi)
+            d = effective_dpi(w, h, dpi, max_pixels) if problem is None else None
+            plans.append((n, w, h, d, problem or (d is not None and _page_problem(w, h, d)) or None))
+        for (n, _w, _h, d, _p), (im, _text) in zip(plans, render(path, password, plans, text=False)):
+            if im is not None:
+                yield n, im, d
+
+
+_CHUNK = 8
+
+
+def render_pages(
+    path: str | Path,
+    relative: str,
+    pages: list[int],
+    page_sizes: list[tuple[float, float]],
+    password: str | None,
+    opts: RenderOptions,
+    out_dir: str | Path,
+) -> list[dict]:
+    """Render ``pages`` of one PDF to PNGs under ``out_dir/images/`` and read their text.
+
+    Args:
+        path: the PDF file.
+        relative: its ``/``-separated path relative to the ingested folder (gives the page ids).
+        pages: 1-based page numbers to render, ascending.
+        page_sizes: upright ``(width_pt, height_pt)`` of each of ``pages`` (from :func:`probe`).
+        password: open password or ``None``.
+        opts: rendering options.
+        out_dir: the corpus folder.
+
+    Returns:
+        One dict per page: either a ``pages.jsonl`` record (keys of :class:`vdr.corpus.Page` with
+        ``corpus-id``) plus ``"notes"`` (list of str), or ``{"page": n, "reason": str}`` for a
+        page that was not rendered (bad box, extreme aspect ratio, too small, size mismatch,
+        failed OCR with ``ocr="always"``).
+
+    Raises:
+        DocumentError: the document cannot be opened.
+    """
+    path = Path(path)
+    out_dir = Path(out_dir)
+    (out_dir / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
+    plans: list[tuple[int, float, float, float | None, str | None]] = []
+    for n, (w, h) in zip(pages, page_sizes):
+        problem = _page_problem(w, h, opts.dpi)
+        d = None
+        if problem is None:
+            d = effective_dpi(w, h, opts.dpi, opts.max_pixels)
+            problem = _page_problem(w, h, d)
+        plans.append((n, w, h, d, problem))
+
+    results: list[dict] = []
+    if opts.rasterizer == "pdfium":
+        images_texts = _render_pdfium(path, password, plans)
+    else:
+        images_texts = _render_poppler(path, password, plans)
+    for (n, w, h, d, problem), (im, text) in zip(plans, images_texts):
+        if problem is not None or im is None:
+            results.append({"page": n, "reason": problem or "rendering failed"})
+            continue
+        try:
+            results.append(_finish_page(im, text, n, w, h, d, relative, opts, out_dir))
+        finally:
+            im.close()
+    return results
+
+
+def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: str, opts: RenderOptions, out_dir: Path) -> dict:
+    exp_w, exp_h = w * d / 72, h * d / 72
+    if abs(im.width - exp_w) > 1 or abs(im.height - exp_h) > 1:
+        return {
+            "page": n,
+            "reason": f"rendered image is {im.width} x {im.height} px, expected {exp_w:.1f} x {exp_h:.1f} px"
+            f" (page {w:g} x {h:g} pt at {d:g} dpi)",
+        }
+    if im.mode != "RGB":
+        rgb = im.convert("RGB")
+        im.close()
+        im = rgb
+    notes: list[str] = []
+    text = _clean(text)
+    source = "pdf" if text else "none"
+    if opts.ocr == "always" or (opts.ocr == "auto" and not text):
+        try:
+            ocr_text = _clean(_ocr(im, opts.ocr_lang))
+        except Exception as e:  # TesseractNotFoundError, TesseractError, OSError
+            reason = f"OCR failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            if opts.ocr == "always":
+                return {"page": n, "reason": reason}
+            notes.append(reason)
+        else:
+            text, source = (ocr_text, "ocr") if ocr_text else (text, source)
+    cid = page_id(relative, n)
+    rel_img = image_name(cid)
+    with atomic_write(out_dir / rel_img, "wb") as f:
+        im.save(f, format="PNG", compress_level=_PNG_COMPRESS_LEVEL)
+    return {
+        "corpus-id": cid,
+        "source": relative,
+        "page": n,
+        "width": im.width,
+        "height": im.height,
+        "dpi": d,
+        "image": rel_img,
+        "text": text,
+        "text_source": source,
+        "notes": notes,
+    }
+
+
+def _render_pdfium(path: Path, password: str | None, plans, text: bool = True) -> list:
+    pdf = _pdfium_open(path, password)
+    out = []
+    try:
+        try:
+            pdf.init_forms()  # draw AcroForm field contents
+        except Exception:
+            pass
+        for n, _w, _h, d, problem in plans:
+            if problem is not None:
+                out.append((None, ""))
+                continue
+            page = pdf[n - 1]
+            try:
+                page_text = ""
+                if text:
+                    tp = page.get_textpage()
+                    try:
+                        page_text = tp.get_text_bounded()
+                    finally:
+                        tp.close()
+                bitmap = page.render(scale=d / 72, may_draw_forms=True)
+                try:
+                    im = bitmap.to_pil()
+                    im = im.convert("RGB") if im.mode != "RGB" else im.copy()  # own the pixels
+                finally:
+                    bitmap.close()
+            finally:
+                page.close()
+            out.append((im, page_text))
+    finally:
+        pdf.close()
+    return out
+
+
+def _render_poppler(path: Path, password: str | None, plans, text: bool = True) -> list:
+    from pdf2image import convert_from_path
+    from pdf2image.exceptions import PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError
+
+    nums = [p[0] for p in plans if p[4] is None]
+    texts: dict[int, str] = {}
+    if nums and text:
+        for n, t in zip(range(nums[0], nums[-1] + 1), _pdftotext(path, password, nums[0], nums[-1])):
+            texts[n] = t
+    out = []
+    # consecutive pages with the same dpi go through one pdftoppm call
+    i = 0
+    while i < len(plans):
+        n, _w, _h, d, problem = plans[i]
+        if problem is not None:
+            out.append((None, ""))
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(plans) and plans[j + 1][4] is None and plans[j + 1][3] == d and plans[j + 1][0] == plans[j][0] + 1:
+            j += 1
+        try:
+            ims = convert_from_path(str(path), dpi=d, first_page=n, last_page=plans[j][0], userpw=password, timeout=600)
+        except PDFInfoNotInstalledError:
+            raise DocumentError("poppler is not installed (Debian: apt-get install poppler-utils)") from None
+        except (PDFPageCountError, PDFPopplerTimeoutError) as e:
+            raise DocumentError(f"poppler failed: {' '.join(str(e).split())[:300]}") from None
+        for k in range(i, j + 1):
+            im = ims[k - i] if k - i < len(ims) else None
+            if im is not None and im.mode != "RGB":
+                rgb = im.convert("RGB")
+                im.close()
+                im = rgb
+            out.append((im, texts.get(plans[k][0], "")))
+        i = j + 1
+    return out

@@ -1,0 +1,412 @@
+"""Ingest a folder of PDFs into a corpus folder, in parallel, incrementally.
+
+See :func:`ingest_pdfs`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..corpus import IMAGES_DIR, PAGES_FILE, REPORT_FILE, Corpus, Page, write_pages
+from ..errors import InputError, VdrWarning
+from ..io.atomic import atomic_write
+from . import pdf as _pdf
+from .pdf import DEFAULT_DPI, DEFAULT_MAX_PIXELS, OCR_MODES, RASTERIZERS, RenderOptions
+
+__all__ = ["ingest_pdfs", "IngestReport", "DocumentReport", "DEFAULT_TIMEOUT"]
+
+DEFAULT_TIMEOUT = 300.0
+_CHUNK = 8  # pages per worker task
+
+
+@dataclass(frozen=True)
+class DocumentReport:
+    """The outcome for one PDF (one entry of ``ingest-report.json``'s ``documents``).
+
+    Attributes:
+        source: path relative to the ingested folder, ``/``-separated.
+        status: ``"ok"`` (every page ingested), ``"partial"`` (some pages skipped, see
+            ``page_issues``) or ``"failed"`` (nothing ingested; see ``reason``).
+        pages: number of pages of this document now in the corpus.
+        page_count: number of pages the document has (0 when it could not be opened).
+        reason: one-line reason for ``failed``/``partial``, else ``None``.
+        sha256: hex SHA-256 of the file.
+        rasterizer: ``"pdfium"`` or ``"poppler"``; rasterizer_version: its version string.
+        page_issues: ``[{"page": n, "reason": ...}]`` for skipped pages and OCR problems.
+        skipped: ``True`` when the file was unchanged since the last run and not re-rendered.
+    """
+
+    source: str
+    status: str
+    pages: int
+    page_count: int
+    reason: str | None
+    sha256: str
+    rasterizer: str
+    rasterizer_version: str
+    page_issues: tuple = ()
+    skipped: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "source": self.source,
+            "status": self.status,
+            "pages": self.pages,
+            "page_count": self.page_count,
+            "reason": self.reason,
+            "sha256": self.sha256,
+            "rasterizer": self.rasterizer,
+            "rasterizer_version": self.rasterizer_version,
+            "page_issues": list(self.page_issues),
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What :func:`ingest_pdfs` did (also written to ``CORPUS_DIR/ingest-report.json``).
+
+    Attributes:
+        corpus_dir: the corpus folder.
+        documents: one :class:`DocumentReport` per PDF found, in path order.
+        settings: the rendering settings used.
+        pages: total pages in the corpus.
+        seconds: wall-clock time of the run.
+    """
+
+    corpus_dir: Path
+    documents: tuple[DocumentReport, ...]
+    settings: Mapping
+    pages: int
+    seconds: float = 0.0
+    extra: Mapping = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[DocumentReport]:
+        """Documents with status ``failed``."""
+        return [d for d in self.documents if d.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        """``True`` when every document has status ``ok``."""
+        return all(d.status == "ok" for d in self.documents)
+
+    def by_source(self) -> dict[str, DocumentReport]:
+        """``{source: DocumentReport}``."""
+        return {d.source: d for d in self.documents}
+
+    def counts(self) -> dict[str, int]:
+        """Number of documents per status."""
+        out = {"ok": 0, "partial": 0, "failed": 0}
+        for d in self.documents:
+            out[d.status] += 1
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "kind": "pdf",
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "settings": dict(self.settings),
+            "counts": self.counts(),
+            "pages": self.pages,
+            "seconds": round(self.seconds, 3),
+            "documents": [d.to_json() for d in self.documents],
+            **dict(self.extra),
+        }
+
+
+def _find_pdfs(pdf_dir: Path, out_dir: Path) -> list[tuple[str, Path]]:
+    out_res = out_dir.resolve()
+    found = []
+    for p in pdf_dir.rglob("*"):
+        if p.suffix.lower() != ".pdf" or not p.is_file():
+            continue
+        try:
+            p.resolve().relative_to(out_res)
+            continue  # never ingest files inside the corpus folder
+        except ValueError:
+            pass
+        found.append((p.relative_to(pdf_dir).as_posix(), p))
+    found.sort(key=lambda t: t[0])
+    return found
+
+
+def _password_for(password: str | Mapping[str, str] | None, rel: str) -> str | None:
+    if password is None or isinstance(password, str):
+        return password
+    return password.get(rel)
+
+
+def load_password_map(path: str | Path) -> dict[str, str]:
+    """Read a JSON object ``{"relative/path.pdf": "password", ...}``.
+
+    Raises:
+        InputError: missing file, invalid JSON, or not an object of strings.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("password map not found", path=path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"password map is not valid JSON ({e})", path=path) from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise InputError('password map must be a JSON object {"relative/path.pdf": "password"}', path=path)
+    return data
+
+
+def _load_previous(out_dir: Path) -> tuple[dict, dict[str, list[Page]]]:
+    rp = out_dir / REPORT_FILE
+    if not rp.is_file() or not (out_dir / PAGES_FILE).is_file():
+        return {}, {}
+    try:
+        report = json.loads(rp.read_text(encoding="utf-8"))
+        corpus = Corpus.load(out_dir)
+    except (InputError, json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+        warnings.warn(f"{out_dir}: previous corpus unreadable ({e}); re-ingesting everything", VdrWarning, stacklevel=3)
+        return {}, {}
+    if report.get("kind") != "pdf":
+        return {}, {}
+    by_src: dict[str, list[Page]] = {}
+    for p in corpus.pages():
+        by_src.setdefault(p.source, []).append(p)
+    return report, by_src
+
+
+def ingest_pdfs(
+    pdf_dir: str | Path,
+    out: str | Path,
+    *,
+    dpi: float = DEFAULT_DPI,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    rasterizer: str = "pdfium",
+    ocr: str = "auto",
+    ocr_lang: str = "eng",
+    password: str | Mapping[str, str] | None = None,
+    workers: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    progress: bool = True,
+) -> IngestReport:
+    """Turn every PDF under ``pdf_dir`` (recursively) into corpus pages under ``out``.
+
+    Writes ``out/pages.jsonl`` (see :class:`vdr.corpus.Page`), one RGB PNG per page under
+    ``out/images/`` and ``out/ingest-report.json``, each atomically. Page ids are
+    ``<relative path>#<page>`` (see :func:`vdr.corpus.page_id`). A re-run skips PDFs whose SHA-256
+    and settings are unchanged and did not fail, ingests new and changed ones, and drops pages
+    (and images) of PDFs that disappeared.
+
+    Args:
+        pdf_dir: folder searched recursively for ``*.pdf`` (any case).
+        out: corpus folder (created).
+        dpi: requested resolution, dots per inch (> 0).
+        max_pixels: per-page pixel budget (width x height); larger pages are rendered at a lower
+            DPI, recorded per page. Must not exceed PIL's ``Image.MAX_IMAGE_PIXELS``.
+        rasterizer: ``"pdfium"`` (pypdfium2, default) or ``"poppler"`` (pdf2image + poppler-utils).
+        ocr: ``"auto"`` (Tesseract on pages without a text layer), ``"always"`` or ``"never"``.
+        ocr_lang: Tesseract language(s).
+        password: one open password for every encrypted PDF, or ``{relative path: password}``.
+        workers: worker processes (default: number of CPUs).
+        timeout: seconds allowed to each step of one document (opening it; each batch of up to 8
+            pages); a document exceeding it is reported ``failed``/``partial`` and the run goes on.
+        progress: show a progress bar (pages/s) on stderr.
+
+    Returns:
+        :class:`IngestReport`. Bad documents (empty, not a PDF, truncated, damaged, zero pages,
+        encrypted without password, timed out) are reported with status ``failed`` and a reason,
+        never raised.
+
+    Raises:
+        InputError: ``pdf_dir`` is not a folder, or an invalid option.
+    """
+    from pebble import ProcessPool
+    from PIL import Image
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    pdf_dir, out_dir = Path(pdf_dir), Path(out)
+    if not pdf_dir.is_dir():
+        raise InputError("not a folder of PDFs", path=pdf_dir)
+    if rasterizer not in RASTERIZERS:
+        raise InputError(f"unknown rasterizer {rasterizer!r}; use one of {', '.join(RASTERIZERS)}")
+    if ocr not in OCR_MODES:
+        raise InputError(f"unknown OCR mode {ocr!r}; use one of {', '.join(OCR_MODES)}")
+    if not (dpi > 0 and math.isfinite(dpi)):
+        raise InputError(f"dpi must be a positive number, got {dpi!r}")
+    if max_pixels < MIN_BUDGET:
+        raise InputError(f"max_pixels must be at least {MIN_BUDGET}, got {max_pixels}")
+    if Image.MAX_IMAGE_PIXELS is not None and max_pixels > Image.MAX_IMAGE_PIXELS:
+        raise InputError(
+            f"max_pixels {max_pixels} exceeds PIL's decompression-bomb limit ({Image.MAX_IMAGE_PIXELS} px); choose a smaller budget"
+        )
+    if timeout <= 0:
+        raise InputError(f"timeout must be positive, got {timeout}")
+    workers = max(1, workers or os.cpu_count() or 1)
+    opts = RenderOptions(float(dpi), int(max_pixels), rasterizer, ocr, ocr_lang)
+    settings = opts.settings()
+    version = _pdf.rasterizer_version(rasterizer)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    docs = _find_pdfs(pdf_dir, out_dir)
+    prev_report, prev_pages = _load_previous(out_dir)
+    prev_docs = {d["source"]: d for d in prev_report.get("documents", []) if isinstance(d, dict) and "source" in d}
+    same_settings = prev_report.get("settings") == settings
+
+    results: dict[str, DocumentReport] = {}
+    pages_of: dict[str, list[Page]] = {}
+    todo: list[tuple[str, Path, str]] = []
+    for rel, path in docs:
+        sha = _pdf.sha256_file(path)
+        old = prev_docs.get(rel)
+        if (
+            same_settings
+            and old is not None
+            and old.get("sha256") == sha
+            and old.get("status") in ("ok", "partial")
+            and len(prev_pages.get(rel, [])) == old.get("pages")
+            and all((out_dir / p.image).is_file() for p in prev_pages.get(rel, []))
+        ):
+            results[rel] = DocumentReport(
+                rel, old["status"], old["pages"], old.get("page_count", old["pages"]), old.get("reason"), sha,
+                rasterizer, old.get("rasterizer_version", version), tuple(old.get("page_issues", ())), True,
+            )
+            pages_of[rel] = prev_pages[rel]
+        else:
+            todo.append((rel, path, sha))
+
+    if todo:
+        _run(todo, opts, password, workers, timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
+
+    ordered = [results[rel] for rel, _ in docs]
+    all_pages = [p for rel, _ in docs for p in pages_of.get(rel, [])]
+    write_pages(out_dir / PAGES_FILE, all_pages)
+    _remove_orphan_images(out_dir, {p.image for p in all_pages})
+    report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0,
+                          {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers, "timeout": timeout})
+    with atomic_write(out_dir / REPORT_FILE) as f:
+        json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    return report
+
+
+MIN_BUDGET = _pdf.MIN_SIDE_PX * _pdf.MIN_SIDE_PX
+
+
+def _remove_orphan_images(out_dir: Path, keep: set[str]) -> None:
+    img_dir = out_dir / IMAGES_DIR
+    if not img_dir.is_dir():
+        return
+    for p in img_dir.glob("*.png"):
+        if f"{IMAGES_DIR}/{p.name}" not in keep and p.is_file():
+            p.unlink()
+
+
+def _short(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300] or type(e).__name__
+
+
+def _run(todo, opts, password, workers, timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool) -> None:
+    """Probe every document, then render its pages in batches, all in one process pool."""
+    import multiprocessing as mp
+
+    state: dict[str, dict] = {}
+    bar = tqdm(total=0, unit="page", desc="ingest", disable=not progress, dynamic_ncols=True)
+    try:
+        with ProcessPool(max_workers=workers, context=mp.get_context("forkserver")) as pool:
+            probes = {
+                rel: pool.schedule(_pdf.probe, args=(str(path), _password_for(password, rel), opts.rasterizer), timeout=timeout)
+                for rel, path, _ in todo
+            }
+            chunks: list[tuple[str, list[int], object]] = []
+            for rel, path, sha in todo:
+                st = state[rel] = {"sha": sha, "error": None, "issues": [], "records": []}
+                try:
+                    info = probes[rel].result()
+                except FutureTimeout:
+                    st["error"] = f"timed out after {timeout:g} s opening the document"
+                    continue
+                except _pdf.DocumentError as e:
+                    st["error"] = str(e)
+                    continue
+                except Exception as e:  # a crash of the worker or of the PDF library
+                    st["error"] = f"could not open: {type(e).__name__}: {_short(e)}"
+                    continue
+                n = len(info.page_sizes)
+                st["page_count"] = n
+                bar.total += n
+                bar.refresh()
+                size = max(1, min(_CHUNK, math.ceil(n / workers)))
+                for a in range(0, n, size):
+                    nums = list(range(a + 1, min(n, a + size) + 1))
+                    fut = pool.schedule(
+                        _pdf.render_pages,
+                        args=(str(path), rel, nums, info.page_sizes[a : a + size], _password_for(password, rel), opts, str(out_dir)),
+                        timeout=timeout,
+                    )
+                    chunks.append((rel, nums, fut))
+            for rel, nums, fut in chunks:
+                st = state[rel]
+                try:
+                    recs = fut.result()
+                except FutureTimeout:
+                    st["issues"].append({"page": nums[0], "reason": f"timed out after {timeout:g} s rendering pages {nums[0]}-{nums[-1]}"})
+                    st["timeout"] = True
+                    bar.update(len(nums))
+                    continue
+                except Exception as e:
+                    reason = f"{type(e).__name__}: {_short(e)}"
+                    st["issues"].extend({"page": n, "reason": f"rendering failed: {reason}"} for n in nums)
+                    bar.update(len(nums))
+                    continue
+                for r in recs:
+                    if "corpus-id" in r:
+                        for note in r.pop("notes", []):
+                            st["issues"].append({"page": r["page"], "reason": note})
+                        st["records"].append(Page.from_json(r))
+                    else:
+                        st["issues"].append(r)
+                bar.update(len(recs))
+    finally:
+        bar.close()
+
+    for rel, _, sha in todo:
+        st = state[rel]
+        if st["error"] is not None:
+            results[rel] = DocumentReport(rel, "failed", 0, 0, st["error"], sha, opts.rasterizer, version, (), False)
+            pages_of[rel] = []
+            continue
+        recs = sorted(st["records"], key=lambda p: p.page)
+        issues = sorted(st["issues"], key=lambda i: i["page"])
+        skipped_pages = st["page_count"] - len(recs)
+        if not recs:
+            status = "failed"
+            reason = "no page could be ingested: " + _summarise(issues)
+        elif skipped_pages:
+            status = "partial"
+            reason = f"{skipped_pages} of {st['page_count']} pages skipped: " + _summarise(issues)
+        else:
+            status, reason = "ok", None
+        results[rel] = DocumentReport(rel, status, len(recs), st["page_count"], reason, sha, opts.rasterizer, version, tuple(issues), False)
+        pages_of[rel] = recs
+
+
+def _summarise(issues: list[dict]) -> str:
+    groups: dict[str, list[int]] = {}
+    for i in issues:
+        if not i["reason"].startswith("OCR failed"):
+            groups.setdefault(i["reason"], []).append(i["page"])
+    if not groups:
+        return "unknown reason"
+    parts = []
+    for reason, pages in groups.items():
+        where = f"page {pages[0]}" if len(pages) == 1 else f"pages {', '.join(map(str, pages[:5]))}{' ...' if len(pages) > 5 else ''}"
+        parts.append(f"{reason} ({where})")
+    return "; ".join(parts)[:500]

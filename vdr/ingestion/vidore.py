@@ -1,0 +1,390 @@
+"""ViDoRe benchmark datasets (Hugging Face ``datasets``) into the corpus layout plus BEIR queries/qrels.
+
+Two layouts are read through the same ``datasets.load_dataset(path, config, split=...)`` call,
+whether ``path`` is a hub name or a local folder laid out like the hub repository:
+
+* BEIR layout (ViDoRe V2 and V3): configs ``corpus`` (``corpus-id``, ``image``), ``queries``
+  (``query-id``, ``query``, optional ``language``) and ``qrels`` (``query-id``, ``corpus-id``,
+  ``score``).
+* QA layout (ViDoRe V1): one config whose rows hold ``query`` (may be null) and ``image`` (and
+  usually ``image_filename``); each distinct image is a corpus page (id: ``image_filename``,
+  whitespace/``%`` percent-encoded, else the row index) and each row with a query is a query
+  (id: the row index) judged relevant (grade 1) to its own image.
+
+See :func:`ingest_vidore`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Mapping
+
+from ..corpus import PAGES_FILE, REPORT_FILE, Page, image_name, write_pages
+from ..errors import InputError, VdrError, VdrWarning
+from ..io.atomic import atomic_write
+from ..io.formats import save_qrels
+from ..types import Qrels, to_id
+
+__all__ = ["ingest_vidore", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES"]
+
+#: Dataset revisions MTEB's ViDoRe V2 tasks pin (Vidore2*Retrieval task metadata).
+PINNED_REVISIONS: dict[str, str] = {
+    "vidore/esg_reports_v2": "0542c0d03da0ec1c8cbc517c8d78e7e95c75d3d3",
+    "vidore/economics_reports_v2": "b3e3a04b07fbbaffe79be49dabf92f691fbca252",
+    "vidore/biomedical_lectures_v2": "a29202f0da409034d651614d87cd8938d254e2ea",
+    "vidore/esg_reports_human_labeled_v2": "6d467dedb09a75144ede1421747e47cf036857dd",
+}
+
+#: Accepted spellings of the ``language`` column's values (ViDoRe V2 uses the English names).
+LANGUAGE_ALIASES: dict[str, tuple[str, ...]] = {
+    "english": ("english", "eng-Latn", "en"),
+    "french": ("french", "fra-Latn", "fr"),
+    "spanish": ("spanish", "spa-Latn", "es"),
+    "german": ("german", "deu-Latn", "de"),
+    "italian": ("italian", "ita-Latn", "it"),
+    "portuguese": ("portuguese", "por-Latn", "pt"),
+}
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_BEIR = ("corpus", "queries", "qrels")
+
+
+@dataclass(frozen=True)
+class VidoreReport:
+    """What :func:`ingest_vidore` did (also written to ``CORPUS_DIR/ingest-report.json``).
+
+    Attributes:
+        dataset: the name or local folder given.
+        revision: the resolved commit (hub), or ``"local"``.
+        fingerprint: hex SHA-256 of the data files' contents (local) or of the loaded datasets'
+            ``datasets`` fingerprints plus the revision (hub).
+        layout: ``"beir"`` (V2/V3) or ``"qa"`` (V1).
+        language: the language filter, or ``None`` (all languages).
+        pages: corpus pages written.
+        queries: queries written (pooled over languages).
+        queries_per_language: ``{language: count}`` (``{"unknown": n}`` without a language column).
+        qrels: judgments written.
+        notes: anything worth knowing (dropped judgments of filtered queries, ...).
+    """
+
+    corpus_dir: Path
+    dataset: str
+    revision: str
+    fingerprint: str
+    layout: str
+    language: str | None
+    pages: int
+    queries: int
+    queries_per_language: Mapping[str, int]
+    qrels: int
+    notes: tuple[str, ...] = ()
+    seconds: float = 0.0
+    extra: Mapping = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "kind": "vidore",
+            "dataset": self.dataset,
+            "revision": self.revision,
+            "fingerprint": self.fingerprint,
+            "layout": self.layout,
+            "language": self.language,
+            "pages": self.pages,
+            "queries": {"pooled": self.queries, "per_language": dict(self.queries_per_language)},
+            "qrels": self.qrels,
+            "notes": list(self.notes),
+            "seconds": round(self.seconds, 3),
+            **dict(self.extra),
+        }
+
+
+def _hub_error(dataset: str, revision: str | None, e: BaseException) -> InputError:
+    rev = f" --revision {revision}" if revision else ""
+    return InputError(
+        f"could not load ViDoRe dataset {dataset!r}{' at revision ' + revision if revision else ''} from the Hugging Face hub"
+        f" ({type(e).__name__}: {' '.join(str(e).split())[:300]}). Without network access, download it on a machine"
+        f" that has it (`hf download {dataset} --repo-type dataset{rev} --local-dir DIR`) and pass the folder instead:"
+        f" `vdr ingest --vidore DIR --out CORPUS_DIR` (Python: ingest_vidore('DIR', ...))"
+    )
+
+
+def _content_fingerprint(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if not p.is_file() or any(part.startswith(".") for part in Path(rel).parts):
+            continue
+        h.update(rel.encode("utf-8") + b"\0")
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _default_cache() -> Path:
+    import datasets
+
+    return Path(datasets.config.HF_DATASETS_CACHE)
+
+
+def _lang_values(language: str) -> set[str]:
+    low = language.lower()
+    for key, names in LANGUAGE_ALIASES.items():
+        if low in {n.lower() for n in names}:
+            return {n.lower() for n in names}
+    return {low}
+
+
+def _page_text(im, ocr: str, lang: str, notes: list[str], cid: str) -> tuple[str, str]:
+    if ocr == "never":
+        return "", "none"
+    from .pdf import _clean, _ocr
+
+    try:
+        text = _clean(_ocr(im, lang))
+    except Exception as e:
+        if ocr == "always":
+            raise VdrError(f"OCR failed on corpus id {cid!r}: {type(e).__name__}: {e}") from None
+        notes.append(f"OCR failed on {cid!r}: {type(e).__name__}")
+        return "", "none"
+    return (text, "ocr") if text else ("", "none")
+
+
+def _save_image(im, out_dir: Path, cid: str) -> tuple[str, int, int]:
+    rel = image_name(cid)
+    rgb = im if im.mode == "RGB" else im.convert("RGB")
+    with atomic_write(out_dir / rel, "wb") as f:
+        rgb.save(f, format="PNG", compress_level=1)
+    return rel, rgb.width, rgb.height
+
+
+def ingest_vidore(
+    dataset: str | Path,
+    out: str | Path,
+    *,
+    revision: str | None = None,
+    language: str | None = None,
+    split: str = "test",
+    ocr: str = "never",
+    ocr_lang: str = "eng",
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> VidoreReport:
+    """Load a ViDoRe dataset and write it as a corpus plus ``queries.jsonl`` and ``qrels.tsv``.
+
+    Args:
+        dataset: hub name (``"vidore/esg_reports_v2"``) or a local folder laid out like the hub
+            repository (``README.md`` with ``configs``, parquet files per config).
+        out: the corpus folder: ``pages.jsonl``, ``images/``, ``queries.jsonl`` (BEIR, plus a
+            ``language`` field), ``qrels.tsv`` (BEIR TSV), ``ingest-report.json``.
+        revision: hub commit/branch; default: the MTEB-pinned commit for known datasets
+            (:data:`PINNED_REVISIONS`), else the default branch. Ignored for local folders.
+        language: keep only queries in this language (``"english"``; ``"eng-Latn"``/``"en"``
+            accepted); judgments of dropped queries are dropped and counted. ``None``: all.
+        split: dataset split.
+        ocr: ``"never"`` (default), ``"auto"``/``"always"``: Tesseract text for each page.
+        ocr_lang: Tesseract language(s).
+        cache_dir: ``datasets`` cache; for local folders a sub-folder keyed by the files'
+            content hash is used, so a changed file is never served stale.
+        progress: progress bar on stderr.
+
+    Returns:
+        :class:`VidoreReport` (name, resolved revision, content fingerprint, per-language counts).
+
+    Raises:
+        InputError: the hub is unreachable or the dataset unknown (the message says how to pass a
+            local folder), missing configs/columns, a language with no queries (the available
+            ones are listed), duplicate ids, or ids of the wrong type.
+    """
+    import datasets
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    out_dir = Path(out)
+    local = Path(dataset).is_dir()
+    name = str(dataset)
+    notes: list[str] = []
+    if local:
+        folder = Path(dataset).resolve()
+        fingerprint = _content_fingerprint(folder)
+        base = Path(cache_dir) if cache_dir else _default_cache()
+        cache = str(base / "vdr-local" / fingerprint[:32])
+        path, rev = str(folder), None
+        resolved = "local"
+    else:
+        path = name
+        rev = revision or PINNED_REVISIONS.get(name)
+        if rev is None:
+            notes.append(f"no pinned revision for {name!r}: loaded the default branch")
+        cache = str(cache_dir) if cache_dir else None
+        resolved = rev or "main"
+
+    def load(config: str | None):
+        try:
+            return datasets.load_dataset(path, config, split=split, revision=rev, cache_dir=cache)
+        except (VdrError, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            if local:
+                raise InputError(
+                    f"cannot load config {config!r}, split {split!r} of the local dataset ({type(e).__name__}: {' '.join(str(e).split())[:300]})",
+                    path=path,
+                ) from None
+            raise _hub_error(name, rev, e) from None
+
+    try:
+        configs = datasets.get_dataset_config_names(path, revision=rev) if not local else datasets.get_dataset_config_names(path)
+    except Exception as e:
+        if local:
+            raise InputError(f"not a dataset folder ({type(e).__name__}: {' '.join(str(e).split())[:300]})", path=path) from None
+        raise _hub_error(name, rev, e) from None
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pages: list[Page] = []
+    seen_img: dict[str, str] = {}
+    if set(_BEIR) <= set(configs):
+        layout = "beir"
+        corpus_ds, queries_ds, qrels_ds = load("corpus"), load("queries"), load("qrels")
+        _need(corpus_ds, ("corpus-id", "image"), "corpus", name)
+        _need(queries_ds, ("query-id", "query"), "queries", name)
+        _need(qrels_ds, ("query-id", "corpus-id", "score"), "qrels", name)
+        source = f"{name}@{resolved}"
+        for i, row in enumerate(tqdm(corpus_ds, desc="pages", unit="page", disable=not progress)):
+            cid = to_id(row["corpus-id"], what="corpus id", path=f"{name} corpus", line=i + 1)
+            if cid in seen_img:
+                raise InputError(f"duplicate corpus id {cid!r} in the corpus config (row {i + 1})", path=name, id=cid)
+            pages.append(_page(row["image"], cid, source, out_dir, ocr, ocr_lang, notes))
+            seen_img[cid] = cid
+        queries: dict[str, tuple[str, str]] = {}
+        has_lang = "language" in queries_ds.column_names
+        for i, row in enumerate(queries_ds):
+            qid = to_id(row["query-id"], what="query id", path=f"{name} queries", line=i + 1)
+            if qid in queries:
+                raise InputError(f"duplicate query id {qid!r} in the queries config (row {i + 1})", path=name, id=qid)
+            text = row["query"]
+            if not isinstance(text, str):
+                raise InputError(f"query {qid!r} is not a string ({type(text).__name__})", path=name, id=qid)
+            queries[qid] = (text, str(row["language"]) if has_lang and row["language"] is not None else "unknown")
+        judgments: dict[str, dict[str, int]] = {}
+        for i, row in enumerate(qrels_ds):
+            qid = to_id(row["query-id"], what="query id", path=f"{name} qrels", line=i + 1)
+            did = to_id(row["corpus-id"], what="corpus id", path=f"{name} qrels", line=i + 1)
+            judgments.setdefault(qid, {})[did] = row["score"]
+        fp_parts = [corpus_ds._fingerprint, queries_ds._fingerprint, qrels_ds._fingerprint]
+    else:
+        layout = "qa"
+        cfg = configs[0] if configs else None
+        ds = load(cfg)
+        _need(ds, ("query", "image"), cfg or "default", name)
+        has_fn = "image_filename" in ds.column_names
+        has_lang = "language" in ds.column_names
+        source = f"{name}@{resolved}"
+        queries, judgments = {}, {}
+        for i, row in enumerate(tqdm(ds, desc="rows", unit="row", disable=not progress)):
+            key = str(row["image_filename"]) if has_fn and row["image_filename"] else str(i)
+            cid = seen_img.get(key)
+            if cid is None:
+                cid = _encode_id(key)
+                pages.append(_page(row["image"], cid, source, out_dir, ocr, ocr_lang, notes))
+                seen_img[key] = cid
+            if row["query"] is not None:
+                qid = str(i)
+                queries[qid] = (str(row["query"]), str(row["language"]) if has_lang and row["language"] else "unknown")
+                judgments[qid] = {cid: 1}
+        fp_parts = [ds._fingerprint]
+
+    if not local:
+        resolved = _resolve_revision(name, rev) or resolved
+        fingerprint = hashlib.sha256(json.dumps([name, resolved, *fp_parts]).encode()).hexdigest()
+        source = f"{name}@{resolved}"
+        pages = [Page(p.corpus_id, source, p.page, p.width, p.height, p.dpi, p.image, p.text, p.text_source) for p in pages]
+
+    all_langs = Counter(lang for _, lang in queries.values())
+    if language is not None:
+        if not has_lang:
+            notes.append(f"the dataset has no language column: language filter {language!r} not applied, all queries kept")
+        else:
+            wanted = _lang_values(language)
+            queries = {q: v for q, v in queries.items() if v[1].lower() in wanted}
+            if not queries:
+                raise InputError(
+                    f"no query in language {language!r}; the dataset's languages are: "
+                    + ", ".join(f"{k} ({v})" for k, v in sorted(all_langs.items())),
+                    path=name,
+                )
+    kept = {q: d for q, d in judgments.items() if q in queries}
+    dropped = sum(len(d) for q, d in judgments.items() if q not in queries)
+    if dropped:
+        notes.append(f"{dropped} judgments of queries outside the language filter dropped")
+    unknown = sorted({d for ds_ in kept.values() for d in ds_ if d not in seen_img.values()})
+    if unknown:
+        warnings.warn(f"{name}: {len(unknown)} judged corpus ids are not in the corpus (e.g. {unknown[:3]})", VdrWarning, stacklevel=2)
+        notes.append(f"{len(unknown)} judged corpus ids are not in the corpus")
+    no_judg = [q for q in queries if q not in kept]
+    if no_judg:
+        notes.append(f"{len(no_judg)} queries have no judgment (they are outside the evaluated set, which the qrels define)")
+
+    qrels = Qrels(kept, name=name)
+    write_pages(out_dir / PAGES_FILE, pages)
+    with atomic_write(out_dir / "queries.jsonl") as f:
+        for q, (text, lang) in queries.items():
+            f.write(json.dumps({"_id": q, "text": text, "language": lang}, ensure_ascii=False) + "\n")
+    save_qrels(qrels, out_dir / "qrels.tsv")
+    _remove_orphans(out_dir, {p.image for p in pages})
+    per_lang = dict(sorted(Counter(lang for _, lang in queries.values()).items()))
+    report = VidoreReport(
+        out_dir, name, resolved, fingerprint, layout, language, len(pages), len(queries), per_lang,
+        qrels.num_entries(), tuple(notes), time.perf_counter() - t0,
+        {"split": split, "ocr": ocr, "datasets_version": datasets.__version__},
+    )
+    with atomic_write(out_dir / REPORT_FILE) as f:
+        json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    return report
+
+
+def _encode_id(key: str) -> str:
+    return "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if (c == "%" or c.isspace()) else c for c in key)
+
+
+def _need(ds, columns: tuple[str, ...], config: str, name: str) -> None:
+    missing = [c for c in columns if c not in ds.column_names]
+    if missing:
+        raise InputError(f"config {config!r} lacks column(s) {missing}; it has {ds.column_names}", path=name)
+
+
+def _page(im, cid: str, source: str, out_dir: Path, ocr: str, ocr_lang: str, notes: list[str]) -> Page:
+    if im is None or not hasattr(im, "save"):
+        raise InputError(f"corpus row has no decodable image ({type(im).__name__})", path=source, id=cid)
+    try:
+        rel, w, h = _save_image(im, out_dir, cid)
+        text, ts = _page_text(im, ocr, ocr_lang, notes, cid)
+    finally:
+        im.close()
+    return Page(cid, source, None, w, h, None, rel, text, ts)
+
+
+def _resolve_revision(name: str, rev: str | None) -> str | None:
+    if rev and _SHA.match(rev):
+        return rev
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(name, revision=rev).sha
+    except Exception:
+        return None
+
+
+def _remove_orphans(out_dir: Path, keep: set[str]) -> None:
+    img = out_dir / "images"
+    for p in img.glob("*.png") if img.is_dir() else ():
+        if f"images/{p.name}" not in keep:
+            p.unlink()
