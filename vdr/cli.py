@@ -16,13 +16,26 @@ import typer
 
 from .errors import VdrError, VdrWarning
 
-try:  # typer >= 0.26 vendors click as typer._click; older typer uses the click package
-    from typer._click.exceptions import ClickException as _VendoredClickException
-except ImportError:  # pragma: no cover - depends on the installed typer
-    _VendoredClickException = None
-import click
 
-_CLICK_ERRORS = tuple(c for c in (_VendoredClickException, click.ClickException) if c is not None)
+def _click_errors() -> tuple[type[Exception], ...]:
+    """Usage-error classes: typer >= 0.26 vendors click as ``typer._click``; older typer uses ``click``."""
+    found: list[type[Exception]] = []
+    try:
+        from typer._click.exceptions import ClickException as vendored
+
+        found.append(vendored)
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        pass
+    try:
+        from click.exceptions import ClickException
+
+        found.append(ClickException)
+    except ImportError:  # pragma: no cover - click is optional with a vendoring typer
+        pass
+    return tuple(found)
+
+
+_CLICK_ERRORS = _click_errors()
 
 app = typer.Typer(
     name="vdr",
