@@ -13,11 +13,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test sysdeps venv bench clean
 
-demo: $(STAMP)
+demo: sysdeps $(STAMP)
 	$(VENV)/bin/vdr metrics assets/sample/qrels.tsv assets/sample/run.trec --k 1,3,5,10 \
 		--json out/demo/metrics.json --per-query out/demo/per_query.csv
 
-test: $(STAMP)
+test: sysdeps $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
@@ -40,7 +40,6 @@ $(VENV)/bin/python:
 venv: $(STAMP)
 
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
-	$(MAKE) sysdeps
 	$(PIP) install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 

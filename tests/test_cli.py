@@ -343,3 +343,23 @@ def test_no_arguments_shows_help():
     p = subprocess.run([str(BIN / "vdr")], capture_output=True, text=True, env=_env(), timeout=60)
     assert "Traceback" not in p.stderr
     assert "metrics" in p.stdout + p.stderr
+
+
+def test_unwritable_output_is_a_one_line_error(tmp_path, capsys):
+    rc = main(["metrics", QRELS, RUN, "--json", str(tmp_path)])  # a folder where a file is expected
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_swapped_arguments_get_a_hint(capsys):
+    assert main(["metrics", RUN, QRELS]) == 2
+    assert "swapped" in capsys.readouterr().err
+
+
+def test_outputs_get_the_default_file_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        assert main(["metrics", QRELS, RUN, "--json", str(tmp_path / "m.json")]) == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o644

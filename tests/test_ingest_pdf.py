@@ -247,3 +247,16 @@ def test_cli_ingest_strict_and_errors(tmp_path, capsys):
     assert main(args + ["--strict"]) == 1
     assert main(["ingest", str(tmp_path / "missing"), "--out", str(tmp_path / "o2")]) == 2
     assert "not a folder of PDFs" in capsys.readouterr().err
+
+
+def test_stale_pdfium_error_code_does_not_mislabel_a_broken_file():
+    # PDFium keeps its last error code per process: after an encrypted file fails, a file with an
+    # empty page tree used to be reported as "encrypted". The file's structure must decide.
+    from vdr.ingestion.pdf import DocumentError
+
+    with pytest.raises(DocumentError, match="password"):
+        probe(PDFS / "libreoffice-writer-password.pdf", None)
+    with pytest.raises(DocumentError, match="zero pages"):
+        probe(PDFS / "zero-pages.pdf", None)
+    with pytest.raises(DocumentError, match="damaged or invalid"):
+        probe(PDFS / "not-a-pdf.pdf", None)

@@ -153,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     except VdrError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # cannot read or write a file (permissions, a folder where a file is expected, ...)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:

@@ -160,13 +160,26 @@ def _pdfium_open(path: Path, password: str | None):
         return pdfium.PdfDocument(str(path), password=password)
     except pdfium.PdfiumError as e:
         msg = str(e)
-        if "password" in msg.lower():
+        # PDFium's error code can be left over from an earlier failure in the same process, so the
+        # file's own structure decides first: an empty page tree, then an /Encrypt dictionary.
+        if _zero_pages(path):
+            raise DocumentError("zero pages (the page tree is empty)") from None
+        if "password" in msg.lower() and _has_encrypt_dict(path):
             if password:
                 raise DocumentError("encrypted: the password given is wrong") from None
             raise DocumentError("encrypted: a password is needed (pass --password or a password map)") from None
-        if _zero_pages(path):
-            raise DocumentError("zero pages (the page tree is empty)") from None
         raise DocumentError(f"damaged or invalid PDF: {msg}") from None
+
+
+def _has_encrypt_dict(path: Path) -> bool:
+    """True when the file mentions an ``/Encrypt`` dictionary in its first or last 16 MiB."""
+    with open(path, "rb") as f:
+        head = f.read(16 << 20)
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - (16 << 20)))
+        tail = f.read()
+    return b"/Encrypt" in head or b"/Encrypt" in tail
 
 
 _COUNT = re.compile(rb"/Type\s*/Pages\b.{0,200}?/Count\s+(\d+)|/Count\s+(\d+).{0,200}?/Type\s*/Pages\b", re.S)

@@ -403,8 +403,11 @@ def _summarise(issues: list[dict]) -> str:
     for i in issues:
         if not i["reason"].startswith("OCR failed"):
             groups.setdefault(i["reason"], []).append(i["page"])
+    if not groups:  # only OCR failures (e.g. an unknown --ocr-lang): they are the reason
+        for i in issues:
+            groups.setdefault(i["reason"], []).append(i["page"])
     if not groups:
-        return "unknown reason"
+        return "no page could be rendered (no reason recorded)"
     parts = []
     for reason, pages in groups.items():
         where = f"page {pages[0]}" if len(pages) == 1 else f"pages {', '.join(map(str, pages[:5]))}{' ...' if len(pages) > 5 else ''}"

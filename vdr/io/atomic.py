@@ -11,6 +11,12 @@ from typing import IO, Iterator
 __all__ = ["atomic_write", "write_text_atomic", "write_bytes_atomic"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file beside ``path``; on success fsync it and ``os.replace`` it onto ``path``.
@@ -39,6 +45,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             yield f
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual default mode
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -135,9 +135,13 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
         else:
             fields = line.split()
             if len(fields) != 4:
+                hint = (
+                    "this looks like a TREC run line: are the qrels and run arguments swapped?"
+                    if len(fields) == 6
+                    else "TREC ids cannot contain whitespace; use BEIR TSV qrels for such ids"
+                )
                 raise InputError(
-                    f"expected 4 whitespace-separated fields 'query-id iteration corpus-id grade', got {len(fields)}: {line!r}"
-                    " (TREC ids cannot contain whitespace; use BEIR TSV qrels for such ids)",
+                    f"expected 4 whitespace-separated fields 'query-id iteration corpus-id grade', got {len(fields)}: {line!r} ({hint})",
                     path=path,
                     line=no,
                 )
@@ -199,9 +203,13 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
         if not fields:
             continue
         if len(fields) < 6 or (len(fields) > 6 and not fields[3].lstrip("+-").isdigit()):
+            hint = (
+                "this looks like a TREC qrels line: are the qrels and run arguments swapped?"
+                if len(fields) == 4
+                else "TREC ids cannot contain whitespace"
+            )
             raise InputError(
-                f"expected 6 whitespace-separated fields 'query-id Q0 corpus-id rank score tag', got {len(fields)}: {line!r}"
-                " (TREC ids cannot contain whitespace)",
+                f"expected 6 whitespace-separated fields 'query-id Q0 corpus-id rank score tag', got {len(fields)}: {line!r} ({hint})",
                 path=path,
                 line=no,
             )
