@@ -259,4 +259,4 @@ def test_stale_pdfium_error_code_does_not_mislabel_a_broken_file():
     with pytest.raises(DocumentError, match="zero pages"):
         probe(PDFS / "zero-pages.pdf", None)
     with pytest.raises(DocumentError, match="damaged or invalid"):
-        probe(PDFS / "not-a-pdf.pdf", None)
+        probe(PDFS / "broken-truncated.pdf", None)
