@@ -15,7 +15,10 @@ How vdr computes it:
   so the products and the fp32 accumulation are unchanged.
 * **Batch invariance**: a page's score does not depend on the other pages or the block size: each
   page is scored by the same float32 matmul over its own rows, the max is exact, and each query's
-  sum runs over its own tokens only (``torch.segment_reduce``). Tests check bit-identity.
+  sum runs over its own tokens only (``torch.segment_reduce``). Both GEMM sides are padded to at
+  least 64 rows so that the BLAS never switches to its thin-matrix kernels, whose summation order
+  differs. Tests check bit-identity on the CPU; on CUDA, cuBLAS may pick other algorithms for other
+  shapes, so scores there agree to float32 rounding of the dot products.
 * **Speed and memory**: pages are taken in order of length and grouped into blocks of at most
   ``block_tokens`` tokens, so padding stays small (one very long page never pads the others);
   queries are concatenated into one matrix, so each block is one large GEMM
@@ -40,6 +43,10 @@ from .errors import InputError
 __all__ = ["maxsim", "maxsim_topk", "TopK", "PageSource"]
 
 DEFAULT_BUDGET_BYTES = 256 * 2**20
+# BLAS libraries switch to other kernels (another summation order) for very thin matrices; padding
+# both GEMM sides to at least this many rows (zeros, masked or dropped) keeps every dot product on
+# the same kernel, so scores are bit-identical whatever the batch (checked in the tests).
+_MIN_GEMM = 64
 
 
 @runtime_checkable
@@ -88,8 +95,11 @@ def _queries_matrix(queries, device: torch.device) -> tuple[torch.Tensor, torch.
     if len(dims) != 1:
         raise InputError(f"queries have different embedding dims: {sorted(dims)}")
     dtype = qs[0].dtype
-    Q = torch.cat([q.to(device=device, dtype=torch.float32) for q in qs])
-    lens = torch.tensor([q.shape[0] for q in qs], dtype=torch.int64, device=device)
+    n = sum(q.shape[0] for q in qs)
+    pad = -n % _MIN_GEMM
+    Q = torch.cat([q.to(device=device, dtype=torch.float32) for q in qs] + [torch.zeros((pad, qs[0].shape[1]), device=device)])
+    # one extra segment holds the zero padding rows; its sum is dropped
+    lens = torch.tensor([q.shape[0] for q in qs] + [pad], dtype=torch.int64, device=device)
     return Q, lens, dtype
 
 
@@ -153,7 +163,7 @@ def _score_blocks(queries, pages, block_tokens, device):
         blens = [b.shape[0] for b in block]
         if any(b.shape[1] != dim for b in block):
             raise InputError(f"page embedding dim differs from the queries' dim {dim}")
-        Lmax = max(blens)
+        Lmax = max(max(blens), -(-_MIN_GEMM // nb))  # at least _MIN_GEMM columns in the GEMM
         P = torch.zeros((nb, Lmax, dim), dtype=torch.float32, device=device)
         for r, b in enumerate(block):
             P[r, : b.shape[0]] = b.to(device=device, dtype=torch.float32)
@@ -164,7 +174,7 @@ def _score_blocks(queries, pages, block_tokens, device):
             pad = torch.arange(Lmax, device=device)[None, :] >= torch.tensor(blens, device=device)[:, None]
             S.masked_fill_(pad[None], -math.inf)
         M = S.amax(dim=2)  # (query tokens, nb)
-        yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)  # (n_queries, nb)
+        yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]  # (n_queries, nb)
 
 
 def _block_tokens(n_query_tokens: int, budget_bytes: int) -> int:
