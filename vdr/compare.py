@@ -1,0 +1,517 @@
+"""Paired comparison of a rewrite variant against the original queries, on the same backend.
+
+For each metric, the two inputs are per-query values over the *same* queries in the *same* order
+(two :class:`~vdr.evaluation.MetricsResult` objects, or two aligned arrays). The per-query
+differences ``d = rewritten - original`` (float64, shape ``(n_queries,)``) are summarised by:
+
+* ``delta``: the mean difference ``mean(d)`` (= mean(rewritten) - mean(original)).
+* ``p_value``: two-sided paired **randomization test** (sign-flip permutation test). Under the null
+  hypothesis that the variant labels are exchangeable within each query, every ``d_i`` is equally
+  likely to carry either sign; the p-value is the share of the ``2^n`` sign assignments whose mean
+  difference is at least as extreme as the observed one. Monte-Carlo estimate with ``B`` random
+  sign vectors: ``p = (1 + #{|mean(s * d)| >= |mean(d)|}) / (1 + B)`` (the ``+1`` counts the observed
+  assignment, so the estimate is never 0 and the test is exact-level valid; Phipson & Smyth 2010).
+  ``exact=True`` enumerates all ``2^n`` sign vectors (``n <= 16``) and returns the exact
+  ``#{|mean(s * d)| >= |mean(d)|} / 2^n``. Sources: Fisher 1935 (The Design of Experiments, §21);
+  Smucker, Allan & Carterette 2007, "A comparison of statistical significance tests for information
+  retrieval evaluation", CIKM (recommends the randomization test for IR).
+* ``p_value_ttest``: paired Student t-test, :func:`scipy.stats.ttest_rel` (two-sided).
+* ``ci95``: 95% percentile-bootstrap confidence interval of ``mean(d)`` (queries resampled with
+  replacement; Efron & Tibshirani 1993, An Introduction to the Bootstrap, ch. 13).
+* ``wins``/``ties``/``losses``: queries where rewritten > / == / < original (exact float equality).
+* ``p_value_holm``: Holm–Bonferroni step-down adjustment of the randomization p-values over a
+  labelled family of tests (Holm 1979, "A simple sequentially rejective multiple test procedure",
+  Scand. J. Statist. 6:65-70); ``holm_family`` names every test of the family.
+
+Randomness: one :class:`numpy.random.Generator` per test, seeded from ``seed`` through
+:class:`numpy.random.SeedSequence` (separate streams for permutations and bootstrap), so the same
+seed and inputs always give the same p-value and interval, whatever else runs. Every metric of one
+call uses the same sign vectors and resamples (common random numbers).
+
+Floating point: sign-flipped sums are computed in a different order from the observed sum, so a
+permutation counts as "at least as extreme" when ``|sum(s * d)| >= |sum(d)| - tol`` with
+``tol = 1e-9 * sum(|d|)``; otherwise the identity assignment itself could be missed by rounding.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .errors import AlignmentError, InputError
+
+__all__ = [
+    "Comparison",
+    "compare",
+    "compare_arrays",
+    "randomization_test",
+    "paired_ttest",
+    "bootstrap_ci",
+    "holm",
+    "holm_adjust",
+    "MAX_EXACT_QUERIES",
+]
+
+MAX_EXACT_QUERIES = 16
+"""Largest number of queries for which ``exact=True`` enumerates all ``2^n`` sign vectors."""
+
+_REL_TOL = 1e-9
+_BLOCK_ELEMENTS = 1 << 22  # sign / index matrix elements per vectorised block (~4M)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One metric of one rewrite variant against the originals on the same backend.
+
+    Attributes:
+        metric: metric name (``"ndcg@3"``).
+        original: mean of the original queries' values.
+        rewritten: mean of the rewritten queries' values.
+        delta: ``rewritten - original`` (mean paired difference).
+        p_value: two-sided paired randomization test p-value (see the module docstring).
+        p_value_ttest: two-sided paired t-test p-value (:func:`paired_ttest`; NaN when undefined).
+        p_value_holm: ``p_value`` after Holm–Bonferroni adjustment over ``holm_family``.
+        holm_family: labels of every test in the Holm family (``"variant:metric"``, or ``"metric"``
+            without a variant), in the order they were adjusted together.
+        ci95: ``(low, high)`` 95% percentile-bootstrap interval of ``delta``.
+        wins: queries with rewritten > original. ties: equal values. losses: rewritten < original.
+        n_queries: number of paired queries.
+        variant: name of the rewrite variant, if given.
+        n_permutations: random sign vectors used (``2^n`` when ``exact``).
+        exact: whether ``p_value`` came from full enumeration.
+        n_bootstrap: bootstrap resamples.
+        seed: the seed of the random streams.
+    """
+
+    metric: str
+    original: float
+    rewritten: float
+    delta: float
+    p_value: float
+    p_value_ttest: float
+    p_value_holm: float
+    holm_family: tuple[str, ...]
+    ci95: tuple[float, float]
+    wins: int
+    ties: int
+    losses: int
+    n_queries: int
+    variant: str | None = None
+    n_permutations: int = 10_000
+    exact: bool = False
+    n_bootstrap: int = 10_000
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        """``"variant:metric"`` (or ``"metric"``): this test's name inside a Holm family."""
+        return self.metric if self.variant is None else f"{self.variant}:{self.metric}"
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict (``ci95`` as a 2-list, ``holm_family`` as a list)."""
+        return {
+            "variant": self.variant,
+            "metric": self.metric,
+            "original": self.original,
+            "rewritten": self.rewritten,
+            "delta": self.delta,
+            "p_value": self.p_value,
+            "p_value_ttest": self.p_value_ttest,
+            "p_value_holm": self.p_value_holm,
+            "holm_family": list(self.holm_family),
+            "ci95": list(self.ci95),
+            "wins": self.wins,
+            "ties": self.ties,
+            "losses": self.losses,
+            "n_queries": self.n_queries,
+            "test": {
+                "p_value": ("exact" if self.exact else "monte-carlo") + " two-sided paired randomization (sign-flip) test",
+                "n_permutations": self.n_permutations,
+                "p_value_ttest": "two-sided paired t-test (scipy.stats.ttest_rel)",
+                "ci95": "percentile bootstrap of the mean difference",
+                "n_bootstrap": self.n_bootstrap,
+                "p_value_holm": "Holm-Bonferroni step-down over holm_family (Holm 1979)",
+                "seed": self.seed,
+            },
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# input checks
+
+
+def _check_seed(seed: object) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _check_count(value: object, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise InputError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _as_values(x: object, what: str) -> np.ndarray:
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{what} must be a 1-D array of numbers: {e}") from None
+    if a.ndim != 1:
+        raise InputError(f"{what} must be 1-D (one value per query), got shape {a.shape}")
+    if not np.isfinite(a).all():
+        bad = int(np.nonzero(~np.isfinite(a))[0][0])
+        raise InputError(f"{what} holds a non-finite value at position {bad}: {a[bad]!r}")
+    return a
+
+
+def _differences(original: object, rewritten: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    a = _as_values(original, "original")
+    b = _as_values(rewritten, "rewritten")
+    if a.shape != b.shape:
+        raise AlignmentError(f"original and rewritten must hold one value per query each; got {a.shape[0]} and {b.shape[0]} values")
+    if a.shape[0] == 0:
+        raise InputError("no queries to compare")
+    return a, b, b - a
+
+
+def _streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    perm, boot = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(perm), np.random.default_rng(boot)
+
+
+# --------------------------------------------------------------------------------------------
+# tests
+
+
+def randomization_test(
+    differences: object,
+    *,
+    n_permutations: int = 10_000,
+    seed: int | np.random.Generator = 0,
+    exact: bool = False,
+) -> float:
+    """Two-sided paired randomization (sign-flip) test of ``mean(differences) == 0``.
+
+    Args:
+        differences: per-query paired differences ``rewritten - original``, shape ``(n,)``, finite.
+        n_permutations: random sign vectors ``B`` (ignored when ``exact``).
+        seed: non-negative int (or a ready :class:`numpy.random.Generator`).
+        exact: enumerate all ``2^n`` sign vectors instead of sampling (``n <= 16``).
+
+    Returns:
+        Monte-Carlo: ``(1 + #{|sum(s * d)| >= |sum(d)|}) / (1 + B)`` in ``(0, 1]``; exact:
+        ``#{...} / 2^n`` (includes the identity and its mirror). 1.0 when every difference is 0.
+
+    Raises:
+        InputError: empty or non-finite input, a bad count or seed, ``exact`` with ``n > 16``.
+
+    Sources: Fisher 1935; Smucker, Allan & Carterette 2007 (CIKM); Phipson & Smyth 2010 for the
+    ``+1`` correction of Monte-Carlo p-values.
+    """
+    d = _as_values(differences, "differences")
+    n = d.shape[0]
+    if n == 0:
+        raise InputError("no queries to compare")
+    abs_sum = float(np.abs(d).sum())
+    if abs_sum == 0.0:
+        return 1.0
+    observed = abs(float(d.sum()))
+    threshold = observed - _REL_TOL * abs_sum
+    if exact:
+        if n > MAX_EXACT_QUERIES:
+            raise InputError(f"exact enumeration needs n <= {MAX_EXACT_QUERIES} queries (2^n sign vectors), got {n}")
+        codes = np.arange(1 << n, dtype=np.int64)[:, None]
+        signs = 1.0 - 2.0 * ((codes >> np.arange(n, dtype=np.int64)) & 1)  # (2^n, n) of +-1
+        hits = int(np.count_nonzero(np.abs(signs @ d) >= threshold))
+        return hits / float(1 << n)
+    B = _check_count(n_permutations, "n_permutations")
+    rng = seed if isinstance(seed, np.random.Generator) else _streams(_check_seed(seed))[0]
+    block = max(1, min(B, _BLOCK_ELEMENTS // n))
+    hits = 0
+    done = 0
+    while done < B:
+        m = min(block, B - done)
+        bits = rng.integers(0, 2, size=(m, n), dtype=np.int8)
+        sums = (1.0 - 2.0 * bits) @ d
+        hits += int(np.count_nonzero(np.abs(sums) >= threshold))
+        done += m
+    return (1 + hits) / (1 + B)
+
+
+def paired_ttest(original: object, rewritten: object) -> float:
+    """Two-sided paired t-test p-value, :func:`scipy.stats.ttest_rel` (``rewritten`` vs ``original``).
+
+    Degenerate cases (scipy would return NaN or warn), handled explicitly:
+
+    * every difference is 0: ``1.0`` (no evidence of any change);
+    * every difference is the same non-zero value (zero variance): ``0.0``, the limit of
+      ``t -> +-inf`` that scipy reports;
+    * fewer than 2 queries: NaN (the t statistic is undefined).
+
+    Args:
+        original, rewritten: per-query values, float, shape ``(n,)`` each, aligned.
+
+    Raises:
+        InputError / AlignmentError: non-finite values, different lengths, no queries.
+    """
+    a, b, d = _differences(original, rewritten)
+    if np.all(d == 0):
+        return 1.0
+    if d.shape[0] < 2:
+        return math.nan
+    if np.all(d == d[0]):
+        return 0.0
+    from scipy import stats
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # precision-loss notes on nearly equal data
+        return float(stats.ttest_rel(b, a).pvalue)
+
+
+def bootstrap_ci(
+    differences: object,
+    *,
+    n_bootstrap: int = 10_000,
+    confidence: float = 0.95,
+    seed: int | np.random.Generator = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the mean of ``differences``.
+
+    Draws ``n_bootstrap`` resamples of the ``n`` queries with replacement, takes each resample's mean
+    and returns the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles (linear
+    interpolation, :func:`numpy.quantile`). Vectorised in blocks of resamples.
+
+    Args:
+        differences: per-query paired differences, shape ``(n,)``, finite.
+        n_bootstrap: number of resamples.
+        confidence: coverage in (0, 1).
+        seed: non-negative int (or a ready :class:`numpy.random.Generator`).
+
+    Returns:
+        ``(low, high)`` floats; ``(c, c)`` when every difference equals ``c`` (no resampling).
+
+    Raises:
+        InputError: empty or non-finite input, bad counts, confidence or seed.
+
+    Source: Efron & Tibshirani 1993, An Introduction to the Bootstrap, ch. 13 (percentile interval).
+    """
+    d = _as_values(differences, "differences")
+    n = d.shape[0]
+    if n == 0:
+        raise InputError("no queries to compare")
+    B = _check_count(n_bootstrap, "n_bootstrap")
+    if not (isinstance(confidence, (float, int)) and 0 < confidence < 1):
+        raise InputError(f"confidence must be in (0, 1), got {confidence!r}")
+    rng = seed if isinstance(seed, np.random.Generator) else _streams(_check_seed(seed))[1]
+    if np.all(d == d[0]):
+        return float(d[0]), float(d[0])
+    block = max(1, min(B, _BLOCK_ELEMENTS // n))
+    means = np.empty(B, dtype=np.float64)
+    done = 0
+    while done < B:
+        m = min(block, B - done)
+        idx = rng.integers(0, n, size=(m, n))
+        means[done : done + m] = d[idx].mean(axis=1)
+        done += m
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
+# --------------------------------------------------------------------------------------------
+# multiple testing
+
+
+def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm–Bonferroni step-down adjusted p-values, in the input order.
+
+    With the ``m`` p-values sorted ascending ``p_(1) <= ... <= p_(m)``:
+    ``adj_(i) = max_{j <= i} min(1, (m - j + 1) * p_(j))``. Rejecting ``adj <= alpha`` controls the
+    family-wise error rate at ``alpha`` (Holm 1979, Scand. J. Statist. 6:65-70). NaN p-values are
+    left NaN and are not counted in ``m``. Ties keep input order (stable sort).
+
+    Args:
+        p_values: the family's raw p-values, each in [0, 1] or NaN.
+
+    Returns:
+        float64 array of the same length.
+
+    Raises:
+        InputError: a value outside [0, 1] or a non-1-D input.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.ndim != 1:
+        raise InputError(f"p_values must be 1-D, got shape {p.shape}")
+    ok = ~np.isnan(p)
+    if np.any((p[ok] < 0) | (p[ok] > 1)):
+        raise InputError("p-values must lie in [0, 1]")
+    out = np.full(p.shape, np.nan)
+    idx = np.nonzero(ok)[0]
+    m = idx.shape[0]
+    if m == 0:
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(stepped)
+    return out
+
+
+def holm_adjust(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """Re-adjust ``p_value_holm`` of ``comparisons`` as one Holm family (e.g. every variant x metric
+    of one backend). Returns new :class:`Comparison` objects (same order) whose ``holm_family`` lists
+    every test's :attr:`Comparison.label`.
+
+    Raises:
+        InputError: two comparisons with the same label (the family would be ambiguous).
+    """
+    comps = list(comparisons)
+    labels = tuple(c.label for c in comps)
+    if len(set(labels)) != len(labels):
+        dup = next(lab for lab in labels if labels.count(lab) > 1)
+        raise InputError(f"two comparisons share the label {dup!r}; give each rewrite variant a distinct name")
+    adj = holm([c.p_value for c in comps])
+    return [replace(c, p_value_holm=float(a), holm_family=labels) for c, a in zip(comps, adj)]
+
+
+# --------------------------------------------------------------------------------------------
+# comparisons
+
+
+def compare_arrays(
+    original: object,
+    rewritten: object,
+    metric: str = "metric",
+    *,
+    variant: str | None = None,
+    n_permutations: int = 10_000,
+    n_bootstrap: int = 10_000,
+    seed: int = 0,
+    exact: bool = False,
+) -> Comparison:
+    """Compare two aligned per-query arrays of one metric (the family is this single test, so
+    ``p_value_holm == p_value``; use :func:`holm_adjust` to adjust over several).
+
+    Args:
+        original, rewritten: per-query values, shape ``(n,)`` each, same queries in the same order.
+        metric: the metric's name (a label only).
+        variant: the rewrite variant's name (a label only).
+        n_permutations, n_bootstrap, seed, exact: see :func:`randomization_test` / :func:`bootstrap_ci`.
+
+    Raises:
+        InputError: non-finite values, no queries, bad counts or seed; AlignmentError: lengths differ.
+    """
+    seed = _check_seed(seed)
+    n_permutations = _check_count(n_permutations, "n_permutations")
+    n_bootstrap = _check_count(n_bootstrap, "n_bootstrap")
+    a, b, d = _differences(original, rewritten)
+    n = d.shape[0]
+    if exact and n > MAX_EXACT_QUERIES:
+        raise InputError(f"exact enumeration needs n <= {MAX_EXACT_QUERIES} queries (2^n sign vectors), got {n}")
+    perm_rng, boot_rng = _streams(seed)
+    p = randomization_test(d, n_permutations=n_permutations, seed=perm_rng, exact=exact)
+    low, high = bootstrap_ci(d, n_bootstrap=n_bootstrap, seed=boot_rng)
+    c = Comparison(
+        metric=str(metric),
+        original=float(a.mean()),
+        rewritten=float(b.mean()),
+        delta=float(d.mean()),
+        p_value=float(p),
+        p_value_ttest=paired_ttest(a, b),
+        p_value_holm=float(p),
+        holm_family=(),
+        ci95=(low, high),
+        wins=int(np.count_nonzero(d > 0)),
+        ties=int(np.count_nonzero(d == 0)),
+        losses=int(np.count_nonzero(d < 0)),
+        n_queries=n,
+        variant=variant,
+        n_permutations=(1 << n) if exact else n_permutations,
+        exact=bool(exact),
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+    )
+    return replace(c, holm_family=(c.label,))
+
+
+def _aligned_values(result: object, what: str) -> tuple[tuple[str, ...], Mapping[str, np.ndarray]]:
+    ids = getattr(result, "query_ids", None)
+    values = getattr(result, "values", None)
+    if ids is None or not isinstance(values, Mapping):
+        raise InputError(f"{what} must be a vdr MetricsResult (query_ids and values), got {type(result).__name__}")
+    return tuple(ids), values
+
+
+def compare(
+    original: object,
+    rewritten: object,
+    metrics: Sequence[str] | None = None,
+    *,
+    variant: str | None = None,
+    n_permutations: int = 10_000,
+    n_bootstrap: int = 10_000,
+    seed: int = 0,
+    exact: bool = False,
+) -> list[Comparison]:
+    """Compare a rewrite variant's per-query metrics against the originals' (same backend).
+
+    Each metric gets :func:`compare_arrays`; then the randomization p-values of all ``metrics`` of
+    this call are Holm-adjusted as one family (``holm_family`` = their labels). To adjust over
+    several variants at once, concatenate the lists and pass them to :func:`holm_adjust`.
+
+    Args:
+        original, rewritten: :class:`~vdr.evaluation.MetricsResult` of the original queries and of
+            the variant, evaluated against the same qrels (``query_ids`` must match exactly, in order).
+        metrics: metric names to compare; default: every metric of ``original`` (in its order).
+        variant: the variant's name, used in the labels (``"keywords:ndcg@3"``).
+        n_permutations: random sign vectors of the randomization test (default 10,000).
+        n_bootstrap: bootstrap resamples (default 10,000).
+        seed: seed of the random streams (same seed, same results).
+        exact: enumerate all ``2^n`` sign vectors (``n <= 16``) instead of sampling.
+
+    Returns:
+        One :class:`Comparison` per metric, in ``metrics`` order.
+
+    Raises:
+        AlignmentError: the query ids differ (message names the first mismatch).
+        InputError: a metric missing from either result, an empty metric list, bad counts or seed.
+    """
+    ids_a, vals_a = _aligned_values(original, "original")
+    ids_b, vals_b = _aligned_values(rewritten, "rewritten")
+    if ids_a != ids_b:
+        only_a = sorted(set(ids_a) - set(ids_b))
+        only_b = sorted(set(ids_b) - set(ids_a))
+        if only_a or only_b:
+            raise AlignmentError(
+                f"the two results cover different queries: {len(only_a)} only in original"
+                f" (first {only_a[:3]}), {len(only_b)} only in rewritten (first {only_b[:3]})"
+            )
+        i = next(i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y)
+        raise AlignmentError(f"the two results list the same queries in a different order (position {i}: {ids_a[i]!r} vs {ids_b[i]!r})")
+    names = list(vals_a) if metrics is None else [str(m) for m in metrics]
+    if not names:
+        raise InputError("no metrics to compare")
+    if len(set(names)) != len(names):
+        raise InputError(f"metric listed twice: {names}")
+    for m in names:
+        for what, vals in (("original", vals_a), ("rewritten", vals_b)):
+            if m not in vals:
+                raise InputError(f"metric {m!r} is missing from the {what} result (it has: {', '.join(vals)})")
+    comps = [
+        compare_arrays(
+            vals_a[m],
+            vals_b[m],
+            m,
+            variant=variant,
+            n_permutations=n_permutations,
+            n_bootstrap=n_bootstrap,
+            seed=seed,
+            exact=exact,
+        )
+        for m in names
+    ]
+    return holm_adjust(comps)
