@@ -1,0 +1,79 @@
+"""Helpers shared by the text backends: input checks, trec_eval-order top-k, library versions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..errors import InputError
+from ..types import to_id
+
+
+def check_texts(texts: object, what: str, *, allow_empty: bool) -> dict[str, str]:
+    """``{id: text}`` with string ids (see :func:`vdr.types.to_id`) and ``str`` texts.
+
+    Raises:
+        InputError: not a mapping, no entries, a bad id, a non-str text, a duplicate id after
+            conversion, or (``allow_empty=False``) an empty / whitespace-only text.
+    """
+    if not isinstance(texts, Mapping):
+        raise InputError(f"{what} must be a mapping {{id: text}}, got {type(texts).__name__}")
+    if len(texts) == 0:
+        raise InputError(f"no {what}")
+    out: dict[str, str] = {}
+    for key, text in texts.items():
+        i = to_id(key, what=f"{what} id")
+        if i in out:
+            raise InputError(f"{what} id {i!r} appears twice after conversion to str", id=i)
+        if not isinstance(text, str):
+            raise InputError(f"{what} {i!r}: text must be a str, got {type(text).__name__}", id=i)
+        if not allow_empty and not text.strip():
+            raise InputError(f"{what} {i!r} is empty or whitespace-only", id=i)
+        out[i] = text
+    return out
+
+
+def check_k(k: object) -> int:
+    """``k`` as a positive int. Raises InputError otherwise."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or int(k) < 1:
+        raise InputError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def id_order(ids: list[str]) -> np.ndarray:
+    """Position of each id in ascending string order, int64 ``(len(ids),)`` (for trec_eval tie-breaks)."""
+    pos = np.empty(len(ids), dtype=np.int64)
+    pos[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(len(ids))
+    return pos
+
+
+def top_k(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: list[str], k: int) -> dict[str, float]:
+    """The ``k`` best ``candidates`` (indices into ``scores``) in trec_eval order: score descending,
+    then corpus id descending, so cutting at ``k`` agrees with :meth:`vdr.types.Run.ranked`.
+
+    Args:
+        scores: one score per corpus page, float32 or float64, shape ``(n_pages,)``.
+        candidates: int indices of the pages that may be returned.
+        order: :func:`id_order` of ``ids``.
+        ids: corpus ids, ``len(ids) == n_pages``.
+        k: cutoff.
+
+    Returns:
+        ``{corpus_id: float score}`` (Python floats; float32 values widen exactly), best first.
+    """
+    if candidates.shape[0] == 0:
+        return {}
+    s = scores[candidates].astype(np.float64)
+    sel = np.lexsort((-order[candidates], -s))[:k]
+    return {ids[int(candidates[j])]: float(s[j]) for j in sel}
+
+
+def version_of(dist: str) -> str | None:
+    """Installed version of distribution ``dist``, or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
