@@ -98,6 +98,8 @@ def test_ttest_degenerate_cases():
     assert paired_ttest([0.1, 0.5], [0.1, 0.5]) == 1.0
     assert paired_ttest([0.0, 0.5, 0.25], [0.25, 0.75, 0.5]) == 0.0  # exactly constant difference 0.25
     assert math.isnan(paired_ttest([0.1], [0.3]))
+    one = compare_arrays([0.1], [0.3], "m", n_permutations=10, n_bootstrap=10)
+    assert math.isnan(one.p_value_ttest) and one.to_dict()["p_value_ttest"] is None
 
 
 def test_bootstrap_ci_contains_mean_and_is_reproducible():

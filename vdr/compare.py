@@ -112,7 +112,12 @@ class Comparison:
         return self.metric if self.variant is None else f"{self.variant}:{self.metric}"
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict (``ci95`` as a 2-list, ``holm_family`` as a list)."""
+        """Plain JSON-ready dict (``ci95`` as a 2-list, ``holm_family`` as a list; NaN p-values,
+        e.g. the t-test on one query, become ``None`` so that the output is strict JSON)."""
+
+        def num(x: float) -> float | None:
+            return None if isinstance(x, float) and math.isnan(x) else x
+
         return {
             "variant": self.variant,
             "metric": self.metric,
@@ -120,8 +125,8 @@ class Comparison:
             "rewritten": self.rewritten,
             "delta": self.delta,
             "p_value": self.p_value,
-            "p_value_ttest": self.p_value_ttest,
-            "p_value_holm": self.p_value_holm,
+            "p_value_ttest": num(self.p_value_ttest),
+            "p_value_holm": num(self.p_value_holm),
             "holm_family": list(self.holm_family),
             "ci95": list(self.ci95),
             "wins": self.wins,
