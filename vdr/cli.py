@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from .errors import VdrError, VdrWarning
+from .errors import InputError, VdrError, VdrWarning
 
 
 def _click_errors() -> tuple[type[Exception], ...]:
@@ -141,6 +141,60 @@ def ingest_command(
             typer.echo(f"{d.status}: {d.source}: {d.reason}", err=True)
     if strict and not r.ok:
         raise typer.Exit(code=1)
+
+
+@app.command("evaluate")
+def evaluate_command(
+    corpus_dir: Optional[Path] = typer.Argument(None, help="Corpus folder from `vdr ingest` (omit with --vidore)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Original queries (BEIR queries.jsonl; `history` optional)."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON)."),
+    rewrites: Optional[list[str]] = typer.Option(None, "--rewrites", help="A rewrite variant NAME=FILE (repeatable)."),
+    backend: str = typer.Option("multimodal,lexical,semantic,hybrid", "--backend", help="Comma-separated backends."),
+    model: Optional[str] = typer.Option(None, "--model", help="ColPali-family model (hub name or local path) for the multimodal backend."),
+    k: str = typer.Option("3,5,10", "--k", help="Metric cutoffs; nDCG@3 is the primary metric."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the randomization test and the bootstrap."),
+    out: Path = typer.Option(..., "--out", "-o", help="Results folder (results.json, per_query.csv, runs/)."),
+    vidore: Optional[str] = typer.Option(None, "--vidore", help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Embedding store folder (default CORPUS_DIR/embeddings)."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Multimodal encoder batch size."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda, cpu, ... (default: cuda when available)."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the model's own code (only for checkpoints you trust)."),
+    depth: int = typer.Option(100, "--depth", help="Pages retrieved per query."),
+    macro_average: bool = typer.Option(False, "--macro-average", help="Add a labelled macro-average row across backends."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
+    from .pipeline import evaluate
+
+    rw: dict[str, str] = {}
+    for item in rewrites or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--rewrites takes NAME=FILE, got {item!r}")
+        if name in rw:
+            raise InputError(f"rewrite variant {name!r} given twice")
+        rw[name] = path
+    res = evaluate(
+        corpus_dir,
+        queries=queries,
+        qrels=qrels,
+        rewrites=rw,
+        out=out,
+        backends=backend,
+        model=model,
+        k=k,
+        seed=seed,
+        vidore=vidore,
+        store=store,
+        batch_size=batch_size,
+        device=device,
+        trust_remote_code=trust_remote_code,
+        depth=depth,
+        macro_average=macro_average,
+        progress=not quiet,
+    )
+    typer.echo(res.table())
+    typer.echo(f"results: {out / 'results.json'}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,542 @@
+"""The main job: original vs rewritten queries on the multimodal, lexical, semantic and hybrid backends.
+
+:func:`evaluate` runs every backend for every query variant over one page corpus, evaluates each
+run with trec_eval-exact metrics on the same query set (the qrels'), compares every rewrite variant
+with the originals on the same backend (paired randomization test, paired t-test, bootstrap CI,
+win/tie/loss, Holm over all variants x metrics of a backend), and writes::
+
+    RESULTS_DIR/results.json     config, versions, runs (aggregate + per query), comparisons
+    RESULTS_DIR/per_query.csv    query id, text and length of each variant, every metric per run
+    RESULTS_DIR/runs/<backend>.<variant>.trec   one TREC run per backend x variant
+
+All files are written atomically. ``results.json`` holds no timestamps or timings, so two runs
+with the same inputs write byte-identical files.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from .corpus import PAGES_FILE, Corpus
+from .errors import InputError, VdrError
+from .evaluation import MetricsResult, evaluate_run
+from .io.atomic import atomic_write, write_text_atomic
+from .io.formats import load_qrels, load_queries, load_rewrites, save_run
+from .types import Query, QuerySet, Run
+
+__all__ = ["evaluate", "EvaluationResults", "RunResult", "BACKENDS", "build_variants"]
+
+BACKENDS = ("multimodal", "lexical", "semantic", "hybrid")
+ORIGINAL = "original"
+CONCAT = "concat"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One backend x variant: its run file and its metrics.
+
+    Attributes:
+        backend: ``"multimodal"``, ``"lexical"``, ``"semantic"``, ``"hybrid"`` or ``"macro"``.
+        variant: ``"original"``, ``"concat"`` or a rewrite variant's name.
+        run_file: path of the TREC run, relative to the results folder (``None`` for ``macro``).
+        metrics: per-query values and their means (:class:`~vdr.evaluation.MetricsResult`).
+    """
+
+    backend: str
+    variant: str
+    run_file: str | None
+    metrics: MetricsResult
+
+
+@dataclass(frozen=True)
+class EvaluationResults:
+    """What :func:`evaluate` returns and writes.
+
+    Attributes:
+        out_dir: the results folder.
+        config: every option as used (JSON-ready).
+        versions: library, model, dataset and corpus versions (JSON-ready).
+        runs: one :class:`RunResult` per backend x variant, backends in :data:`BACKENDS` order.
+        comparisons: :class:`~vdr.compare.Comparison` of each rewrite variant against the originals
+            per backend and metric.
+        skipped: backends that did not run, with the reason.
+        variants: the query sets evaluated, by name.
+        table_metrics: metric names shown in :meth:`table`.
+    """
+
+    out_dir: Path
+    config: dict
+    versions: dict
+    runs: list[RunResult]
+    comparisons: list
+    skipped: dict[str, str]
+    variants: dict[str, QuerySet]
+    table_metrics: list[str]
+    backend_reports: dict = field(default_factory=dict)
+
+    def run(self, backend: str, variant: str) -> RunResult:
+        """The :class:`RunResult` of ``backend`` x ``variant``.
+
+        Raises:
+            KeyError: no such run.
+        """
+        for r in self.runs:
+            if r.backend == backend and r.variant == variant:
+                return r
+        raise KeyError(f"no run for backend {backend!r}, variant {variant!r}")
+
+    def to_dict(self) -> dict:
+        """The ``results.json`` document."""
+        return {
+            "config": self.config,
+            "versions": self.versions,
+            "skipped": self.skipped,
+            "backend_reports": self.backend_reports,
+            "variants": {name: _length_stats(qs) for name, qs in self.variants.items()},
+            "runs": [
+                {
+                    "backend": r.backend,
+                    "variant": r.variant,
+                    "run_file": r.run_file,
+                    "num_queries": r.metrics.num_queries,
+                    "policy": dict(r.metrics.policy),
+                    "aggregate": r.metrics.aggregate,
+                    "per_query": r.metrics.per_query,
+                }
+                for r in self.runs
+            ],
+            "comparisons": [dict(c.to_dict(), backend=b) for b, c in self.comparisons],
+        }
+
+    def table(self) -> str:
+        """The summary table: rows backend x variant; the table metrics, the number of queries and,
+        for rewrite variants, the change against the originals on the same backend."""
+        primary = self.table_metrics[0]
+        comp = {(b, c.variant, c.metric): c for b, c in self.comparisons}
+        head = ["backend", "variant"] + self.table_metrics + ["queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI", "W/T/L"]
+        rows = []
+        for r in self.runs:
+            agg = r.metrics.aggregate
+            row = [r.backend, r.variant] + [f"{agg[m]:.4f}" for m in self.table_metrics] + [str(r.metrics.num_queries)]
+            c = comp.get((r.backend, r.variant, primary))
+            if c is None:
+                row += [""] * 6
+            else:
+                row += [
+                    f"{c.delta:+.4f}",
+                    _fmt_p(c.p_value),
+                    _fmt_p(c.p_value_holm),
+                    _fmt_p(c.p_value_ttest),
+                    f"[{c.ci95[0]:+.3f}, {c.ci95[1]:+.3f}]",
+                    f"{c.wins}/{c.ties}/{c.losses}",
+                ]
+            rows.append(row)
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+        for b, reason in self.skipped.items():
+            lines.append(f"{b}: skipped: {reason}")
+        n_tests = {b for b, _ in self.comparisons}
+        if self.comparisons:
+            fam = len(self.comparisons[0][1].holm_family)
+            lines.append(
+                f"d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
+                f" ({self.config['n_permutations']} permutations, seed {self.config['seed']}); p (Holm): Holm-corrected over the"
+                f" {fam} tests (variants x {', '.join(self.config['compared_metrics'])}) of each backend; p (t): paired t-test;"
+                f" CI: bootstrap of the mean change. Backends reported separately ({len(n_tests)} compared)."
+            )
+        if any(r.backend == "macro" for r in self.runs):
+            lines.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
+        return "\n".join(lines)
+
+
+def _fmt_p(p: float) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "n/a"
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def _length_stats(qs: QuerySet) -> dict:
+    chars = [len(q.text) for q in qs.values()]
+    toks = [len(q.text.split()) for q in qs.values()]
+
+    def stats(xs: list[int]) -> dict:
+        xs = sorted(xs)
+        n = len(xs)
+        return {"mean": sum(xs) / n, "median": (xs[(n - 1) // 2] + xs[n // 2]) / 2, "min": xs[0], "max": xs[-1]} if n else {}
+
+    return {"num_queries": len(qs), "chars": stats(chars), "whitespace_tokens": stats(toks), "source": qs.source}
+
+
+def _check_name(name: str, what: str) -> str:
+    if not _NAME_RE.match(name) or name in (ORIGINAL, CONCAT):
+        raise InputError(
+            f"{what} name {name!r} must be letters, digits, '_', '.', '-' (it names files) and not {ORIGINAL!r} or {CONCAT!r}"
+        )
+    return name
+
+
+def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, concat: bool | None = None) -> dict[str, QuerySet]:
+    """The query variants to evaluate: the originals, each rewrite file, and the ``concat`` baseline.
+
+    Args:
+        originals: the original queries (``history`` holds earlier conversation turns, if any).
+        rewrites: ``{variant name: queries.jsonl path}``; ids must match the originals exactly.
+        concat: add the ``concat`` variant (history turns and the query joined with spaces, the
+            baseline that rewriting must beat); default: when any original query has history.
+
+    Returns:
+        ``{"original": ..., [ "concat": ...], name: ...}`` in that order.
+
+    Raises:
+        AlignmentError: a rewrite file's ids differ from the originals'.
+        InputError: a bad variant name, or an empty or whitespace-only rewrite (file, line, id).
+    """
+    out: dict[str, QuerySet] = {ORIGINAL: originals}
+    has_history = any(q.history for q in originals.values())
+    if concat if concat is not None else has_history:
+        out[CONCAT] = QuerySet(
+            {qid: Query(" ".join([*q.history, q.text])) for qid, q in originals.items()}, name=CONCAT, source=originals.source
+        )
+    for name, path in rewrites.items():
+        _check_name(name, "rewrite variant")
+        variant = load_rewrites(path, originals, name=name)
+        for qid, q in variant.items():
+            if not q.text.strip():
+                raise InputError("empty or whitespace-only rewrite", path=path, line=variant.lines.get(qid), id=qid)
+        out[name] = variant
+    return out
+
+
+def _versions(names: Sequence[str]) -> dict:
+    out = {}
+    for n in names:
+        try:
+            out[n] = version(n)
+        except PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _parse_list(value: str | Sequence, what: str) -> list[str]:
+    items = [x.strip() for x in value.split(",")] if isinstance(value, str) else [str(x).strip() for x in value]
+    items = [x for x in items if x]
+    if not items:
+        raise InputError(f"{what}: nothing given")
+    return items
+
+
+def _table_metrics(ks: list[int]) -> list[str]:
+    k0 = 3 if 3 in ks else ks[0]
+    rest = [k for k in ks if k != k0] or [k0]
+    return [f"ndcg@{k0}", f"mrr@{k0}"] + [f"recall@{k}" for k in rest] + [f"hole@{k0}"]
+
+
+def evaluate(
+    corpus_dir: str | Path | None = None,
+    *,
+    queries: str | Path | None = None,
+    qrels: str | Path | None = None,
+    rewrites: Mapping[str, str | Path] | None = None,
+    out: str | Path,
+    backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid"),
+    model: str | None = None,
+    k: str | Sequence[int] = (3, 5, 10),
+    seed: int = 0,
+    depth: int = 100,
+    vidore: str | None = None,
+    vidore_revision: str | None = None,
+    vidore_language: str | None = None,
+    store: str | Path | None = None,
+    batch_size: int = 8,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+    semantic_model: str | None = None,
+    bm25: Mapping | None = None,
+    rrf_k: int = 60,
+    concat: bool | None = None,
+    macro_average: bool = False,
+    relevance_level: int = 1,
+    n_permutations: int = 10_000,
+    n_bootstrap: int = 10_000,
+    progress: bool = True,
+) -> EvaluationResults:
+    """Evaluate original vs rewritten queries on each backend over one page corpus.
+
+    Args:
+        corpus_dir: a corpus folder written by :func:`vdr.ingest` (``pages.jsonl`` + ``images/``).
+        queries: BEIR ``queries.jsonl`` of the original queries (``history`` optional); default
+            ``corpus_dir/queries.jsonl`` when it exists (ViDoRe corpora).
+        qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
+        rewrites: ``{variant name: queries.jsonl}``; each must have exactly the originals' ids.
+        out: the results folder.
+        backends: any of ``multimodal, lexical, semantic, hybrid`` (comma-separated or a list).
+            ``hybrid`` is reciprocal rank fusion (k = ``rrf_k``) of the other backends that ran.
+        model: ColPali-family model (hub name or local path) for ``multimodal``; without one, or
+            when it cannot be loaded, the backend is reported as skipped with the reason.
+        k: cutoffs of the metrics (default 3, 5, 10); nDCG@3 is the primary metric.
+        seed: seed of the randomization test and the bootstrap.
+        depth: pages retrieved per query and written to each run.
+        vidore: a ViDoRe dataset (hub name or local folder) used instead of ``corpus_dir``/
+            ``queries``/``qrels``; it is ingested into ``out/corpus`` first.
+        store: embedding store folder for ``multimodal`` (default ``corpus_dir/embeddings``); page
+            embeddings are computed once per model and corpus and reused.
+        batch_size, device, trust_remote_code: for the multimodal encoder.
+        semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
+        bm25: BM25 parameters (``k1``, ``b``, ``method``, ``stemmer``, ``stopwords``).
+        concat: add the history-concatenation baseline (default: when queries carry history).
+        macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
+        relevance_level: minimum grade counted as relevant for the binary metrics.
+        n_permutations, n_bootstrap: sizes of the randomization test and the bootstrap.
+
+    Returns:
+        :class:`EvaluationResults` (also written to ``out``).
+
+    Raises:
+        InputError: missing or malformed inputs (file, line and id named), unknown backends, bad
+            variant names, misaligned or empty rewrites.
+    """
+    from .compare import compare, holm_adjust
+    from .evaluation import _parse_ks
+
+    out = Path(out)
+    ks = _parse_ks(k)
+    wanted = _parse_list(backends, "--backend")
+    unknown = [b for b in wanted if b not in BACKENDS]
+    if unknown:
+        raise InputError(f"unknown backend(s) {unknown}; choose from {', '.join(BACKENDS)}")
+    if depth < max(ks):
+        raise InputError(f"depth {depth} is smaller than the largest cutoff {max(ks)}")
+
+    vidore_info = None
+    if vidore is not None:
+        if corpus_dir is not None:
+            raise InputError("give either a corpus folder or --vidore, not both")
+        from .ingestion import ingest_vidore
+
+        corpus_dir = out / "corpus"
+        vidore_info = ingest_vidore(vidore, corpus_dir, revision=vidore_revision, language=vidore_language, progress=progress)
+    if corpus_dir is None:
+        raise InputError("no corpus: give CORPUS_DIR or --vidore DATASET")
+    corpus_dir = Path(corpus_dir)
+    corpus = Corpus.load(corpus_dir)
+    if len(corpus) == 0:
+        raise InputError("the corpus holds no pages", path=corpus_dir / PAGES_FILE)
+    queries = Path(queries) if queries is not None else corpus_dir / "queries.jsonl"
+    qrels_path = Path(qrels) if qrels is not None else corpus_dir / "qrels.tsv"
+    originals = load_queries(queries)
+    qrels_obj = load_qrels(qrels_path)
+    unknown_q = [q for q in qrels_obj if q not in originals.queries]
+    if unknown_q:
+        raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
+    missing_pages = sorted({d for q in qrels_obj for d in qrels_obj[q] if d not in corpus})
+    if missing_pages:
+        raise InputError(
+            f"{len(missing_pages)} corpus id(s) in the qrels are not pages of the corpus, e.g. {missing_pages[:10]}"
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            path=qrels_path,
+        )
+    variants = build_variants(originals, dict(rewrites or {}), concat=concat)
+    texts = corpus.texts()
+
+    metric_names = []
+    for kk in ks:
+        metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}"]
+    table_metrics = _table_metrics(ks)
+    compared_metrics = [m for m in table_metrics if not m.startswith("hole@")]
+
+    runs_by_backend: dict[str, dict[str, Run]] = {}
+    skipped: dict[str, str] = {}
+    reports: dict[str, dict] = {}
+    configs: dict[str, dict] = {}
+    timings: dict[str, float] = {}
+
+    if "multimodal" in wanted:
+        t0 = time.perf_counter()
+        if model is None:
+            skipped["multimodal"] = "no --model given (a ColPali-family checkpoint: hub name or local path)"
+        else:
+            try:
+                runs, cfg, rep = _multimodal_runs(
+                    corpus_dir, corpus, variants, model, store, depth,
+                    batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
+                )
+                runs_by_backend["multimodal"], configs["multimodal"], reports["multimodal"] = runs, cfg, rep
+            except VdrError as e:
+                skipped["multimodal"] = f"model {model!r} could not be used: {e}"
+        timings["multimodal"] = time.perf_counter() - t0
+    if "lexical" in wanted:
+        t0 = time.perf_counter()
+        from .backends.lexical import BM25Backend
+
+        bm = BM25Backend(texts, **dict(bm25 or {}))
+        runs_by_backend["lexical"] = {}
+        oov = {}
+        for name, qs in variants.items():
+            runs_by_backend["lexical"][name] = bm.search(qs.texts(), k=depth)
+            oov[name] = getattr(bm, "last_search", None)
+        configs["lexical"], reports["lexical"] = bm.config, {"index": bm.report, "searches": oov}
+        timings["lexical"] = time.perf_counter() - t0
+    if "semantic" in wanted:
+        t0 = time.perf_counter()
+        from .backends.semantic import DenseBackend
+
+        dense = DenseBackend(semantic_model, device=device).index(texts)
+        runs_by_backend["semantic"] = {}
+        searches = {}
+        for name, qs in variants.items():
+            runs_by_backend["semantic"][name] = dense.search(qs.texts(), k=depth)
+            searches[name] = getattr(dense, "last_search", None)
+        configs["semantic"], reports["semantic"] = dense.config, {"index": dense.report, "searches": searches}
+        timings["semantic"] = time.perf_counter() - t0
+    if "hybrid" in wanted:
+        from .backends.hybrid import HybridBackend
+
+        ran = [b for b in ("multimodal", "lexical", "semantic") if b in runs_by_backend]
+        if len(ran) < 2:
+            skipped["hybrid"] = f"needs at least two backends that ran, got {ran or 'none'}"
+        else:
+            hb = HybridBackend(rrf_k, top=depth)
+            runs_by_backend["hybrid"] = {name: hb.fuse([runs_by_backend[b][name] for b in ran], names=ran) for name in variants}
+            configs["hybrid"] = dict(hb.config, fused_backends=ran)
+
+    run_results: list[RunResult] = []
+    for b in BACKENDS:
+        for name in variants:
+            if b not in runs_by_backend:
+                continue
+            run = runs_by_backend[b][name]
+            rel = f"runs/{b}.{name}.trec"
+            save_run(run, out / rel, tag=f"vdr-{b}-{name}")
+            res = evaluate_run(qrels_obj, run, metric_names, relevance_level=relevance_level)
+            run_results.append(RunResult(b, name, rel, res))
+    if not run_results:
+        raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
+
+    ran_backends = [b for b in BACKENDS if b in runs_by_backend]
+    if macro_average and len(ran_backends) > 1:
+        for name in variants:
+            parts = [r.metrics for r in run_results if r.variant == name and r.backend in ran_backends]
+            vals = {m: sum(p.values[m] for p in parts) / len(parts) for m in metric_names}
+            pol = dict(parts[0].policy, macro_average_of=ran_backends)
+            run_results.append(RunResult("macro", name, None, MetricsResult(parts[0].query_ids, vals, pol)))
+
+    comparisons = []
+    for b in [*ran_backends, *(["macro"] if macro_average and len(ran_backends) > 1 else [])]:
+        base = next(r for r in run_results if r.backend == b and r.variant == ORIGINAL)
+        comps = []
+        for name in variants:
+            if name == ORIGINAL:
+                continue
+            other = next(r for r in run_results if r.backend == b and r.variant == name)
+            comps += compare(
+                base.metrics, other.metrics, compared_metrics, variant=name,
+                n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed,
+            )
+        if comps:
+            comparisons += [(b, c) for c in holm_adjust(comps)]
+
+    config = {
+        "corpus_dir": str(corpus_dir),
+        "queries": str(queries),
+        "qrels": str(qrels_path),
+        "rewrites": {n: str(p) for n, p in (rewrites or {}).items()},
+        "variants": list(variants),
+        "backends": wanted,
+        "model": model,
+        "k": ks,
+        "depth": depth,
+        "seed": seed,
+        "relevance_level": relevance_level,
+        "n_permutations": n_permutations,
+        "n_bootstrap": n_bootstrap,
+        "metrics": metric_names,
+        "table_metrics": table_metrics,
+        "compared_metrics": compared_metrics,
+        "macro_average": macro_average,
+        "vidore": vidore,
+        "backend_config": configs,
+    }
+    versions = _versions(["vdr", "colpali-engine", "transformers", "torch", "datasets", "bm25s", "sentence-transformers", "numpy", "scipy"])
+    versions["corpus_fingerprint"] = "sha256:" + _file_sha256(corpus_dir / PAGES_FILE)
+    versions["qrels_sha256"] = _file_sha256(qrels_path)
+    if "multimodal" in configs:
+        versions["model"] = {k2: configs["multimodal"].get(k2) for k2 in ("model", "revision", "fingerprint")}
+    if vidore_info is not None:
+        versions["dataset"] = {"name": vidore, "revision": getattr(vidore_info, "revision", None)}
+
+    results = EvaluationResults(
+        out_dir=out,
+        config=config,
+        versions=versions,
+        runs=run_results,
+        comparisons=comparisons,
+        skipped=skipped,
+        variants=variants,
+        table_metrics=table_metrics,
+        backend_reports=reports,
+    )
+    with atomic_write(out / "results.json") as f:
+        json.dump(_json_safe(results.to_dict()), f, indent=1, ensure_ascii=False, sort_keys=False, allow_nan=False)
+        f.write("\n")
+    _write_per_query_csv(out / "per_query.csv", results, metric_names)
+    write_text_atomic(out / "timing.json", json.dumps({b: round(t, 3) for b, t in timings.items()}, indent=1) + "\n")
+    return results
+
+
+def _json_safe(obj):
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _write_per_query_csv(path: Path, results: EvaluationResults, metric_names: list[str]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    names = list(results.variants)
+    runs = results.runs
+    head = ["query-id"]
+    head += [f"text[{n}]" for n in names]
+    head += [f"chars[{n}]" for n in names] + [f"tokens[{n}]" for n in names]
+    head += [f"{r.backend}/{r.variant}/{m}" for r in runs for m in metric_names]
+    w.writerow(head)
+    per = [r.metrics.per_query for r in runs]
+    for qid in runs[0].metrics.query_ids:
+        row = [qid]
+        row += [results.variants[n][qid].text if qid in results.variants[n] else "" for n in names]
+        row += [len(results.variants[n][qid].text) if qid in results.variants[n] else "" for n in names]
+        row += [len(results.variants[n][qid].text.split()) if qid in results.variants[n] else "" for n in names]
+        row += [repr(p[qid][m]) for p in per for m in metric_names]
+        w.writerow(row)
+    with atomic_write(path) as f:
+        f.write(buf.getvalue())
+
+
+def _multimodal_runs(corpus_dir, corpus, variants, model, store, depth, *, batch_size, device, trust_remote_code, progress):
+    """Embed the pages once (reusing the store), encode each distinct query text once, MaxSim top-k."""
+    raise VdrError("the multimodal backend is not wired in yet")
