@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import os
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -292,6 +291,7 @@ class LateInteractionEncoder:
         self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
         self._pixel_budget = pixel_budget
         self._batch_cap: int | None = None
+        self._prefix_token_types = settings.get("classes", [""])[0] == "ColPali"
         self.max_query_tokens = 0
         self.page_tokens: tuple[int, int] | None = None
         self.dim = int(getattr(model, "dim", 0)) or None
@@ -394,6 +394,13 @@ class LateInteractionEncoder:
             raise ModelLoadError(f"cannot load {proc_name} from {name_or_path}: {e}") from None
 
         resolution = _apply_resolution(processor, pixel_budget, min_pixels, max_pixels, model_name)
+        # Batch-size invariance: the Qwen families derive positions from the attention mask, so
+        # colpali-engine's left padding is harmless there; the others (PaliGemma, Idefics3, Gemma3,
+        # ModernVBert) number positions 0..L-1 whatever the mask, so left padding would shift a short
+        # input's positions by its batch's padding. Right padding leaves every real token where an
+        # unbatched run puts it.
+        padding_side = "left" if pixel_budget else "right"
+        processor.tokenizer.padding_side = padding_side
         aug = processor.query_augmentation_token
         if not isinstance(aug, str) or not aug:
             raise ModelLoadError(f"{proc_name} has no query augmentation token")
@@ -409,6 +416,7 @@ class LateInteractionEncoder:
             "files": {f: _sha256_file(local / f) for f in _CONFIG_FILES if (local / f).is_file()},
             "weights": _weights_digest(local),
             "resolution": resolution,
+            "padding_side": padding_side,
             "query_template": template.to_json(),
             "compute_dtype": _dtype_name(tdtype),
         }
@@ -460,6 +468,11 @@ class LateInteractionEncoder:
                 if v.is_floating_point():
                     v = v.to(self.dtype)
             inputs[k] = v
+        if self._prefix_token_types and "token_type_ids" not in inputs:
+            # PaliGemma: without token_type_ids, transformers 5 builds a mask under which a query's
+            # vectors depend on the other queries of its batch; all-zero token types give the
+            # prefix (bidirectional, padding-masked) attention ColPali was trained and evaluated with.
+            inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
         out = self.model(**inputs)  # (batch, seq, dim), padding positions zeroed by the model
         mask = inputs["attention_mask"].bool()
         return [out[i][mask[i]].float().cpu() for i in range(out.shape[0])]
