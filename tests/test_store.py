@@ -41,7 +41,7 @@ def _fake(tmp_path, lengths, dim=8, dtype="float32", fp="f" * 64):
 def test_round_trip_get_lengths_dtype(tmp_path):
     st, vecs = _fake(tmp_path, [3, 5, 1, 7, 2])
     assert st.ids() == list(vecs) and len(st) == 5 and st.dim == 8 and st.dtype == torch.float32
-    assert st.lengths() == {k: v.shape[0] for k, v in vecs.items()}
+    assert st.lengths() == [v.shape[0] for v in vecs.values()] and st.length("p1") == 5
     for k, v in vecs.items():
         assert torch.equal(st.get(k), v)
     with pytest.raises(KeyError, match="nope"):
@@ -191,3 +191,15 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, colqwen_dir, colqwen, m
         assert torch.equal(a.get(k), b.get(k)), k  # bit for bit
     names = {json.loads(l).get("shard") for l in (b.path / JOURNAL_FILE).read_text().splitlines()}
     assert {p.name for p in (b.path / SHARDS_DIR).iterdir()} <= names
+
+
+def test_store_is_a_maxsim_page_source(tmp_path):
+    """The lead's MaxSim reads the store block by block: same scores as from the tensors."""
+    from vdr.scoring import PageSource, maxsim
+
+    st, vecs = _fake(tmp_path, [3, 5, 1, 7, 2, 9, 4])
+    assert isinstance(st, PageSource)
+    q = [torch.randn(4, 8, generator=torch.Generator().manual_seed(1))]
+    a = maxsim(q, st, budget_bytes=4096)
+    b = maxsim(q, [vecs[i] for i in st.ids()])
+    assert torch.allclose(a, b, atol=1e-5)

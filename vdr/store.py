@@ -238,9 +238,16 @@ class EmbeddingStore:
         """The fingerprint of the encoder whose vectors these are."""
         return self.meta["encoder_fingerprint"]
 
-    def lengths(self) -> dict[str, int]:
-        """``{page id: n_tokens}`` in :meth:`ids` order."""
-        return {pid: e.length for pid, e in self._entries.items()}
+    def lengths(self) -> list[int]:
+        """Tokens per page, aligned with :meth:`ids` (the :class:`vdr.scoring.PageSource` contract)."""
+        return [e.length for e in self._entries.values()]
+
+    def length(self, page_id: str) -> int:
+        """Tokens of one page. Raises KeyError: not stored."""
+        e = self._entries.get(page_id)
+        if e is None:
+            raise KeyError(f"page {page_id!r} is not in the embedding store at {self.path}")
+        return e.length
 
     def content_hash(self, page_id: str) -> str | None:
         """The content hash recorded for ``page_id`` (``None`` when not stored)."""

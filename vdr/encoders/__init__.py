@@ -166,7 +166,7 @@ def embed(
                     store.commit()
             store.commit()
             t_enc = time.perf_counter() - t1
-        lengths = list(store.lengths().values())
+        lengths = store.lengths()
         path = str(store.path)
     finally:
         store.close()
