@@ -10,13 +10,27 @@ Public API (verbs and types only; nothing runs at import time)::
 """
 
 from .corpus import Corpus, Page
-from .errors import AlignmentError, InputError, VdrError, VdrWarning
+from .errors import AlignmentError, InputError, ModelLoadError, StoreError, VdrError, VdrWarning
 from .evaluation import Metric, MetricsResult, evaluate_run, metrics, parse_metric
 from .ingestion import IngestReport, VidoreReport, ingest, ingest_vidore
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
+from .store import EmbeddingStore
 from .types import Qrels, Query, QuerySet, Run
 
 __version__ = "0.1.0"
+
+_LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder": "LateInteractionEncoder"}
+
+
+def __getattr__(name: str):
+    """``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
+    that ``import vdr`` does not import torch."""
+    if name in _LAZY:
+        from . import encoders
+
+        return getattr(encoders, _LAZY[name])
+    raise AttributeError(f"module 'vdr' has no attribute {name!r}")
+
 
 __all__ = [
     "Qrels",
@@ -30,6 +44,10 @@ __all__ = [
     "ingest_vidore",
     "IngestReport",
     "VidoreReport",
+    "embed",
+    "EmbedReport",
+    "EmbeddingStore",
+    "LateInteractionEncoder",
     "Corpus",
     "Page",
     "evaluate_run",
@@ -44,5 +62,7 @@ __all__ = [
     "VdrError",
     "InputError",
     "AlignmentError",
+    "ModelLoadError",
+    "StoreError",
     "VdrWarning",
 ]

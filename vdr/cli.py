@@ -196,6 +196,40 @@ def evaluate_command(
     typer.echo(res.table())
     typer.echo(f"results: {out / 'results.json'}")
 
+@app.command("embed")
+def embed_command(
+    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
+    model: str = typer.Option(..., "--model", help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder."),
+    store: Path = typer.Option(..., "--store", help="Embedding store folder (vectors go to a sub-folder per model/settings)."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Pages per forward pass (halved on CUDA out-of-memory)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)."),
+    dtype: str = typer.Option("float16", "--dtype", help="Stored vector dtype: float16 or float32."),
+    model_dtype: Optional[str] = typer.Option(None, "--model-dtype", help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the checkpoint's own Python code."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)."),
+    query_prefix: str = typer.Option("Query: ", "--query-prefix", help="Text before every query (recorded in the fingerprint)."),
+    min_pixels: Optional[int] = typer.Option(None, "--min-pixels", help="Qwen families: minimum image area in pixels."),
+    max_pixels: Optional[int] = typer.Option(None, "--max-pixels", help="Qwen families: maximum image area in pixels."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the embed report as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Encode a corpus' page images into a resumable embedding store (see vdr.embed)."""
+    import json
+
+    from .encoders import embed
+    from .io.atomic import write_text_atomic
+
+    r = embed(corpus_dir, model, store, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype,
+              trust_remote_code=trust_remote_code, revision=revision, query_prefix=query_prefix,
+              min_pixels=min_pixels, max_pixels=max_pixels, num_workers=workers, progress=not quiet)
+    t = r.tokens_per_page
+    typer.echo(f"{r.pages} pages: {r.encoded} encoded, {r.reused} reused, {r.removed} removed; tokens/page"
+               f" {t['min']}-{t['max']} (mean {t['mean']}); {r.pages_per_second} pages/s; {r.seconds} s -> {r.store}")
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(r.to_json(), indent=1) + "\n")
+        typer.echo(f"wrote {json_out}")
+
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (2 on a :class:`VdrError`)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["VdrError", "InputError", "AlignmentError", "VdrWarning"]
+__all__ = ["VdrError", "InputError", "AlignmentError", "ModelLoadError", "StoreError", "VdrWarning"]
 
 
 class VdrError(Exception):
@@ -47,6 +47,16 @@ class InputError(VdrError, ValueError):
 
 class AlignmentError(InputError):
     """A rewrite variant's query ids do not match the original queries' ids."""
+
+
+class ModelLoadError(VdrError):
+    """A model checkpoint cannot be loaded as a late-interaction encoder: unknown family, weights
+    missing or newly initialised, or a hub name that cannot be fetched (offline)."""
+
+
+class StoreError(VdrError):
+    """An embedding store is unusable: missing, written by another encoder or format, locked by
+    another writer, or its files disagree with its index."""
 
 
 class VdrWarning(UserWarning):

@@ -1,0 +1,498 @@
+"""The embedding store: page multi-vectors on disk, fingerprinted, resumable, atomic, pickle-free.
+
+Layout::
+
+    STORE_DIR/
+      <key[:16]>/                 one folder per (encoder fingerprint, stored dtype)
+        store.json                format, key, encoder fingerprint and settings, dtype, dim
+        journal.jsonl             one line per committed shard: {"shard", "pages": [[id, offset, length, hash]]}
+                                  or {"remove": [ids]}; later lines override earlier ones
+        shards/000001-<rand>.safetensors   one tensor "embeddings" (n_tokens, dim), pages back to back
+        .lock                     held (flock) by the one writer
+
+Commit protocol: a shard is written to a temporary name, fsynced and ``os.replace``-d into place
+(and the folder fsynced) *before* its journal line is appended with one ``write`` and fsynced. A
+kill -9 can therefore leave (a) a temporary file, (b) a complete shard that no journal line names,
+or (c) a torn last journal line (no trailing newline or invalid JSON). Readers ignore all three;
+the next writer deletes them and re-encodes those pages, so a resumed run ends with exactly the
+vectors of an uninterrupted one. Temporary names never appear in the journal.
+
+A different encoder fingerprint or stored dtype gets a different folder (key), so vectors are
+never reused across models or settings; a page whose content hash changed is re-encoded (its new
+journal line supersedes the old entry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import StoreError
+
+__all__ = ["EmbeddingStore", "store_key", "STORE_FORMAT"]
+
+STORE_FORMAT = 1
+META_FILE = "store.json"
+JOURNAL_FILE = "journal.jsonl"
+SHARDS_DIR = "shards"
+TENSOR_NAME = "embeddings"
+_DTYPES = ("float16", "float32")
+
+
+def store_key(encoder_fingerprint: str, dtype: str) -> str:
+    """sha256 hex of the encoder fingerprint and the stored dtype: the store's folder key."""
+    if dtype not in _DTYPES:
+        raise StoreError(f"stored dtype must be one of {_DTYPES}, got {dtype!r}")
+    return hashlib.sha256(json.dumps({"encoder": encoder_fingerprint, "dtype": dtype}, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Entry:
+    shard: str
+    offset: int
+    length: int
+    hash: str
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_journal(path: Path) -> tuple[OrderedDict[str, _Entry], int, bool]:
+    """Entries, the byte length of the valid prefix, and whether a torn tail was found."""
+    entries: OrderedDict[str, _Entry] = OrderedDict()
+    if not path.is_file():
+        return entries, 0, False
+    data = path.read_bytes()
+    good = 0
+    torn = False
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            torn = True
+            break
+        line = data[pos:nl]
+        try:
+            rec = json.loads(line.decode("utf-8"))
+            if not isinstance(rec, dict):
+                raise ValueError
+        except (ValueError, UnicodeDecodeError):
+            torn = True  # only the tail can be torn (append-only, one write per line)
+            break
+        if "remove" in rec:
+            for pid in rec["remove"]:
+                entries.pop(pid, None)
+        else:
+            shard = rec["shard"]
+            for pid, off, n, h in rec["pages"]:
+                entries[pid] = _Entry(shard, int(off), int(n), h)
+        pos = nl + 1
+        good = pos
+    return entries, good, torn
+
+
+class EmbeddingStore:
+    """Page multi-vectors of one encoder configuration (one key folder of a store).
+
+    Open one with :meth:`open` (read-only) or :meth:`open_for_writing` (used by :func:`vdr.embed`).
+
+    Attributes:
+        path: the key folder.
+        key: sha256 hex of (encoder fingerprint, stored dtype).
+        meta: the parsed ``store.json`` (``encoder`` holds the encoder's settings).
+    """
+
+    def __init__(self, path: Path, meta: dict, entries: OrderedDict[str, _Entry], *, writable: bool = False) -> None:
+        self.path = path
+        self.meta = meta
+        self.key = meta["key"]
+        self._entries = entries
+        self._writable = writable
+        self._handles: OrderedDict[str, object] = OrderedDict()
+        self._pending: list[tuple[str, str, object]] = []  # (id, hash, tensor)
+        self._pending_tokens = 0
+        self._lock_fd: int | None = None
+        self._seq = 0
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, store_dir: str | Path, fingerprint: str | None = None) -> "EmbeddingStore":
+        """Open a store for reading.
+
+        Args:
+            store_dir: a store folder (``vdr embed --store``) or one of its key folders.
+            fingerprint: a prefix of the key (folder name) or of the encoder fingerprint; needed when
+                the store holds vectors of several encoders/settings.
+
+        Raises:
+            StoreError: no store there, several candidates and no (matching) ``fingerprint``, or an
+                unknown format.
+        """
+        root = Path(store_dir)
+        if (root / META_FILE).is_file():
+            cand = [root]
+        else:
+            if not root.is_dir():
+                raise StoreError(f"{root}: no embedding store here (run `vdr embed` first)")
+            cand = sorted(p for p in root.iterdir() if (p / META_FILE).is_file())
+        if fingerprint is not None:
+            cand = [p for p in cand if p.name.startswith(fingerprint[:16]) or
+                    _load_meta(p).get("encoder_fingerprint", "").startswith(fingerprint)]
+        if not cand:
+            raise StoreError(f"{root}: no embedding store{'' if fingerprint is None else f' with fingerprint {fingerprint!r}'}")
+        if len(cand) > 1:
+            desc = "; ".join(f"{p.name} ({_load_meta(p).get('encoder', {}).get('model') or 'local model'},"
+                             f" {_load_meta(p).get('dtype')})" for p in cand)
+            raise StoreError(f"{root} holds vectors of {len(cand)} encoder settings ({desc}); pass fingerprint= (a folder name)")
+        path = cand[0]
+        meta = _load_meta(path)
+        entries, _, _ = _read_journal(path / JOURNAL_FILE)
+        return cls(path, meta, entries)
+
+    @classmethod
+    def open_for_writing(cls, store_dir: str | Path, *, encoder_fingerprint: str, encoder_settings: dict, dtype: str = "float16",
+                         dim: int) -> "EmbeddingStore":
+        """Open (creating when needed) the key folder of ``(encoder_fingerprint, dtype)`` under ``store_dir``
+        for writing; take its lock; remove leftovers of an interrupted run (temporary files, shards no
+        journal line names, a torn journal tail).
+
+        Raises:
+            StoreError: bad dtype, another writer holds the lock, or the folder's ``store.json``
+                disagrees with the key (dim, fingerprint).
+        """
+        key = store_key(encoder_fingerprint, dtype)
+        path = Path(store_dir) / key[:16]
+        (path / SHARDS_DIR).mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock(path)
+        try:
+            meta_path = path / META_FILE
+            if meta_path.is_file():
+                meta = _load_meta(path)
+                if meta.get("key") != key or meta.get("dim") != dim:
+                    raise StoreError(f"{path}: store.json (key {meta.get('key')}, dim {meta.get('dim')}) does not match"
+                                     f" this encoder (key {key}, dim {dim})")
+            else:
+                meta = {"format": STORE_FORMAT, "key": key, "encoder_fingerprint": encoder_fingerprint, "dtype": dtype,
+                        "dim": int(dim), "encoder": encoder_settings, "tensor": TENSOR_NAME}
+                from .io.atomic import write_text_atomic
+
+                write_text_atomic(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+                _fsync_dir(path)
+            jpath = path / JOURNAL_FILE
+            entries, good, torn = _read_journal(jpath)
+            if torn:
+                with open(jpath, "r+b") as f:
+                    f.truncate(good)
+                    f.flush()
+                    os.fsync(f.fileno())
+            st = cls(path, meta, entries, writable=True)
+            st._lock_fd = lock_fd
+            st._collect_garbage()
+            st._seq = max([int(n.split("-", 1)[0]) for n in st._shard_names()] + [0])
+            return st
+        except BaseException:
+            _unlock(lock_fd)
+            raise
+
+    # ------------------------------------------------------------------ reading
+    def ids(self) -> list[str]:
+        """Stored page ids (first-stored order)."""
+        return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, page_id: object) -> bool:
+        return page_id in self._entries
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return int(self.meta["dim"])
+
+    @property
+    def dtype(self):
+        """Stored dtype as a ``torch.dtype`` (``torch.float16`` or ``torch.float32``)."""
+        import torch
+
+        return getattr(torch, self.meta["dtype"])
+
+    @property
+    def encoder_fingerprint(self) -> str:
+        """The fingerprint of the encoder whose vectors these are."""
+        return self.meta["encoder_fingerprint"]
+
+    def lengths(self) -> list[int]:
+        """Tokens per page, aligned with :meth:`ids` (the :class:`vdr.scoring.PageSource` contract)."""
+        return [e.length for e in self._entries.values()]
+
+    def length(self, page_id: str) -> int:
+        """Tokens of one page. Raises KeyError: not stored."""
+        e = self._entries.get(page_id)
+        if e is None:
+            raise KeyError(f"page {page_id!r} is not in the embedding store at {self.path}")
+        return e.length
+
+    def content_hash(self, page_id: str) -> str | None:
+        """The content hash recorded for ``page_id`` (``None`` when not stored)."""
+        e = self._entries.get(page_id)
+        return None if e is None else e.hash
+
+    def _handle(self, shard: str):
+        from safetensors import safe_open
+
+        h = self._handles.get(shard)
+        if h is None:
+            p = self.path / SHARDS_DIR / shard
+            try:
+                h = safe_open(str(p), framework="pt", device="cpu")
+            except (OSError, Exception) as e:  # safetensors raises its own error types
+                raise StoreError(f"{p}: cannot read shard ({e})") from None
+            self._handles[shard] = h
+            while len(self._handles) > 8:
+                self._handles.popitem(last=False)
+        else:
+            self._handles.move_to_end(shard)
+        return h
+
+    def _slice(self, e: _Entry):
+        return self._handle(e.shard).get_slice(TENSOR_NAME)[e.offset:e.offset + e.length]
+
+    def get(self, page_id: str):
+        """The page's vectors: tensor ``(n_tokens, dim)`` in the stored dtype (CPU).
+
+        Raises:
+            KeyError: the page is not stored. StoreError: its shard is missing or unreadable.
+        """
+        e = self._entries.get(page_id)
+        if e is None:
+            raise KeyError(f"page {page_id!r} is not in the embedding store at {self.path}")
+        return self._slice(e)
+
+    def iter_blocks(self, max_tokens: int, ids: Sequence[str] | None = None):
+        """Stream pages in blocks of at most ``max_tokens`` tokens, read lazily from memory-mapped shards.
+
+        Args:
+            max_tokens: token budget per block (> 0). A page longer than the budget forms a block alone.
+            ids: pages to stream, in this order (default :meth:`ids`).
+
+        Yields:
+            ``(page_ids, tokens, lengths)``: ``tokens`` is ``(sum(lengths), dim)`` in the stored dtype,
+            pages back to back in ``page_ids`` order; ``lengths`` is int64 ``(len(page_ids),)``. Every
+            page appears exactly once over all blocks. Peak memory is about one block.
+
+        Raises:
+            ValueError: ``max_tokens`` < 1. KeyError: an id that is not stored.
+        """
+        import torch
+
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        order = self.ids() if ids is None else list(ids)
+        block: list[tuple[str, _Entry]] = []
+        total = 0
+
+        def emit():
+            out = torch.empty((total, self.dim), dtype=self.dtype)
+            pos = 0
+            for _, e in block:
+                out[pos:pos + e.length] = self._slice(e)
+                pos += e.length
+            return [pid for pid, _ in block], out, torch.tensor([e.length for _, e in block], dtype=torch.int64)
+
+        for pid in order:
+            e = self._entries.get(pid)
+            if e is None:
+                raise KeyError(f"page {pid!r} is not in the embedding store at {self.path}")
+            if block and total + e.length > max_tokens:
+                yield emit()
+                block, total = [], 0
+            block.append((pid, e))
+            total += e.length
+        if block:
+            yield emit()
+
+    # ------------------------------------------------------------------ writing
+    def _shard_names(self) -> list[str]:
+        d = self.path / SHARDS_DIR
+        return sorted(p.name for p in d.iterdir() if p.name.endswith(".safetensors") and not p.name.startswith("."))
+
+    def _collect_garbage(self) -> None:
+        live = {e.shard for e in self._entries.values()}
+        d = self.path / SHARDS_DIR
+        for p in d.iterdir():
+            if p.name.startswith(".") or (p.name.endswith(".safetensors") and p.name not in live):
+                try:
+                    p.unlink()
+                except FileNotFoundError:  # pragma: no cover
+                    pass
+
+    def _need_writable(self) -> None:
+        if not self._writable:
+            raise StoreError(f"{self.path}: store opened read-only")
+
+    def add(self, page_id: str, content_hash: str, vectors) -> None:
+        """Queue one page's vectors ``(n_tokens, dim)`` (any float dtype; cast to the stored dtype).
+        They are committed by :meth:`commit` (or :meth:`close`).
+
+        Raises:
+            StoreError: read-only store, wrong dim, empty or non-finite vectors.
+        """
+        import torch
+
+        self._need_writable()
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim or vectors.shape[0] < 1:
+            raise StoreError(f"page {page_id!r}: vectors of shape {tuple(vectors.shape)}, expected (n_tokens >= 1, {self.dim})")
+        v = vectors.detach().to("cpu", self.dtype).contiguous()
+        if not torch.isfinite(v).all():
+            raise StoreError(f"page {page_id!r}: non-finite vectors (in {self.meta['dtype']})")
+        self._pending.append((page_id, content_hash, v))
+        self._pending_tokens += int(v.shape[0])
+
+    @property
+    def pending(self) -> int:
+        """Pages queued but not yet committed."""
+        return len(self._pending)
+
+    def commit(self) -> str | None:
+        """Write the queued pages as one shard (temp file, fsync, rename, fsync folder), then append its
+        journal line (one write, fsync). Returns the shard name (``None`` when nothing was queued)."""
+        import torch
+        from safetensors.torch import save
+
+        self._need_writable()
+        if not self._pending:
+            return None
+        self._seq += 1
+        name = f"{self._seq:06d}-{secrets.token_hex(4)}.safetensors"
+        tokens = torch.cat([v for _, _, v in self._pending], dim=0)
+        pages, off = [], 0
+        for pid, h, v in self._pending:
+            pages.append([pid, off, int(v.shape[0]), h])
+            off += int(v.shape[0])
+        data = save({TENSOR_NAME: tokens}, metadata={"format": str(STORE_FORMAT), "key": self.key})
+        from .io.atomic import write_bytes_atomic
+
+        shards = self.path / SHARDS_DIR
+        self._before_shard_hook(name)
+        write_bytes_atomic(shards / name, data)
+        _fsync_dir(shards)
+        self._after_shard_hook(name)
+        self._append_journal({"shard": name, "pages": pages})
+        for pid, off, n, h in pages:
+            self._entries[pid] = _Entry(name, off, n, h)
+        self._pending, self._pending_tokens = [], 0
+        self._after_commit_hook(name)
+        return name
+
+    def remove(self, page_ids: Sequence[str]) -> None:
+        """Forget pages (a journal line ``{"remove": [...]}``); their shard space is reclaimed when a
+        shard holds no live page any more (at :meth:`close`)."""
+        self._need_writable()
+        gone = [p for p in page_ids if p in self._entries]
+        if not gone:
+            return
+        self._append_journal({"remove": gone})
+        for p in gone:
+            del self._entries[p]
+
+    def _append_journal(self, rec: dict) -> None:
+        line = (json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        fd = os.open(self.path / JOURNAL_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self._journal_write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # test hooks (overridden in tests to simulate a kill at precise points)
+    def _before_shard_hook(self, name: str) -> None:
+        pass
+
+    def _after_shard_hook(self, name: str) -> None:
+        pass
+
+    def _after_commit_hook(self, name: str) -> None:
+        pass
+
+    def _journal_write(self, fd: int, line: bytes) -> None:
+        view = memoryview(line)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def close(self) -> None:
+        """Commit queued pages, delete shards without live pages, release the lock (idempotent)."""
+        if self._writable:
+            try:
+                self.commit()
+                self._collect_garbage()
+            finally:
+                self._writable = False
+                _unlock(self._lock_fd)
+                self._lock_fd = None
+        self._handles.clear()
+
+    def __enter__(self) -> "EmbeddingStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is not None and self._writable:
+            # keep what was committed; drop the queue (it will be re-encoded on resume)
+            self._pending = []
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EmbeddingStore({len(self)} pages, dim {self.meta.get('dim')}, {self.meta.get('dtype')}, at {str(self.path)!r})"
+
+
+def _load_meta(path: Path) -> dict:
+    p = path / META_FILE
+    try:
+        meta = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise StoreError(f"{p}: unreadable store metadata ({e})") from None
+    if meta.get("format") != STORE_FORMAT:
+        raise StoreError(f"{p}: unknown store format {meta.get('format')!r} (this vdr reads format {STORE_FORMAT})")
+    return meta
+
+
+def _lock(path: Path) -> int | None:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory lock
+        return None
+    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StoreError(f"{path}: another process is writing this embedding store") from None
+    return fd
+
+
+def _unlock(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
