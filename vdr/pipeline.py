@@ -16,6 +16,7 @@ with the same inputs write byte-identical files.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -512,7 +513,11 @@ def _json_safe(obj):
         return [_json_safe(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
-    return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _json_safe(dataclasses.asdict(obj))
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return str(obj)  # dtypes, devices and other library objects: their readable name
 
 
 def _write_per_query_csv(path: Path, results: EvaluationResults, metric_names: list[str]) -> None:
@@ -538,5 +543,34 @@ def _write_per_query_csv(path: Path, results: EvaluationResults, metric_names: l
 
 
 def _multimodal_runs(corpus_dir, corpus, variants, model, store, depth, *, batch_size, device, trust_remote_code, progress):
-    """Embed the pages once (reusing the store), encode each distinct query text once, MaxSim top-k."""
-    raise VdrError("the multimodal backend is not wired in yet")
+    """Embed the pages once (reusing vectors already in the store), encode each distinct query text
+    once across all variants, and score with streaming MaxSim top-k.
+
+    Returns:
+        ``({variant: Run}, config, report)``.
+
+    Raises:
+        VdrError: the model cannot be loaded (missing weights, offline hub name, ...) or a store error.
+    """
+    from .encoders import embed
+    from .encoders.colpali import LateInteractionEncoder
+    from .scoring import maxsim_topk
+    from .store import EmbeddingStore
+
+    enc = LateInteractionEncoder.load(model, device=device, trust_remote_code=trust_remote_code)
+    store_dir = Path(store) if store is not None else Path(corpus_dir) / "embeddings"
+    rep = embed(corpus_dir, enc, store_dir, batch_size=batch_size, device=device, progress=progress)
+    st = EmbeddingStore.open(rep.store)
+    texts = list(dict.fromkeys(q.text for qs in variants.values() for q in qs.values()))
+    embs = enc.encode_queries(texts, batch_size=max(1, batch_size * 4), progress=progress)
+    top = maxsim_topk(embs, st, min(depth, len(st)), device=device if device and device.startswith("cuda") else None)
+    by_text = {t: dict(zip(ids, scores)) for t, ids, scores in zip(texts, top.ids, top.scores.tolist())}
+    runs = {name: Run._trusted({qid: dict(by_text[q.text]) for qid, q in qs.items()}, name=f"multimodal-{name}") for name, qs in variants.items()}
+    config = dict(enc.settings, fingerprint=enc.fingerprint, query_template=enc.query_template, batch_size=batch_size,
+                  store=str(rep.store), stored_dtype=rep.dtype)
+    report = {
+        "pages": rep.pages, "encoded": rep.encoded, "reused": rep.reused, "removed": rep.removed,
+        "tokens_per_page": rep.tokens_per_page, "batch_size_final": rep.batch_size_final,
+        "distinct_query_texts_encoded": len(texts),
+    }
+    return runs, config, report

@@ -1,0 +1,158 @@
+"""End-to-end `vdr evaluate` on real PDFs from ../shared/pdfs with every backend (multimodal through a
+tiny local ColQwen2.5), checked against pytrec_eval on the written TREC run files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import vdr
+from vdr.errors import AlignmentError, InputError
+from vdr.pipeline import evaluate
+
+from tiny_models import colqwen_dir  # noqa: F401  (session fixture)
+
+PDFS = Path(__file__).resolve().parents[2] / "shared" / "pdfs"
+SMALL = ["pdflatex-4-pages.pdf", "minimal-document.pdf", "google-doc-document.pdf", "pdflatex-image.pdf", "habibi-rotated.pdf"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from vdr.ingestion import ingest_pdfs
+
+    src = tmp_path_factory.mktemp("pdfs")
+    for name in SMALL:
+        shutil.copy(PDFS / name, src / name)
+    out = tmp_path_factory.mktemp("corpus")
+    ingest_pdfs(src, out, dpi=40, ocr="never", workers=1, progress=False)
+    c = vdr.Corpus.load(out)
+    assert len(c) == 11  # 4 + 1 + 1 + 1 + 4 pages
+    # queries from each text page's own words; rewrites: more words (keywords) and a vaguer form
+    qdir = tmp_path_factory.mktemp("queries")
+    pages = [p for p in c.pages() if len(p.text.split()) >= 8][:8]
+    with open(qdir / "queries.jsonl", "w") as fq, open(qdir / "kw.jsonl", "w") as fk, open(qdir / "vague.jsonl", "w") as fv:
+        for i, p in enumerate(pages):
+            words = [w for w in p.text.split() if w.isalpha() and len(w) > 3]
+            fq.write(json.dumps({"_id": f"q{i}", "text": " ".join(words[2:5]), "history": ["about the documents"] if i % 2 else []}) + "\n")
+            fk.write(json.dumps({"_id": f"q{i}", "text": " ".join(words[:10])}) + "\n")
+            fv.write(json.dumps({"_id": f"q{i}", "text": "what does it say"}) + "\n")
+    with open(qdir / "qrels.tsv", "w") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for i, p in enumerate(pages):
+            f.write(f"q{i}\t{p.corpus_id}\t2\n")
+        f.write(f"q0\t{pages[1].corpus_id}\t1\n")
+    return out, qdir
+
+
+def run_eval(corpus, out, model=None, **kw):
+    cdir, qdir = corpus
+    return evaluate(
+        cdir,
+        queries=qdir / "queries.jsonl",
+        qrels=qdir / "qrels.tsv",
+        rewrites={"kw": qdir / "kw.jsonl", "vague": qdir / "vague.jsonl"},
+        out=out,
+        model=model,
+        store=out.parent / "store",
+        n_permutations=2000,
+        n_bootstrap=2000,
+        progress=False,
+        **kw,
+    )
+
+
+@pytest.mark.slow
+def test_all_backends_end_to_end(corpus, colqwen_dir, tmp_path):  # noqa: F811
+    res = run_eval(corpus, tmp_path / "a", model=str(colqwen_dir), batch_size=4)
+    assert res.skipped == {}
+    backends = {r.backend for r in res.runs}
+    assert backends == {"multimodal", "lexical", "semantic", "hybrid"}
+    assert [r.variant for r in res.runs if r.backend == "lexical"] == ["original", "concat", "kw", "vague"]
+    # every run is averaged over exactly the same query set (the qrels')
+    n = len(vdr.load_qrels(corpus[1] / "qrels.tsv"))
+    assert n >= 5 and {r.metrics.query_ids for r in res.runs} == {tuple(sorted(f"q{i}" for i in range(n)))}
+    data = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert set(data) >= {"config", "versions", "runs", "comparisons"}
+    assert data["versions"]["corpus_fingerprint"].startswith("sha256:")
+    assert data["config"]["backend_config"]["multimodal"]["query_template"]
+    assert len(data["runs"]) == 16 and len(data["comparisons"]) == 4 * 3 * 4  # backends x variants x metrics
+    c = data["comparisons"][0]
+    assert set(c) >= {"backend", "variant", "metric", "original", "rewritten", "delta", "p_value", "p_value_holm", "ci95", "wins", "ties", "losses"}
+    assert c["wins"] + c["ties"] + c["losses"] == n and c["p_value_holm"] >= c["p_value"]
+    assert len(c["holm_family"]) == 12
+    # lexical: the keyword rewrite carries the page's own words, so it finds the pages at least as well
+    kw = res.run("lexical", "kw").metrics.aggregate["ndcg@3"]
+    assert kw >= res.run("lexical", "vague").metrics.aggregate["ndcg@3"]
+    # every aggregate is recomputable from the written run files with pytrec_eval
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels = vdr.load_qrels(corpus[1] / "qrels.tsv").to_dict()
+    for r in data["runs"]:
+        run = vdr.load_run(tmp_path / "a" / r["run_file"]).to_dict()
+        ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.3,10", "recall.5,10"}).evaluate(run)
+        for ours, ref in (("ndcg@3", "ndcg_cut_3"), ("ndcg@10", "ndcg_cut_10"), ("recall@5", "recall_5"), ("recall@10", "recall_10")):
+            mean = sum(ev.get(q, {}).get(ref, 0.0) for q in qrels) / len(qrels)  # queries absent from the run count 0
+            assert r["aggregate"][ours] == pytest.approx(mean, abs=1e-12), (r["backend"], r["variant"], ours)
+    # the same inputs again (page vectors now reused from the store), another batch size: same bytes
+    res2 = run_eval(corpus, tmp_path / "b", model=str(colqwen_dir), batch_size=1)
+    assert res2.backend_reports["multimodal"]["reused"] == 11 and res2.backend_reports["multimodal"]["encoded"] == 0
+    a = json.loads((tmp_path / "a" / "results.json").read_text())
+    b = json.loads((tmp_path / "b" / "results.json").read_text())
+    for d in (a, b):
+        d["config"]["backend_config"]["multimodal"].pop("batch_size")
+        d["backend_reports"]["multimodal"] = None
+    assert a["runs"] == b["runs"] and a["comparisons"] == b["comparisons"]
+    for f in sorted((tmp_path / "a" / "runs").iterdir()):
+        if not f.name.startswith(("multimodal.", "hybrid.")):
+            assert f.read_bytes() == (tmp_path / "b" / "runs" / f.name).read_bytes(), f.name
+            continue
+        # query vectors from another encoder batch size differ in the last float32 bits (padding in
+        # the transformer's attention); the pages and therefore the rankings agree, scores within 1e-4
+        ra, rb = vdr.load_run(f), vdr.load_run(tmp_path / "b" / "runs" / f.name)
+        assert set(ra) == set(rb)
+        for q in ra:
+            assert set(ra[q]) == set(rb[q]), (f.name, q)
+            for d in ra[q]:
+                assert ra[q][d] == pytest.approx(rb[q][d], rel=1e-4, abs=1e-4)
+
+
+def test_deterministic_and_skips_multimodal_without_a_model(corpus, tmp_path):
+    res = run_eval(corpus, tmp_path / "a", backends="multimodal,lexical")
+    assert "multimodal" in res.skipped and "no --model" in res.skipped["multimodal"]
+    assert {r.backend for r in res.runs} == {"lexical"}
+    run_eval(corpus, tmp_path / "b", backends="multimodal,lexical")
+    assert (tmp_path / "a" / "results.json").read_bytes() == (tmp_path / "b" / "results.json").read_bytes()
+    table = res.table()
+    assert "multimodal: skipped" in table and "lexical" in table and "Holm" in table
+    head = (tmp_path / "a" / "per_query.csv").read_text().splitlines()[0].split(",")
+    assert head[:5] == ["query-id", "text[original]", "text[concat]", "text[kw]", "text[vague]"]
+    assert "lexical/kw/ndcg@3" in head and "chars[kw]" in head and "tokens[vague]" in head
+    data = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert data["variants"]["vague"]["whitespace_tokens"]["mean"] == 4.0
+    # a model that cannot be loaded is skipped with the reason, never faked
+    res = run_eval(corpus, tmp_path / "c", backends="multimodal,lexical", model=str(tmp_path / "no-such-model"))
+    assert "could not be used" in res.skipped["multimodal"]
+
+
+def test_bad_inputs(corpus, tmp_path):
+    cdir, qdir = corpus
+    bad = tmp_path / "empty.jsonl"
+    lines = (qdir / "kw.jsonl").read_text().splitlines()
+    lines[2] = json.dumps({"_id": "q2", "text": "   "})
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"empty.jsonl:3.*whitespace-only"):
+        evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"x": bad}, out=tmp_path / "o", backends="lexical")
+    short = tmp_path / "short.jsonl"
+    short.write_text("\n".join(lines[:3]) + "\n")
+    with pytest.raises(AlignmentError, match="missing from the variant"):
+        evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"x": short}, out=tmp_path / "o", backends="lexical")
+    with pytest.raises(InputError, match="unknown backend"):
+        evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", out=tmp_path / "o", backends="lexical,bm99")
+    with pytest.raises(InputError, match="name"):
+        evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"../x": qdir / "kw.jsonl"}, out=tmp_path / "o")
+    qr = tmp_path / "qrels.tsv"
+    qr.write_text("query-id\tcorpus-id\tscore\nq0\tnope.pdf#1\t1\n")
+    with pytest.raises(InputError, match="not pages of the corpus"):
+        evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qr, out=tmp_path / "o", backends="lexical")
