@@ -47,6 +47,7 @@ DEFAULT_BUDGET_BYTES = 256 * 2**20
 # both GEMM sides to at least this many rows (zeros, masked or dropped) keeps every dot product on
 # the same kernel, so scores are bit-identical whatever the batch (checked in the tests).
 _MIN_GEMM = 64
+_STORE_WINDOW = 4096  # pages of a store sorted by length together
 
 
 @runtime_checkable
@@ -139,7 +140,9 @@ def _score_blocks(queries, pages, block_tokens, device):
         lengths = np.asarray(pages.lengths(), dtype=np.int64)
         if len(ids) != len(lengths):
             raise InputError("page source: ids() and lengths() differ in length")
-        order = np.argsort(lengths, kind="stable")
+        # sort by length only within windows of store order: little padding, and reads stay local on disk
+        window = np.arange(len(lengths)) // _STORE_WINDOW
+        order = np.lexsort((lengths, window))
         pos = {pid: k for k, pid in enumerate(ids)}
 
         def blocks():
@@ -177,8 +180,11 @@ def _score_blocks(queries, pages, block_tokens, device):
         yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]  # (n_queries, nb)
 
 
-def _block_tokens(n_query_tokens: int, budget_bytes: int) -> int:
-    return max(1, int(budget_bytes // (4 * max(1, n_query_tokens))))
+def _block_tokens(n_query_tokens: int, budget_bytes: int, dim: int = 128) -> int:
+    """Page tokens per block so that the float32 similarity block ``(query tokens, block tokens)``
+    plus the block's page vectors (float32 copy and the stored 16-bit rows) fit ``budget_bytes``."""
+    per_token = 4 * (n_query_tokens + _MIN_GEMM) + 6 * dim
+    return max(1, int(budget_bytes // per_token))
 
 
 def maxsim(
