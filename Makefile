@@ -13,9 +13,16 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test sysdeps venv bench clean
 
+SAMPLE := assets/sample_corpus
+
+# The main job on the bundled sample: ingest its PDFs, then original vs two rewrite variants on
+# every backend that runs offline (the multimodal one needs a ColPali-family checkpoint: MODEL=DIR).
 demo: sysdeps $(STAMP)
-	$(VENV)/bin/vdr metrics assets/sample/qrels.tsv assets/sample/run.trec --k 1,3,5,10 \
-		--json out/demo/metrics.json --per-query out/demo/per_query.csv
+	$(VENV)/bin/vdr ingest $(SAMPLE)/pdfs --out out/demo/corpus --quiet
+	$(VENV)/bin/vdr evaluate out/demo/corpus --queries $(SAMPLE)/queries.jsonl --qrels $(SAMPLE)/qrels.tsv \
+		--rewrites conversational=$(SAMPLE)/rewrites-conversational.jsonl \
+		--rewrites keywords=$(SAMPLE)/rewrites-keywords.jsonl \
+		$(if $(MODEL),--model $(MODEL)) --quiet --out out/demo/results
 
 test: sysdeps $(STAMP)
 	$(PY) -m pytest

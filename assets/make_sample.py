@@ -132,7 +132,8 @@ class Doc:
 
     def __init__(self, path: Path, name: str, title: str):
         self.path, self.name, self.title = path, name, title
-        self.pdf = PdfPages(path, metadata={**PDF_METADATA, "Title": title})
+        self._tmp = path.with_name(path.name + ".part")  # renamed into place when complete
+        self.pdf = PdfPages(self._tmp, metadata={**PDF_METADATA, "Title": title})
         self.pages: list[str] = []
         self.keys: dict[str, int] = {}
 
@@ -147,6 +148,7 @@ class Doc:
 
     def close(self) -> None:
         self.pdf.close()
+        self._tmp.replace(self.path)
 
 
 def header(fig, title: str, subtitle: str | None = None, size: float = 17) -> None:
@@ -961,7 +963,9 @@ def build_queries(docs: dict[str, Doc], f: dict) -> list[dict]:
 
 
 def _write(path: Path, text: str) -> None:
-    path.write_text(text, encoding="utf-8", newline="\n")
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(text, encoding="utf-8", newline="\n")
+    tmp.replace(path)
 
 
 def jsonl(rows: list[dict]) -> str:
