@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import secrets
+import struct
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,13 @@ META_FILE = "store.json"
 JOURNAL_FILE = "journal.jsonl"
 SHARDS_DIR = "shards"
 TENSOR_NAME = "embeddings"
+_ST_DTYPES = {}  # safetensors dtype name -> torch dtype, filled on first use
+
+
+def _init_dtypes() -> None:
+    import torch
+
+    _ST_DTYPES.update({"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32})
 _DTYPES = ("float16", "float32")
 
 
@@ -254,25 +262,49 @@ class EmbeddingStore:
         e = self._entries.get(page_id)
         return None if e is None else e.hash
 
-    def _handle(self, shard: str):
-        from safetensors import safe_open
+    def _handle(self, shard: str) -> tuple[int, int, str]:
+        """``(file descriptor, byte offset of the tensor's first row, safetensors dtype)`` of a shard.
 
+        Shards are read with ``os.pread`` rather than memory-mapped, so pages already scored do not
+        stay resident and count towards the process's memory (streaming over a store larger than RAM).
+        """
         h = self._handles.get(shard)
         if h is None:
             p = self.path / SHARDS_DIR / shard
             try:
-                h = safe_open(str(p), framework="pt", device="cpu")
-            except (OSError, Exception) as e:  # safetensors raises its own error types
-                raise StoreError(f"{p}: cannot read shard ({e})") from None
+                fd = os.open(p, os.O_RDONLY)
+            except OSError as e:
+                raise StoreError(f"{p}: cannot read shard ({e.strerror})") from None
+            try:
+                (n,) = struct.unpack("<Q", os.pread(fd, 8, 0))
+                header = json.loads(os.pread(fd, n, 8))
+                info = header[TENSOR_NAME]
+                h = (fd, 8 + n + int(info["data_offsets"][0]), str(info["dtype"]))
+            except (struct.error, ValueError, KeyError, TypeError) as e:
+                os.close(fd)
+                raise StoreError(f"{p}: not a vdr safetensors shard ({e})") from None
             self._handles[shard] = h
-            while len(self._handles) > 8:
-                self._handles.popitem(last=False)
+            while len(self._handles) > 16:
+                os.close(self._handles.popitem(last=False)[1][0])
         else:
             self._handles.move_to_end(shard)
         return h
 
     def _slice(self, e: _Entry):
-        return self._handle(e.shard).get_slice(TENSOR_NAME)[e.offset:e.offset + e.length]
+        import torch
+
+        if not _ST_DTYPES:
+            _init_dtypes()
+        fd, start, dt = self._handle(e.shard)
+        dtype = self.dtype
+        if _ST_DTYPES.get(dt) != dtype:
+            raise StoreError(f"{self.path / SHARDS_DIR / e.shard}: dtype {dt}, expected {self.meta['dtype']}")
+        row = self.dim * torch.empty((), dtype=dtype).element_size()
+        nbytes = e.length * row
+        buf = os.pread(fd, nbytes, start + e.offset * row)
+        if len(buf) != nbytes:
+            raise StoreError(f"{self.path / SHARDS_DIR / e.shard}: truncated shard (page needs {nbytes} bytes)")
+        return torch.frombuffer(bytearray(buf), dtype=dtype).view(e.length, self.dim)
 
     def get(self, page_id: str):
         """The page's vectors: tensor ``(n_tokens, dim)`` in the stored dtype (CPU).
@@ -447,6 +479,8 @@ class EmbeddingStore:
                 self._writable = False
                 _unlock(self._lock_fd)
                 self._lock_fd = None
+        for fd, _, _ in self._handles.values():
+            os.close(fd)
         self._handles.clear()
 
     def __enter__(self) -> "EmbeddingStore":
