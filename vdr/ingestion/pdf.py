@@ -22,6 +22,7 @@ import math
 import re
 import subprocess
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..corpus import IMAGES_DIR, image_name, page_id
@@ -333,8 +334,12 @@ def rasterize(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     rasterizer: str = "pdfium",
     password: str | None = None,
+    pages: Sequence[int] | None = None,
 ):
-    """Render every page of one PDF, one at a time (in this process; no files written).
+    """Render the pages of one PDF, one at a time (in this process; no files written).
+
+    Args:
+        pages: 1-based page numbers to render (default: all), e.g. one worker's share.
 
     Yields:
         ``(page_number, image, effective_dpi)``: 1-based page number, an RGB ``PIL.Image.Image``
@@ -348,9 +353,13 @@ def rasterize(
     path = Path(path)
     info = probe(path, password, rasterizer)
     render = _render_pdfium if rasterizer == "pdfium" else _render_poppler
-    for start in range(0, len(info.page_sizes), _CHUNK):
+    wanted = sorted(set(range(1, len(info.page_sizes) + 1) if pages is None else pages))
+    for start in range(0, len(wanted), _CHUNK):
         plans = []
-        for n, (w, h) in enumerate(info.page_sizes[start : start + _CHUNK], start=start + 1):
+        for n in wanted[start : start + _CHUNK]:
+            if not 1 <= n <= len(info.page_sizes):
+                raise DocumentError(f"page {n} does not exist (the document has {len(info.page_sizes)} pages)")
+            w, h = info.page_sizes[n - 1]
             problem = _page_problem(w, h, dpi)
             d = effective_dpi(w, h, dpi, max_pixels) if problem is None else None
             plans.append((n, w, h, d, problem or (d is not None and _page_problem(w, h, d)) or None))
