@@ -156,3 +156,17 @@ def test_bad_inputs(corpus, tmp_path):
     qr.write_text("query-id\tcorpus-id\tscore\nq0\tnope.pdf#1\t1\n")
     with pytest.raises(InputError, match="not pages of the corpus"):
         evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qr, out=tmp_path / "o", backends="lexical")
+
+
+def test_vidore_dataset_on_the_fly(tmp_path):
+    from vidore_fixture import make_v2
+
+    ds = make_v2(tmp_path / "tiny-vidore")
+    res = evaluate(vidore=str(ds), vidore_language="english", out=tmp_path / "res", backends="lexical",
+                   n_permutations=200, n_bootstrap=200, progress=False)
+    data = json.loads((tmp_path / "res" / "results.json").read_text())
+    assert data["versions"]["dataset"]["name"] == str(ds) and data["versions"]["dataset"]["revision"] == "local"
+    assert (tmp_path / "res" / "corpus" / "pages.jsonl").is_file()
+    assert res.run("lexical", "original").metrics.num_queries >= 1
+    with pytest.raises(InputError, match="not both"):
+        evaluate(tmp_path / "res" / "corpus", vidore=str(ds), out=tmp_path / "x")
