@@ -385,30 +385,24 @@ def evaluate(
             except VdrError as e:
                 skipped["multimodal"] = f"model {model!r} could not be used: {e}"
         timings["multimodal"] = time.perf_counter() - t0
-    if "lexical" in wanted:
+    def text_backend(name: str, backend) -> None:
         t0 = time.perf_counter()
+        runs_by_backend[name] = {}
+        searches = {}
+        for vname, qs in variants.items():
+            runs_by_backend[name][vname] = backend.search(qs.texts(), k=depth)
+            searches[vname] = getattr(backend, "last_search", None)
+        configs[name], reports[name] = backend.config, {"index": backend.report, "searches": searches}
+        timings[name] = time.perf_counter() - t0
+
+    if "lexical" in wanted:
         from .backends.lexical import BM25Backend
 
-        bm = BM25Backend(texts, **dict(bm25 or {}))
-        runs_by_backend["lexical"] = {}
-        oov = {}
-        for name, qs in variants.items():
-            runs_by_backend["lexical"][name] = bm.search(qs.texts(), k=depth)
-            oov[name] = getattr(bm, "last_search", None)
-        configs["lexical"], reports["lexical"] = bm.config, {"index": bm.report, "searches": oov}
-        timings["lexical"] = time.perf_counter() - t0
+        text_backend("lexical", BM25Backend(texts, **dict(bm25 or {})))
     if "semantic" in wanted:
-        t0 = time.perf_counter()
         from .backends.semantic import DenseBackend
 
-        dense = DenseBackend(semantic_model, device=device).index(texts)
-        runs_by_backend["semantic"] = {}
-        searches = {}
-        for name, qs in variants.items():
-            runs_by_backend["semantic"][name] = dense.search(qs.texts(), k=depth)
-            searches[name] = getattr(dense, "last_search", None)
-        configs["semantic"], reports["semantic"] = dense.config, {"index": dense.report, "searches": searches}
-        timings["semantic"] = time.perf_counter() - t0
+        text_backend("semantic", DenseBackend(semantic_model, device=device).index(texts))
     if "hybrid" in wanted:
         from .backends.hybrid import HybridBackend
 
