@@ -24,7 +24,13 @@ _LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder
 
 def __getattr__(name: str):
     """``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
-    that ``import vdr`` does not import torch."""
+    that ``import vdr`` does not import torch; ``vdr.report`` (the callable :mod:`vdr.report`
+    package: ``vdr.report(results_dir)`` writes a report, ``vdr.report.load_results`` loads one)
+    likewise, so that ``import vdr`` does not import matplotlib."""
+    if name == "report":
+        import importlib
+
+        return importlib.import_module(".report", __name__)
     if name in _LAZY:
         from . import encoders
 
@@ -51,6 +57,7 @@ __all__ = [
     "Corpus",
     "Page",
     "evaluate_run",
+    "report",
     "parse_metric",
     "load_qrels",
     "load_run",

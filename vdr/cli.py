@@ -196,6 +196,23 @@ def evaluate_command(
     typer.echo(res.table())
     typer.echo(f"results: {out / 'results.json'}")
 
+
+@app.command("report")
+def report_command(
+    results_dir: Path = typer.Argument(..., help="Results folder written by `vdr evaluate --out`."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default RESULTS_DIR/report.html); the Markdown summary goes beside it (.md)."),
+    top: int = typer.Option(5, "--top", help="Largest regressions and gains shown per backend."),
+) -> None:
+    """Write a self-contained HTML report and a Markdown summary of a results folder (see vdr.report)."""
+    from .report import report
+
+    paths = report(results_dir, out, top=top)
+    for w in paths.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    typer.echo(f"wrote {paths.html}")
+    typer.echo(f"wrote {paths.markdown}")
+
+
 @app.command("embed")
 def embed_command(
     corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
