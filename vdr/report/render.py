@@ -74,8 +74,10 @@ def esc(text: object) -> str:
 
 
 def _md(text: object) -> str:
-    """Text for a Markdown table cell or list item: pipes escaped, line breaks as spaces."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Text for a Markdown table cell or list item: HTML-escaped (Markdown renders raw HTML), pipes
+    escaped, line breaks as spaces."""
+    t = html.escape(str(text), quote=False)
+    return t.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def _f4(x: float | None) -> str:

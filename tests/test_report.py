@@ -1,0 +1,223 @@
+"""vdr report: the self-contained HTML report, its Markdown summary, and vdr.report.load_results."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from report_fixtures import EVIL, EVIL_HISTORY, ROOT, copy_results, lexical_results, sample_corpus  # noqa: F401
+
+import vdr
+from vdr.cli import main
+from vdr.errors import InputError
+
+SECTIONS = ["summary", "metrics", "changes", "length", "cases", "holes"]
+
+
+@pytest.fixture(scope="module")
+def built(lexical_results, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report-out") / "report.html"
+    paths = vdr.report(lexical_results, out)
+    return paths, paths.html.read_text(encoding="utf-8"), paths.markdown.read_text(encoding="utf-8")
+
+
+def _doc(results_dir):
+    return json.loads((results_dir / "results.json").read_text(encoding="utf-8"))
+
+
+def test_import_vdr_does_not_import_matplotlib():
+    code = "import sys, vdr; assert 'matplotlib' not in sys.modules; vdr.report; assert 'matplotlib' not in sys.modules; print('ok')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+def test_report_is_callable_module_and_paths(built, lexical_results):
+    paths, html, md = built
+    assert callable(vdr.report) and vdr.report.load_results is vdr.report.data.load_results
+    assert paths.html.name == "report.html" and paths.markdown == paths.html.with_suffix(".md")
+    assert paths.missing_images == 0 and paths.warnings == []
+    # default output: inside the results folder; no temporary files left behind
+    d = vdr.report(lexical_results)
+    assert d.html == lexical_results / "report.html" and d.markdown == lexical_results / "report.md"
+    assert not [p for p in lexical_results.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_html_has_every_section_and_only_data_images(built):
+    _, html, _ = built
+    assert html.startswith("<!DOCTYPE html>")
+    for s in SECTIONS:
+        assert f'id="{s}"' in html, s
+    srcs = re.findall(r'<img [^>]*src="([^"]*)"', html)
+    # 1 bar chart for the single backend, distribution, scatter, hole bars + page thumbnails
+    plots = [s for s in srcs if s.startswith("data:image/png;base64,")]
+    thumbs = [s for s in srcs if s.startswith("data:image/jpeg;base64,")]
+    assert len(plots) == 4
+    assert len(thumbs) >= 20
+    assert len(plots) + len(thumbs) == len(srcs) == html.count("<img ")
+    assert "http://" not in html and "https://" not in html
+    assert "<script" not in html.lower() and "<link" not in html.lower()
+    assert "default-src 'none'" in html
+
+
+def test_user_text_is_escaped(built):
+    _, html, md = built
+    assert EVIL not in html and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in html  # the history turn
+    assert "<script" not in md and "&lt;script&gt;" in md
+
+
+def test_largest_regression_is_the_script_rewrite(lexical_results):
+    res = vdr.report.load_results(lexical_results)
+    reg, gain = vdr.report.largest_changes(res, "lexical", top=5)
+    assert len(reg) == 5 and len(gain) == 5
+    assert all(c.delta < 0 for c in reg) and all(c.delta > 0 for c in gain)
+    assert [c.delta for c in reg] == sorted(c.delta for c in reg)
+    q01 = [c for c in reg if c.query_id == "q01" and c.variant == "evil"]
+    assert q01 and q01[0].original == 1.0 and q01[0].rewritten == 0.0 and q01[0].delta == -1.0
+    pq = res.per_query("lexical", "evil")
+    assert pq["q01"]["ndcg@3"] == 0.0
+    assert res.queries["evil"]["q01"].text == EVIL
+    assert res.queries["evil"]["q01"].history == (EVIL_HISTORY,)
+    assert res.queries["conversational"]["q01"].history  # conversational rewrites carry history
+
+
+def test_markdown_table_matches_results_json(built, lexical_results):
+    _, _, md = built
+    doc = _doc(lexical_results)
+    tm = doc["config"]["table_metrics"]
+    lines = md.split("## Summary", 1)[1].split("\n\n", 2)[1].splitlines()  # the table: up to the first blank line
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert head[:2] == ["backend", "variant"] and head[2:2 + len(tm)] == tm
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines[2:] if ln.startswith("|")]
+    assert len(rows) == len(doc["runs"]) == 3
+    comps = {(c["backend"], c["variant"], c["metric"]): c for c in doc["comparisons"]}
+    for row, run in zip(rows, doc["runs"]):
+        assert row[:2] == [run["backend"], run["variant"]]
+        for i, m in enumerate(tm):
+            assert float(row[2 + i]) == pytest.approx(run["aggregate"][m], abs=5e-5)
+            assert row[2 + i] == f"{run['aggregate'][m]:.4f}"
+        assert int(row[2 + len(tm)]) == run["num_queries"] == 42
+        c = comps.get((run["backend"], run["variant"], tm[0]))
+        if c is None:
+            assert row[3 + len(tm)] == ""
+        else:
+            assert row[3 + len(tm)] == f"{c['delta']:+.4f}"
+            assert row[-1] == f"{c['wins']}/{c['ties']}/{c['losses']}"
+    # the real numbers of the sample: lexical originals (see README / make demo)
+    assert rows[0][2] == "0.6977" and rows[0][6] == "0.6587"
+    assert rows[1][2] == "0.5782"  # conversational rewrites lose on BM25
+
+
+def test_markdown_bootstrap_intervals_contain_means(built, lexical_results):
+    _, _, md = built
+    doc = _doc(lexical_results)
+    sec = md.split("## Metrics per backend", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in sec.splitlines() if ln.startswith("| lexical")]
+    assert len(rows) == 3
+    for ln, run in zip(rows, doc["runs"]):
+        cells = [c.strip() for c in ln.strip("|").split("|")][2:]
+        for cell, m in zip(cells, ["ndcg@3", "mrr@3", "recall@10"]):
+            mean, lo, hi = map(float, re.match(r"([\d.]+) \[([\d.]+), ([\d.]+)\]", cell).groups())
+            assert mean == pytest.approx(run["aggregate"][m], abs=5e-5)
+            assert lo < mean < hi and hi - lo < 0.5
+
+
+def test_hole_section(built, lexical_results):
+    _, html, md = built
+    doc = _doc(lexical_results)
+    assert "penalised by construction" in html and "penalised by construction" in md
+    sec = md.split("## hole@3 rate per variant", 1)[1]
+    row = next(ln for ln in sec.splitlines() if ln.startswith("| lexical"))
+    vals = [c.strip() for c in row.strip("|").split("|")][1:]
+    assert vals == [f"{r['aggregate']['hole@3']:.4f}" for r in doc["runs"]]
+
+
+def test_load_results_api(lexical_results):
+    res = vdr.report.load_results(lexical_results)
+    assert res.backends == ["lexical"] and res.variants == ["original", "conversational", "evil"]
+    assert res.primary == "ndcg@3" and len(res.query_ids) == 42 and res.warnings == []
+    assert res.skipped == {}  # only lexical was asked for
+    rows = res.rows()
+    assert rows[0]["ndcg@3"] == pytest.approx(0.6976705929194106) and rows[0]["delta"] is None
+    assert rows[1]["delta"] == pytest.approx(rows[1]["ndcg@3"] - rows[0]["ndcg@3"])
+    # ranked pages come from the TREC file, best first
+    first = (lexical_results / "runs" / "lexical.original.trec").read_text().splitlines()[:3]
+    top = res.ranked("lexical", "original", "q01", k=3)
+    assert [p for p, _ in top] == [ln.split()[2] for ln in first]
+    assert top[0][1] == pytest.approx(float(first[0].split()[4]))
+    assert res.relevant("q01") == {"us-macro-report.pdf#3": 2, "us-macro-report.pdf#7": 1}
+    assert res.grade("q01", "us-macro-report.pdf#1") is None
+    d = res.deltas("lexical", "evil")
+    assert d["q01"] == -1.0 and len(d) == 42
+    im = res.page_image(top[0][0])
+    assert im is not None and im.mode == "RGB" and im.size[0] > 100
+    assert "| lexical | original | 0.6977" in res.table()
+    with pytest.raises(KeyError):
+        res.ranked("semantic", "original", "q01")
+
+
+def test_missing_images_give_placeholders(lexical_results, sample_corpus, tmp_path):
+    # the corpus without its images/ folder
+    moved = tmp_path / "corpus-noimages"
+    moved.mkdir()
+    shutil.copy(sample_corpus / "pages.jsonl", moved / "pages.jsonl")
+    r = copy_results(lexical_results, tmp_path / "results", corpus_dir=moved)
+    paths = vdr.report(r)
+    html = paths.html.read_text(encoding="utf-8")
+    n_missing = html.count('class="missing"')
+    assert paths.missing_images > 0 and n_missing >= paths.missing_images
+    assert "data:image/jpeg" not in html and html.count("data:image/png") == 4
+    assert any(f"{paths.missing_images} page image(s) missing" in w for w in paths.warnings)
+    assert "image missing" in html and 'id="warnings"' in html
+    assert "page image(s) missing" in paths.markdown.read_text(encoding="utf-8")
+
+
+def test_corpus_gone_and_qrels_gone(lexical_results, tmp_path):
+    r = copy_results(lexical_results, tmp_path / "results", corpus_dir=tmp_path / "nowhere")
+    doc = json.loads((r / "results.json").read_text())
+    doc["config"]["qrels"] = str(tmp_path / "gone.tsv")
+    doc["skipped"] = {"multimodal": "no --model given <test>"}
+    (r / "results.json").write_text(json.dumps(doc))
+    (r / "per_query.csv").unlink()
+    paths = vdr.report(r)
+    html = paths.html.read_text(encoding="utf-8")
+    assert any("corpus folder not found" in w for w in paths.warnings)
+    assert any("qrels file not found" in w for w in paths.warnings)
+    assert any("per_query.csv" in w for w in paths.warnings)
+    assert "qrels file could not be read" in html and "image missing" in html
+    assert "Skipped backends" in html and "multimodal: no --model given &lt;test&gt;" in html
+    # texts still there (from the query files)
+    assert "How much did US real GDP grow" in html
+
+
+def test_missing_run_file_is_reported_in_place(lexical_results, tmp_path):
+    r = copy_results(lexical_results, tmp_path / "results")
+    (r / "runs" / "lexical.evil.trec").unlink()
+    html = vdr.report(r).html.read_text(encoding="utf-8")
+    assert "run not available" in html and "run file is missing" in html
+
+
+def test_not_a_results_dir(tmp_path):
+    with pytest.raises(InputError, match="results.json is missing"):
+        vdr.report(tmp_path)
+    (tmp_path / "results.json").write_text("{")
+    with pytest.raises(InputError, match="invalid JSON"):
+        vdr.report.load_results(tmp_path)
+
+
+def test_cli(lexical_results, tmp_path, capsys):
+    out = tmp_path / "sub" / "r.html"
+    assert main(["report", str(lexical_results), "--out", str(out), "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert f"wrote {out}" in text and f"wrote {tmp_path / 'sub' / 'r.md'}" in text
+    assert out.is_file() and (tmp_path / "sub" / "r.md").is_file()
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "results.json is missing" in err and len(err.strip().splitlines()) == 1
