@@ -7,8 +7,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.vdr-installed
-# Debian packages: poppler-utils (pdf2image rasterizer), tesseract-ocr (OCR of pages without text).
-APT_PACKAGES := poppler-utils tesseract-ocr tesseract-ocr-eng
+# Debian packages: poppler-utils (pdf2image rasterizer), tesseract-ocr (OCR of pages without text),
+# chromium (headless test of the HTML report: tests/test_report_browser.py).
+APT_PACKAGES := poppler-utils tesseract-ocr tesseract-ocr-eng chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test sysdeps venv bench clean

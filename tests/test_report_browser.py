@@ -1,0 +1,83 @@
+"""The HTML report in headless Chromium (Debian ``chromium``, installed by ``make sysdeps``).
+
+Two loads of the sample report:
+
+1. the report file itself, with Chromium's console logged to stderr: no console message at all
+   (a blocked network load, a CSP violation or a script error would each log one), and a
+   screenshot written to ``test-artifacts/report.png``;
+2. a copy with a small checking script injected (the report's own CSP forbids scripts, so the copy
+   relaxes it for that script only) dumped with ``--dump-dom`` after the load event: every
+   ``<img>`` decoded (``naturalWidth > 0``) and no error event. A negative control with one
+   broken image proves the check sees failures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from report_fixtures import ROOT, lexical_results, sample_corpus  # noqa: F401
+
+import vdr
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (make sysdeps installs it)")
+ARTIFACTS = ROOT / "test-artifacts"
+
+CHECK = """<script>window.__errs=[];addEventListener('error',e=>{window.__errs.push(String(e.message||(e.target&&e.target.outerHTML||'').slice(0,80)))},true);
+addEventListener('load',()=>{const imgs=[...document.images];const bad=imgs.filter(i=>!(i.complete&&i.naturalWidth>0)).map(i=>i.alt);
+const d=document.createElement('pre');d.id='imgcheck';d.textContent=JSON.stringify({n:imgs.length,broken:bad,errors:window.__errs});document.body.appendChild(d)});</script>"""
+
+
+def _chromium(tmp_path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chrome-profile'}"]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _image_check(tmp_path, html: str, name: str) -> dict:
+    csp = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+    assert csp in html
+    page = html.replace(csp, csp + "; script-src 'unsafe-inline'", 1).replace("<style>", CHECK + "<style>", 1)
+    p = tmp_path / name
+    p.write_text(page, encoding="utf-8")
+    r = _chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", p.as_uri())
+    m = re.search(r'<pre id="imgcheck">(.*?)</pre>', r.stdout, re.S)
+    assert m, f"no check result from chromium (rc {r.returncode}): {r.stderr[-2000:]}"
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+def test_report_in_headless_chromium(lexical_results, tmp_path):
+    paths = vdr.report(lexical_results, tmp_path / "report.html")
+    html = paths.html.read_text(encoding="utf-8")
+    n_img = html.count("<img ")
+    assert n_img > 20
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    r = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--window-size=1280,4000",
+                  f"--screenshot={shot}", paths.html.as_uri())
+    assert r.returncode == 0, r.stderr[-3000:]
+    console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
+    assert console == [], "console messages:\n" + "\n".join(console)
+    assert shot.is_file() and shot.stat().st_size > 50_000
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        assert im.size == (1280, 4000)
+        assert len(im.convert("RGB").getcolors(1 << 24)) > 100  # plots and pages, not a blank page
+
+    check = _image_check(tmp_path, html, "checked.html")
+    assert check == {"n": n_img, "broken": [], "errors": []}
+
+
+def test_image_check_sees_a_broken_image(lexical_results, tmp_path):
+    html = vdr.report(lexical_results, tmp_path / "report.html").html.read_text(encoding="utf-8")
+    html = html.replace("<h1>", '<img src="data:image/png;base64,AAAA" alt="broken-on-purpose"><h1>', 1)
+    check = _image_check(tmp_path, html, "broken.html")
+    assert check["broken"] == ["broken-on-purpose"] and len(check["errors"]) == 1
