@@ -32,13 +32,16 @@ ORIGINAL = "original"
 
 def _resolve(path: str | None, root: Path) -> Path | None:
     """First existing candidate for a path recorded in ``results.json``: as written (absolute, or
-    relative to the current folder), then relative to the results folder and to its parent.
-    ``None`` when ``path`` is empty or none exists."""
+    relative to the current folder), then relative to the results folder and each folder above it
+    (``vdr evaluate`` records paths as given, relative to the folder it ran in, e.g. the repository
+    root for ``out/demo/results``). ``None`` when ``path`` is empty or none exists."""
     if not path:
         return None
     p = Path(path)
-    cands = [p] if p.is_absolute() else [p, root / p, root.parent / p]
-    for c in cands:
+    if p.is_absolute():
+        return p if p.exists() else None
+    root = root.resolve()
+    for c in [p, root / p, *(a / p for a in root.parents)]:
         if c.exists():
             return c
     return None
