@@ -24,6 +24,7 @@ demo: sysdeps $(STAMP)
 		--rewrites conversational=$(SAMPLE)/rewrites-conversational.jsonl \
 		--rewrites keywords=$(SAMPLE)/rewrites-keywords.jsonl \
 		$(if $(MODEL),--model $(MODEL)) --quiet --out out/demo/results
+	$(VENV)/bin/vdr report out/demo/results
 
 test: sysdeps $(STAMP)
 	$(PY) -m pytest

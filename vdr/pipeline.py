@@ -451,10 +451,10 @@ def evaluate(
             comparisons += [(b, c) for c in holm_adjust(comps)]
 
     config = {
-        "corpus_dir": str(corpus_dir),
-        "queries": str(queries),
-        "qrels": str(qrels_path),
-        "rewrites": {n: str(p) for n, p in (rewrites or {}).items()},
+        "corpus_dir": str(corpus_dir.resolve()),
+        "queries": str(queries.resolve()),
+        "qrels": str(qrels_path.resolve()),
+        "rewrites": {n: str(Path(p).resolve()) for n, p in (rewrites or {}).items()},
         "variants": list(variants),
         "backends": wanted,
         "model": model,
