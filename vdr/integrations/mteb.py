@@ -419,7 +419,7 @@ def _model_meta_for(enc, *, name: str | None, loader_kwargs: dict):
     except Exception:  # pragma: no cover - exotic models
         n_params = None
     return ModelMeta(
-        loader=VdrColPaliModel,
+        loader=_load_from_meta,
         loader_kwargs=dict(loader_kwargs),
         name=meta_name,
         revision=enc.fingerprint,
@@ -441,8 +441,22 @@ def _model_meta_for(enc, *, name: str | None, loader_kwargs: dict):
         adapted_from=repo,
         modalities=["text", "image"],
         model_type=["late-interaction"],
-        experiment_kwargs={"engine": "vdr", "query_template": enc.query_template.to_json()},
     )
+
+
+def _load_from_meta(name: str, revision: str | None = None, *, model: str, **kwargs: Any) -> "VdrColPaliModel":
+    """The ModelMeta loader: ``meta.load_model()`` calls it with the meta's name and revision (the
+    encoder fingerprint) and the loader keyword arguments; warns when the reloaded encoder's
+    fingerprint differs (changed checkpoint files or settings)."""
+    import warnings
+
+    from ..errors import VdrWarning
+
+    m = VdrColPaliModel(model, name=name, **kwargs)
+    if revision is not None and m.encoder.fingerprint != revision:
+        warnings.warn(f"model {name!r}: encoder fingerprint {m.encoder.fingerprint[:12]} differs from the ModelMeta revision"
+                      f" {revision[:12]} (checkpoint files or settings changed)", VdrWarning, stacklevel=2)
+    return m
 
 
 def vdr_model_meta(model: str | Path, *, name: str | None = None, **load_kwargs: Any):
@@ -493,8 +507,6 @@ class VdrColPaliModel(AbsEncoder):
                 model=str(model), device=device, dtype=None if dtype is None else str(dtype),
                 trust_remote_code=trust_remote_code, query_prefix=query_prefix, min_pixels=min_pixels,
                 max_pixels=max_pixels, revision=revision, attn_implementation=attn_implementation).items() if v is not None}
-        if name is not None:
-            loader_kwargs["name"] = name
         self.encoder = enc
         self.model = enc.model
         self.device = enc.device
@@ -701,7 +713,8 @@ def mteb_multimodal_runs(
         ``({variant: Run}, config, report)``: the runs (MTEB's retrieval output cut to ``depth``),
         the backend config (engine, mteb version, model meta, task names) and a report with MTEB's
         scores per variant, its query-set policy and the largest difference between MTEB's and
-        vdr's nDCG/MRR/Recall at ``ks`` on the same run.
+        vdr's nDCG/MRR/Recall at ``ks`` on the same run (vdr's nDCG/Recall rounded to 5 decimals
+        as MTEB rounds them; expected 0 up to float noise).
 
     Raises:
         VdrError: the model cannot be loaded, or MTEB failed on a task (its message).
@@ -743,7 +756,8 @@ def mteb_multimodal_runs(
         s = tr.scores["test"][0]
         scores[v] = {"task": tname, "main_score": s["main_score"], **{k: s[k] for k in sorted(s) if _SCORE_RE.match(k)}}
         ours = evaluate_run(qrels, full, compared).aggregate
-        diffs[v] = max(abs(ours[m] - s[m.replace("@", "_at_")]) for m in compared)
+        # MTEB rounds the means of nDCG/Recall to 5 decimals (MRR unrounded): compare like with like
+        diffs[v] = max(abs((ours[m] if m.startswith("mrr") else round(ours[m], 5)) - s[m.replace("@", "_at_")]) for m in compared)
     meta = vm.mteb_model_meta
     enc = vm.encoder
     config = dict(enc.settings, engine="mteb", mteb_version=version("mteb"), fingerprint=enc.fingerprint,
