@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 #: The mteb versions this module was written and tested against (also pinned in pyproject.toml).
-TESTED_MTEB = ">=2.26,<3"
+TESTED_MTEB = ">=2.26.24,<2.27"
 DEFAULT_MAIN_SCORE = "ndcg_at_3"
 #: MTEB's own retrieval cutoffs; vdr adds any other cutoff it is asked for.
 DEFAULT_K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
@@ -96,6 +96,25 @@ ORIGINAL = "original"
 
 def _mteb():
     return mteb
+
+
+def _check_version() -> None:
+    """Warn (once, at import) when the installed mteb is outside :data:`TESTED_MTEB`: the task
+    registry and MTEB's query-set policy are internals that may change between minor versions."""
+    import warnings
+    from importlib.metadata import version
+
+    from packaging.specifiers import SpecifierSet
+
+    from ..errors import VdrWarning
+
+    v = version("mteb")
+    if v not in SpecifierSet(TESTED_MTEB):
+        warnings.warn(f"mteb {v} is outside the range vdr's MTEB integration was tested with ({TESTED_MTEB});"
+                      " run tests/test_mteb.py to check agreement", VdrWarning, stacklevel=3)
+
+
+_check_version()
 
 
 def _registry_module():
