@@ -228,6 +228,7 @@ def mteb_task_command(
     else:
         typer.echo(f"wrote {out}: import it to register the MTEB task(s)")
 
+
 @app.command("embed")
 def embed_command(
     corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
