@@ -162,6 +162,7 @@ def evaluate_command(
     depth: int = typer.Option(100, "--depth", help="Pages retrieved per query."),
     macro_average: bool = typer.Option(False, "--macro-average", help="Add a labelled macro-average row across backends."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    engine: str = typer.Option("vdr", "--engine", help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     from .pipeline import evaluate
@@ -192,6 +193,7 @@ def evaluate_command(
         depth=depth,
         macro_average=macro_average,
         progress=not quiet,
+        engine=engine,
     )
     typer.echo(res.table())
     typer.echo(f"results: {out / 'results.json'}")
@@ -211,6 +213,36 @@ def report_command(
         typer.echo(f"warning: {w}", err=True)
     typer.echo(f"wrote {paths.html}")
     typer.echo(f"wrote {paths.markdown}")
+
+
+@app.command("mteb-task")
+def mteb_task_command(
+    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
+    name: str = typer.Option(..., "--name", help="MTEB task name of the originals; a rewrite variant V becomes task NAME-V."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Original queries (BEIR queries.jsonl); default CORPUS_DIR/queries.jsonl."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv."),
+    rewrites: Optional[list[str]] = typer.Option(None, "--rewrites", help="A rewrite variant NAME=FILE (repeatable); each becomes its own task."),
+    main_score: str = typer.Option("ndcg_at_3", "--main-score", help="MTEB main score key (ndcg_at_3, ndcg_at_5, mrr_at_10, recall_at_5 ...)."),
+    language: Optional[list[str]] = typer.Option(None, "--language", help="Task language(s) as ISO 639-3 + script (default eng-Latn; repeatable)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the module here (default: print it)."),
+) -> None:
+    """Write a Python module that registers the corpus (and each rewrite variant) as MTEB retrieval tasks."""
+    from .integrations.mteb import write_task_module
+
+    rw: dict[str, str] = {}
+    for item in rewrites or []:
+        vname, sep, path = item.partition("=")
+        if not sep or not vname or not path:
+            raise InputError(f"--rewrites takes NAME=FILE, got {item!r}")
+        if vname in rw:
+            raise InputError(f"rewrite variant {vname!r} given twice")
+        rw[vname] = path
+    src = write_task_module(corpus_dir, name=name, queries=queries, qrels=qrels, rewrites=rw, main_score=main_score,
+                            languages=language or ["eng-Latn"], out=out)
+    if out is None:
+        typer.echo(src, nl=False)
+    else:
+        typer.echo(f"wrote {out}: import it to register the MTEB task(s)")
 
 
 @app.command("embed")

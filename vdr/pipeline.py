@@ -38,6 +38,8 @@ from .types import Query, QuerySet, Run
 __all__ = ["evaluate", "EvaluationResults", "RunResult", "BACKENDS", "build_variants"]
 
 BACKENDS = ("multimodal", "lexical", "semantic", "hybrid")
+#: How the multimodal backend runs: vdr's own store + MaxSim, or through MTEB (``vdr[mteb]``).
+ENGINES = ("vdr", "mteb")
 ORIGINAL = "original"
 CONCAT = "concat"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -280,6 +282,7 @@ def evaluate(
     n_permutations: int = 10_000,
     n_bootstrap: int = 10_000,
     progress: bool = True,
+    engine: str = "vdr",
 ) -> EvaluationResults:
     """Evaluate original vs rewritten queries on each backend over one page corpus.
 
@@ -308,6 +311,10 @@ def evaluate(
         macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
         relevance_level: minimum grade counted as relevant for the binary metrics.
         n_permutations, n_bootstrap: sizes of the randomization test and the bootstrap.
+        engine: ``"vdr"`` (default) runs the multimodal backend with vdr's store and streaming
+            MaxSim; ``"mteb"`` runs it through ``mteb.evaluate`` (one MTEB task per variant, see
+            :mod:`vdr.integrations.mteb`), stores MTEB's TaskResult JSON in ``out/mteb/`` and
+            evaluates MTEB's runs here like any other. The other backends are not affected.
 
     Returns:
         :class:`EvaluationResults` (also written to ``out``).
@@ -327,6 +334,8 @@ def evaluate(
         raise InputError(f"unknown backend(s) {unknown}; choose from {', '.join(BACKENDS)}")
     if depth < max(ks):
         raise InputError(f"depth {depth} is smaller than the largest cutoff {max(ks)}")
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
 
     vidore_info = None
     if vidore is not None:
@@ -377,10 +386,16 @@ def evaluate(
             skipped["multimodal"] = "no --model given (a ColPali-family checkpoint: hub name or local path)"
         else:
             try:
-                runs, cfg, rep = _multimodal_runs(
-                    corpus_dir, corpus, variants, model, store, depth,
-                    batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
-                )
+                if engine == "mteb":
+                    runs, cfg, rep = _mteb_multimodal_runs(
+                        corpus_dir, variants, qrels_obj, model, out, depth, ks,
+                        batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
+                    )
+                else:
+                    runs, cfg, rep = _multimodal_runs(
+                        corpus_dir, corpus, variants, model, store, depth,
+                        batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
+                    )
                 runs_by_backend["multimodal"], configs["multimodal"], reports["multimodal"] = runs, cfg, rep
             except VdrError as e:
                 skipped["multimodal"] = f"model {model!r} could not be used: {e}"
@@ -458,6 +473,7 @@ def evaluate(
         "variants": list(variants),
         "backends": wanted,
         "model": model,
+        "engine": engine,
         "k": ks,
         "depth": depth,
         "seed": seed,
@@ -568,3 +584,17 @@ def _multimodal_runs(corpus_dir, corpus, variants, model, store, depth, *, batch
         "distinct_query_texts_encoded": len(texts),
     }
     return runs, config, report
+
+
+def _mteb_multimodal_runs(corpus_dir, variants, qrels, model, out, depth, ks, *, batch_size, device, trust_remote_code, progress):
+    """``engine="mteb"``: the multimodal runs from ``mteb.evaluate`` (TaskResult JSON in ``out/mteb/``).
+
+    Returns and raises as :func:`vdr.integrations.mteb.mteb_multimodal_runs`; a missing mteb
+    installation is reported as a :class:`~vdr.errors.VdrError` (the backend is then skipped).
+    """
+    try:
+        from .integrations.mteb import mteb_multimodal_runs
+    except ImportError as e:
+        raise VdrError(str(e)) from None
+    return mteb_multimodal_runs(corpus_dir, variants, qrels, model, Path(out) / "mteb", depth, ks=ks,
+                                batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress)
