@@ -280,6 +280,30 @@ def embed_command(
         typer.echo(f"wrote {json_out}")
 
 
+@app.command("judge")
+def judge_command(
+    results_dir: Path = typer.Argument(..., help="Results folder written by `vdr evaluate` (results.json, runs/)."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default $VDR_JUDGE_ENDPOINT)."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name served by the endpoint."),
+    modality: str = typer.Option("image", "--modality", help="image (page PNGs, a vision judge) or text (page text)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Most judge calls to make (cached answers are free); stops cleanly when spent."),
+    k: int = typer.Option(3, "--k", help="Cutoff of RCP-nDCG@k and depth of the pools."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="JSONL answer cache (default RESULTS_DIR/judge/cache.jsonl)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request."),
+    max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (exponential backoff)."),
+    json_mode: bool = typer.Option(False, "--json-mode", help="Ask the endpoint for JSON output (response_format json_object)."),
+) -> None:
+    """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge.judge). The API key is read from
+    $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
+    from .judge import judge
+
+    res = judge(results_dir, endpoint=endpoint, judge_model=judge_model, modality=modality, budget=budget, k=k,
+                concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode)
+    typer.echo(res.table())
+    typer.echo(f"results: {res.out_dir / 'rcp.json'}; gains: {res.out_dir / 'gains.tsv'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (2 on a :class:`VdrError`)."""
     old = warnings.showwarning

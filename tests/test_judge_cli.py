@@ -1,0 +1,98 @@
+"""End to end: `vdr evaluate` (lexical) -> `vdr judge` against the simulated judge."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from judge_sim import SimJudge
+from vdr.cli import main
+from vdr.corpus import Page, write_pages
+from vdr.judge import judge
+from vdr.pipeline import evaluate
+
+TOPICS = ["solar panels efficiency", "river flood levels", "bank interest rates", "wheat harvest yield"]
+SECRET = "sk-test-SECRET-0123456789"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    cdir = root / "corpus"
+    (cdir / "images").mkdir(parents=True)
+    pages, latent, image_ids = [], {}, {}
+    rng = np.random.default_rng(0)
+    for t, topic in enumerate(TOPICS):
+        for i in range(6):
+            pid = f"doc{t}.pdf#{i + 1}"
+            words = topic if i < 3 else "annual report appendix"
+            img = f"images/doc{t}-{i}.png"
+            Image.new("RGB", (16, 16), (40 * t, 30 * i, 7)).save(cdir / img)
+            data = (cdir / img).read_bytes()
+            image_ids["data:image/png;base64," + base64.b64encode(data).decode()] = pid
+            pages.append(Page(pid, f"doc{t}.pdf", i + 1, 16, 16, 72.0, img, f"page-id: {pid}\n{words} {words} page {i}", "pdf"))
+            for q in range(len(TOPICS)):
+                latent[(f"q{q}", pid)] = (2.0 - 0.4 * i if q == t else -2.0) + float(rng.normal(0, 0.1))
+    write_pages(cdir / "pages.jsonl", pages)
+    qdir = root / "q"
+    qdir.mkdir()
+    with open(qdir / "queries.jsonl", "w") as f, open(qdir / "rw.jsonl", "w") as g:
+        for q, topic in enumerate(TOPICS):
+            f.write(json.dumps({"_id": f"q{q}", "text": f"q{q} {topic.split()[0]}"}) + "\n")
+            g.write(json.dumps({"_id": f"q{q}", "text": f"q{q} {topic}"}) + "\n")
+    with open(qdir / "qrels.tsv", "w") as f:  # only the first page of each topic is judged
+        f.write("query-id\tcorpus-id\tscore\n")
+        for q in range(len(TOPICS)):
+            f.write(f"q{q}\tdoc{q}.pdf#1\t2\n")
+    out = root / "results"
+    evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"kw": qdir / "rw.jsonl"},
+             out=out, backends="lexical", k="3", n_permutations=500, n_bootstrap=500, progress=False)
+    sim = SimJudge(latent, noise=0.2, image_ids=image_ids)
+    yield out, sim
+    sim.close()
+
+
+def test_judge_end_to_end_image_modality(results):
+    out, sim = results
+    res = judge(out, endpoint=sim.url, judge_model="sim-vlm", modality="image", k=3, api_key=SECRET, backoff=0.01)
+    assert f"Bearer {SECRET}" in sim.auth
+    doc = json.loads((out / "judge" / "rcp.json").read_text())
+    assert doc["prompt_version"] == res.document["prompt_version"] and doc["judge"]["modality"] == "image"
+    assert {(r["backend"], r["variant"]) for r in doc["runs"]} == {("lexical", "original"), ("lexical", "kw")}
+    for r in doc["runs"]:
+        assert 0.0 <= r["rcp_ndcg@3"] <= 1.0 and r["ndcg@3"] is not None and r["hole@3"] is not None
+        assert r["outside_pool"] == 0  # the pools hold every run's top 3
+    assert [c["metric"] for c in doc["comparisons"]] == ["rcp_ndcg@3"] and doc["comparisons"][0]["variant"] == "kw"
+    lines = (out / "judge" / "gains.tsv").read_text().splitlines()
+    assert lines[0] == "query-id\tcorpus-id\ttheta\tgain\tjudged-grade"
+    rows = [ln.split("\t") for ln in lines[1:]]
+    assert any(r[4] == "2" for r in rows) and any(r[4] == "" for r in rows)  # unjudged pages got a gain too
+    # within each query the judged relevant page ranks above the off-topic pages
+    for q in range(len(TOPICS)):
+        mine = [r for r in rows if r[0] == f"q{q}"]
+        assert mine[0][1].startswith(f"doc{q}.pdf")
+    assert "RCP-nDCG@3" in res.table() and "nDCG@3" in res.table()
+    # the API key is nowhere on disk
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert SECRET not in p.read_text(errors="ignore"), p
+
+
+def test_cli_judge_rerun_is_free_and_no_endpoint_message(results, capsys, monkeypatch):
+    out, sim = results
+    monkeypatch.setenv("VDR_JUDGE_API_KEY", SECRET)
+    monkeypatch.delenv("VDR_JUDGE_ENDPOINT", raising=False)
+    assert main(["judge", str(out), "--endpoint", sim.url, "--judge-model", "sim-llm", "--modality", "text"]) == 0
+    hits = sim.hits
+    assert main(["judge", str(out), "--endpoint", sim.url, "--judge-model", "sim-llm", "--modality", "text"]) == 0
+    assert sim.hits == hits
+    text = capsys.readouterr().out
+    assert "RCP-nDCG@3" in text and "calls 0" in text
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert SECRET not in p.read_text(errors="ignore"), p
+    assert main(["judge", str(out), "--judge-model", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no judge endpoint") and err.count("\n") == 1

@@ -1,0 +1,495 @@
+"""Judge client: an OpenAI-compatible chat-completions endpoint through the official ``openai``
+client, with strict JSON parsing, retries with exponential backoff, a thread concurrency limit, a
+call budget and a resumable on-disk cache.
+
+Any server speaking ``POST {base_url}/chat/completions`` works (vLLM, Ollama, llama.cpp server,
+hosted APIs). Pages go to an image judge as PNG data URLs (``image_url`` content parts) and to a
+text judge as page text.
+
+Cache: one JSON object per line in a JSONL file (never pickle), appended, flushed and fsynced as
+each answer arrives, so an interrupted or failed run keeps every answer it got. The key is the
+sha256 of ``(judge model, PROMPT_VERSION, stage, modality, query id, sha256(query text),
+content hash of each page in window order)``: a rerun with the same judge, prompts, pages and
+windows makes no call, and any change (another model, an edited page, another order) asks again.
+A torn last line (a crash mid-write) is ignored with a warning. The API key is never written to
+the cache, to results or to error messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import random
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import InputError, VdrError, VdrWarning
+from .prompts import (
+    CRITERIA,
+    PROMPT_VERSION,
+    RUBRIC_SYSTEM,
+    SCORE_MAX,
+    SCORE_MIN,
+    TOURNAMENT_SYSTEM,
+    rubric_instructions,
+    tournament_instructions,
+)
+
+__all__ = [
+    "JudgeError",
+    "JudgeConfigError",
+    "JudgeOutputError",
+    "JudgeCallError",
+    "BudgetExhausted",
+    "Window",
+    "PageSource",
+    "CorpusPages",
+    "TextPages",
+    "JudgeCache",
+    "JudgeClient",
+    "parse_answer",
+    "redact_url",
+    "API_KEY_ENV",
+]
+
+API_KEY_ENV = ("VDR_JUDGE_API_KEY", "OPENAI_API_KEY")
+"""Environment variables read, in order, when no API key is given."""
+
+
+class JudgeError(VdrError):
+    """Base class of judge errors."""
+
+
+class JudgeConfigError(JudgeError):
+    """The judge is not configured (no endpoint, no model, bad option)."""
+
+
+class JudgeOutputError(JudgeError):
+    """A judge answer is not the JSON object the prompt asks for; names the query and window."""
+
+
+class JudgeCallError(JudgeError):
+    """The endpoint failed (HTTP error, timeout, connection) after every retry; names the window."""
+
+
+class BudgetExhausted(JudgeError):
+    """The call budget is spent; every answer received so far is cached."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """One judge request: ``pages`` of query ``query_id`` in display order.
+
+    Attributes:
+        query_id: the query. stage: ``"tournament"`` or ``"rubric"``.
+        phase: ``"random"`` or ``"stratified"``. index: the window's number within query/stage/phase.
+        pages: corpus ids in display order (labels ``doc_1`` .. ``doc_w``).
+        reversed: whether this is the reversed copy of a window.
+    """
+
+    query_id: str
+    stage: str
+    phase: str
+    index: int
+    pages: tuple[str, ...]
+    reversed: bool = False
+
+    def describe(self) -> str:
+        return f"query {self.query_id!r}, {self.stage} {self.phase} window {self.index}{' (reversed)' if self.reversed else ''}"
+
+
+class PageSource(Protocol):
+    """What the client needs of a page: a content hash and the payload for a modality."""
+
+    def content(self, corpus_id: str, modality: str) -> tuple[str, str]:
+        """``(content_hash, payload)``: payload is page text (``"text"``) or a PNG data URL (``"image"``)."""
+
+
+class TextPages:
+    """In-memory page texts (``{corpus_id: text}``); text modality only.
+
+    Args:
+        texts: page texts. max_chars: texts are cut to this many characters (recorded in the hash).
+    """
+
+    def __init__(self, texts: Mapping[str, str], max_chars: int = 4000) -> None:
+        self.texts = dict(texts)
+        self.max_chars = int(max_chars)
+
+    def content(self, corpus_id: str, modality: str) -> tuple[str, str]:
+        if modality != "text":
+            raise JudgeConfigError("TextPages holds page texts only; use modality 'text'")
+        t = self.texts[corpus_id][: self.max_chars]
+        return "sha256:" + hashlib.sha256(t.encode("utf-8")).hexdigest(), t
+
+
+class CorpusPages:
+    """Pages of a :class:`vdr.Corpus`: text cut to ``max_chars``, or the page PNG as a data URL.
+
+    Hashes are computed once per page and kept (thread-safe).
+    """
+
+    def __init__(self, corpus, max_chars: int = 4000) -> None:
+        self.corpus = corpus
+        self.max_chars = int(max_chars)
+        self._memo: dict[tuple[str, str], tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def content(self, corpus_id: str, modality: str) -> tuple[str, str]:
+        key = (corpus_id, modality)
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+        if modality == "text":
+            t = self.corpus[corpus_id].text[: self.max_chars]
+            out = ("sha256:" + hashlib.sha256(t.encode("utf-8")).hexdigest(), t)
+        else:
+            path = self.corpus.image_path(corpus_id)
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                raise InputError(f"cannot read page image ({e.strerror})", path=path, id=corpus_id) from None
+            out = ("sha256:" + hashlib.sha256(data).hexdigest(), "data:image/png;base64," + base64.b64encode(data).decode("ascii"))
+        with self._lock:
+            self._memo[key] = out
+        return out
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info and query string (credentials never reach results)."""
+    p = urlsplit(url)
+    host = p.hostname or ""
+    if p.port:
+        host += f":{p.port}"
+    return urlunsplit((p.scheme, host, p.path, "", ""))
+
+
+def _reject_duplicates(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise ValueError(f"key {k!r} appears twice")
+        d[k] = v
+    return d
+
+
+def parse_answer(text: str | None, stage: str, labels: Sequence[str]) -> list:
+    """Strictly parse a judge answer.
+
+    Accepts one JSON object (optionally inside one Markdown code fence) with exactly the key
+    ``"scores"`` (tournament: ``{label: number in [-5, 5]}``) or ``"answers"`` (rubric:
+    ``{label: {"C1": 0|1, ..., "C5": 0|1}}``), covering exactly ``labels``. Booleans are not numbers
+    here; the strings ``"0"``/``"1"`` are accepted as rubric answers.
+
+    Returns:
+        tournament: list of float scores in label order; rubric: list of ``C``-tuples of int.
+
+    Raises:
+        ValueError: with the reason (the caller adds query and window).
+    """
+    if text is None:
+        raise ValueError("empty answer (no message content)")
+    s = text.strip()
+    if s.startswith("```"):
+        nl = s.find("\n")
+        if nl < 0 or not s.endswith("```"):
+            raise ValueError("unterminated code fence")
+        s = s[nl + 1: -3].strip()
+    try:
+        obj = json.loads(s, object_pairs_hook=_reject_duplicates)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e.msg} at char {e.pos})") from None
+    key = "scores" if stage == "tournament" else "answers"
+    if not isinstance(obj, dict) or set(obj) != {key}:
+        raise ValueError(f"expected an object with the single key {key!r}, got {sorted(obj) if isinstance(obj, dict) else type(obj).__name__}")
+    inner = obj[key]
+    if not isinstance(inner, dict):
+        raise ValueError(f"{key!r} must be an object")
+    missing = [lab for lab in labels if lab not in inner]
+    extra = [k for k in inner if k not in set(labels)]
+    if missing or extra:
+        raise ValueError(f"documents missing {missing} / unknown {extra}")
+    out = []
+    for lab in labels:
+        v = inner[lab]
+        if stage == "tournament":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"score of {lab} is not a finite number: {v!r}")
+            if not SCORE_MIN <= v <= SCORE_MAX:
+                raise ValueError(f"score of {lab} is outside [{SCORE_MIN:g}, {SCORE_MAX:g}]: {v!r}")
+            out.append(float(v))
+        else:
+            crit = [c for c, _, _ in CRITERIA]
+            if not isinstance(v, dict) or set(v) != set(crit):
+                raise ValueError(f"answers of {lab} must have exactly the keys {crit}")
+            row = []
+            for c in crit:
+                a = v[c]
+                if isinstance(a, bool) or a not in (0, 1, "0", "1"):
+                    raise ValueError(f"{lab}.{c} must be 0 or 1, got {a!r}")
+                row.append(int(a))
+            out.append(tuple(row))
+    return out
+
+
+class JudgeCache:
+    """Append-only JSONL cache of parsed judge answers (see the module docstring).
+
+    Args:
+        path: the JSONL file (created on first write), or ``None`` for an in-memory cache.
+
+    Raises:
+        InputError: a malformed line other than a torn last line.
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = None if path is None else Path(path)
+        self._data: dict[str, dict] = {}
+        self._lock = threading.Lock()
+        if self.path is not None and self.path.is_file():
+            lines = self.path.read_text(encoding="utf-8").split("\n")
+            last = max((n for n, ln in enumerate(lines) if ln.strip()), default=-1)
+            for n, ln in enumerate(lines):
+                if not ln.strip():
+                    continue
+                try:
+                    rec = json.loads(ln)
+                    self._data[rec["key"]] = rec
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    if n == last:
+                        warnings.warn(f"{self.path}:{n + 1}: ignoring a torn last cache line", VdrWarning, stacklevel=2)
+                        continue
+                    raise InputError("malformed judge cache line", path=self.path, line=n + 1) from None
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def get(self, key: str) -> dict | None:
+        with self._lock:
+            return self._data.get(key)
+
+    def put(self, record: dict) -> None:
+        """Store ``record`` (must hold ``"key"``) and append it durably to the file."""
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self._data[record["key"]] = record
+            if self.path is None:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+
+@dataclass
+class CallStats:
+    """Counters of one client: HTTP attempts made, answers from cache, new answers, retries."""
+
+    calls: int = 0
+    cached: int = 0
+    answered: int = 0
+    retries: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"calls": self.calls, "cached": self.cached, "answered": self.answered, "retries": self.retries}
+
+
+class JudgeClient:
+    """Ask an OpenAI-compatible chat-completions endpoint to judge windows.
+
+    Args:
+        endpoint: base URL (``http://localhost:8000/v1``). Required: there is no default endpoint.
+        model: the judge model name sent to the endpoint.
+        modality: ``"text"`` (page text) or ``"image"`` (page PNGs as data URLs).
+        api_key: the key; default the first of ``VDR_JUDGE_API_KEY``, ``OPENAI_API_KEY`` that is set,
+            else ``"EMPTY"`` (local servers). Never written anywhere.
+        cache: a :class:`JudgeCache`, a JSONL path, or ``None`` (in memory).
+        concurrency: threads issuing requests (>= 1).
+        budget: most HTTP attempts this client may make (``None``: unlimited). Retries count.
+        timeout: seconds per request. max_retries: retries of a failed request (timeout, connection
+            error, HTTP 429 or >= 500), with exponential backoff ``backoff * 2**attempt`` (+ jitter).
+        temperature, max_tokens: sampling settings. json_mode: send ``response_format=json_object``.
+
+    Raises:
+        JudgeConfigError: no endpoint or model, bad modality or counts.
+    """
+
+    def __init__(self, endpoint: str | None, model: str | None, *, modality: str = "image", api_key: str | None = None,
+                 cache: JudgeCache | str | Path | None = None, concurrency: int = 4, budget: int | None = None,
+                 timeout: float = 120.0, max_retries: int = 4, backoff: float = 1.0, temperature: float = 0.0,
+                 max_tokens: int = 2048, json_mode: bool = False) -> None:
+        if not endpoint:
+            raise JudgeConfigError(
+                "no judge endpoint: give --endpoint URL (an OpenAI-compatible base URL such as http://localhost:8000/v1)"
+                " or set VDR_JUDGE_ENDPOINT; no RCP-nDCG was computed"
+            )
+        if not model:
+            raise JudgeConfigError("no judge model: give --judge-model NAME (the model name the endpoint serves)")
+        if modality not in ("text", "image"):
+            raise JudgeConfigError(f"modality must be 'text' or 'image', got {modality!r}")
+        if concurrency < 1 or max_retries < 0 or (budget is not None and budget < 0):
+            raise JudgeConfigError("concurrency must be >= 1, max_retries >= 0 and budget >= 0")
+        import openai
+
+        key = api_key or next((os.environ[v] for v in API_KEY_ENV if os.environ.get(v)), None) or "EMPTY"
+        self._secret = key
+        self.endpoint = redact_url(endpoint)
+        self.model = model
+        self.modality = modality
+        self.cache = cache if isinstance(cache, JudgeCache) else JudgeCache(cache)
+        self.concurrency = int(concurrency)
+        self.budget = budget
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff = float(backoff)
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.json_mode = bool(json_mode)
+        self.stats = CallStats()
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=endpoint, api_key=key, max_retries=0, timeout=self.timeout)
+
+    def config(self) -> dict:
+        """JSON-ready settings (no key; the endpoint without credentials)."""
+        return {"endpoint": self.endpoint, "model": self.model, "modality": self.modality, "prompt_version": PROMPT_VERSION,
+                "temperature": self.temperature, "max_tokens": self.max_tokens, "json_mode": self.json_mode,
+                "timeout_s": self.timeout, "max_retries": self.max_retries, "concurrency": self.concurrency, "budget": self.budget}
+
+    def _hide(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret and self._secret != "EMPTY" else text
+
+    def cache_key(self, window: Window, query: str, hashes: Sequence[str]) -> str:
+        ident = [self.model, PROMPT_VERSION, window.stage, self.modality, window.query_id,
+                 hashlib.sha256(query.encode("utf-8")).hexdigest(), list(hashes)]
+        return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+    def _messages(self, window: Window, query: str, payloads: Sequence[str]) -> list[dict]:
+        labels = [f"doc_{n + 1}" for n in range(len(window.pages))]
+        if window.stage == "tournament":
+            system, instr = TOURNAMENT_SYSTEM, tournament_instructions(query, labels, self.modality)
+        else:
+            system, instr = RUBRIC_SYSTEM, rubric_instructions(query, labels, self.modality)
+        if self.modality == "text":
+            body = instr + "\n\n" + "\n\n".join(f"[{lab}]\n{p}" for lab, p in zip(labels, payloads))
+            user: object = body
+        else:
+            parts: list[dict] = [{"type": "text", "text": instr}]
+            for lab, url in zip(labels, payloads):
+                parts.append({"type": "text", "text": f"[{lab}]"})
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+            user = parts
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _reserve_call(self) -> None:
+        with self.stats.lock:
+            if self.budget is not None and self.stats.calls >= self.budget:
+                raise BudgetExhausted(f"the call budget of {self.budget} judge calls is spent")
+            self.stats.calls += 1
+
+    def _ask(self, window: Window, messages: list[dict]) -> str | None:
+        o = self._openai
+        kwargs = dict(model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens)
+        if self.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        attempt = 0
+        while True:
+            self._reserve_call()
+            try:
+                resp = self._client.chat.completions.create(**kwargs)
+            except (o.APITimeoutError, o.APIConnectionError, o.RateLimitError, o.InternalServerError) as e:
+                status = getattr(e, "status_code", None)
+                what = "timed out" if isinstance(e, o.APITimeoutError) else (f"HTTP {status}" if status else f"connection failed ({type(e).__name__})")
+                if attempt >= self.max_retries:
+                    raise JudgeCallError(self._hide(f"judge endpoint {self.endpoint}: {what} for {window.describe()}"
+                                                    f" after {attempt + 1} attempt(s): {e}")) from None
+                with self.stats.lock:
+                    self.stats.retries += 1
+                time.sleep(self.backoff * (2 ** attempt) * (1.0 + 0.1 * random.random()))
+                attempt += 1
+                continue
+            except o.APIStatusError as e:
+                raise JudgeCallError(self._hide(f"judge endpoint {self.endpoint}: HTTP {e.status_code} for {window.describe()}: {e}")) from None
+            choice = resp.choices[0] if resp.choices else None
+            if choice is None:
+                raise JudgeOutputError(f"judge answer for {window.describe()} is not valid: no choices in the response")
+            if choice.finish_reason == "length":
+                raise JudgeOutputError(f"judge answer for {window.describe()} is not valid: truncated at max_tokens={self.max_tokens}")
+            return choice.message.content
+
+    def judge(self, windows: Sequence[Window], queries: Mapping[str, str], pages: PageSource) -> list[list]:
+        """Judge every window (cached answers are reused; new ones are cached as they arrive).
+
+        Args:
+            windows: the windows. queries: ``{query_id: text}``. pages: the page source.
+
+        Returns:
+            One parsed answer per window, same order (see :func:`parse_answer`).
+
+        Raises:
+            JudgeOutputError, JudgeCallError, BudgetExhausted: the first failure; requests in flight
+                finish and are cached, queued ones are not sent; the message says how many answers
+                are cached so a rerun resumes.
+        """
+        results: list = [None] * len(windows)
+        todo = []
+        for n, w in enumerate(windows):
+            hashes_payloads = [pages.content(p, self.modality) for p in w.pages]
+            key = self.cache_key(w, queries[w.query_id], [h for h, _ in hashes_payloads])
+            rec = self.cache.get(key)
+            if rec is not None:
+                results[n] = [tuple(x) if isinstance(x, list) else x for x in rec["answer"]]
+                with self.stats.lock:
+                    self.stats.cached += 1
+            else:
+                todo.append((n, w, key, hashes_payloads))
+        if not todo:
+            return results
+        stop = threading.Event()
+
+        def work(item):
+            n, w, key, hp = item
+            if stop.is_set():
+                return
+            try:
+                raw = self._ask(w, self._messages(w, queries[w.query_id], [p for _, p in hp]))
+                labels = [f"doc_{i + 1}" for i in range(len(w.pages))]
+                try:
+                    ans = parse_answer(raw, w.stage, labels)
+                except ValueError as e:
+                    raise JudgeOutputError(f"judge answer for {w.describe()} is not valid: {e}; answer starts {(raw or '')[:200]!r}") from None
+            except BaseException:
+                stop.set()
+                raise
+            self.cache.put({"key": key, "model": self.model, "prompt_version": PROMPT_VERSION, "stage": w.stage,
+                            "modality": self.modality, "query_id": w.query_id, "pages": list(w.pages),
+                            "hashes": [h for h, _ in hp], "answer": [list(a) if isinstance(a, tuple) else a for a in ans], "raw": raw})
+            with self.stats.lock:
+                self.stats.answered += 1
+            results[n] = ans
+
+        with ThreadPoolExecutor(max_workers=self.concurrency) as ex:
+            futs = [ex.submit(work, it) for it in todo]
+            done, _ = wait(futs, return_when=FIRST_EXCEPTION)
+            errs = [f.exception() for f in futs if f.done() and not f.cancelled() and f.exception() is not None]
+            if errs:
+                stop.set()
+                for f in futs:
+                    f.cancel()
+        if errs:
+            missing = sum(r is None for r in results)
+            first = next((e for e in errs if not isinstance(e, BudgetExhausted)), errs[0])
+            msg = f"{first} ({len(self.cache)} answers cached, {missing} of {len(windows)} windows unanswered; rerun to resume)"
+            raise type(first)(self._hide(msg)) if isinstance(first, JudgeError) else first
+        return results
