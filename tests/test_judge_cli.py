@@ -74,6 +74,15 @@ def test_judge_end_to_end_image_modality(results):
         mine = [r for r in rows if r[0] == f"q{q}"]
         assert mine[0][1].startswith(f"doc{q}.pdf")
     assert "RCP-nDCG@3" in res.table() and "nDCG@3" in res.table()
+    # the HTML report shows RCP-nDCG beside qrels nDCG
+    from vdr.report import report
+
+    paths = report(out)
+    page = paths.html.read_text()
+    assert 'id="rcp"' in page and "RCP-nDCG@3" in page
+    kw = next(r for r in doc["runs"] if r["variant"] == "kw")
+    assert f"{kw['rcp_ndcg@3']:.4f}" in page and f"{kw['ndcg@3']:.4f}" in page
+    assert "RCP-nDCG" in paths.markdown.read_text()
     # the API key is nowhere on disk
     for p in out.rglob("*"):
         if p.is_file():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -433,6 +434,37 @@ def _hole_section(res: Results) -> tuple[str, list[str]]:
 # the verb
 
 
+def _judge_section(root: Path) -> tuple[str, list[str]]:
+    """RCP-nDCG beside nDCG and hole@k when ``vdr judge`` wrote ``judge/rcp.json``; else nothing."""
+    path = Path(root) / "judge" / "rcp.json"
+    if not path.is_file():
+        return "", []
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        k = int(doc["k"])
+        rows = doc["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f'<h2 id="rcp">Judge-calibrated nDCG</h2><p class="warn">{esc(path)} is unreadable: {esc(e)}</p>', []
+    comp = {(c.get("backend"), c.get("variant")): c for c in doc.get("comparisons", [])}
+    head = ["backend", "variant", f"RCP-nDCG@{k}", f"nDCG@{k}", f"hole@{k}", f"d RCP-nDCG@{k}", "p (perm)", "p (Holm)", "outside pool"]
+    body = []
+    for r in rows:
+        c = comp.get((r.get("backend"), r.get("variant")))
+        body.append([r.get("backend"), r.get("variant"), _f4(r.get(f"rcp_ndcg@{k}")), _f4(r.get(f"ndcg@{k}")), _f4(r.get(f"hole@{k}")),
+                     "" if c is None else f"{c['delta']:+.4f}", "" if c is None else _f4(c.get("p_value")),
+                     "" if c is None else _f4(c.get("p_value_holm")), str(r.get("outside_pool", ""))])
+    judge = doc.get("judge", {})
+    note = (f"RCP-nDCG@{k} (Rubric-Calibrated Preferences; arXiv 2609.35739) replaces missing labels with calibrated judgments of"
+            f" {judge.get('model')} ({judge.get('modality')}), prompts {doc.get('prompt_version')}; pages outside the calibrated"
+            " pool gain 0 and are counted. qrels-based nDCG penalises unjudged pages by construction (see hole@k).")
+    html_ = (f'<h2 id="rcp">Judge-calibrated nDCG (RCP-nDCG) beside qrels nDCG</h2><p class="note">{esc(note)}</p><table><tr>'
+             + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"
+             + "".join("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in body) + "</table>")
+    md = ["## Judge-calibrated nDCG (RCP-nDCG) beside qrels nDCG", "", _md(note), "", "| " + " | ".join(head) + " |",
+          "|" + "---|" * len(head)] + ["| " + " | ".join(_md(x) for x in row) + " |" for row in body] + [""]
+    return html_, md
+
+
 def report(results_dir: str | Path, out: str | Path | None = None, *, top: int = 5) -> ReportPaths:
     """Write an HTML report and a Markdown summary of a results folder written by :func:`vdr.evaluate`.
 
@@ -513,7 +545,8 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, top: int =
         "randomization test; p (Holm): Holm-corrected over each backend's tests; p (t): paired t-test; 95% CI: bootstrap "
         "interval of the change; W/T/L: queries won, tied, lost.</p>",
     ]
-    body = [*head, *summary, bars_html, changes_html, cases_html, hole_html, "</body></html>", ""]
+    judge_html, judge_md = _judge_section(res.root)
+    body = [*head, *summary, judge_html, bars_html, changes_html, cases_html, hole_html, "</body></html>", ""]
     write_text_atomic(out, "\n".join(body))
 
     md = [f"# {title}", "", f"Results: `{_md(res.root)}`; corpus: `{_md(cfg.get('corpus_dir'))}`; "
@@ -522,7 +555,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, top: int =
         md.append(f"- {_md(b)}: skipped: {_md(r)}")
     if res.skipped:
         md.append("")
-    md += bars_md + [""] + hole_md + cases_md
+    md += judge_md + bars_md + [""] + hole_md + cases_md
     if warnings:
         md += ["## Warnings", ""] + [f"- {_md(w)}" for w in warnings] + [""]
     md.append(f"Full report with plots and page thumbnails: `{out.name}`.")
