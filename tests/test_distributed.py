@@ -350,3 +350,71 @@ def test_streaming_maxsim_peak_rss_does_not_grow_with_pages(tmp_path):
         shutil.rmtree(store)
     # 20,000 pages x 64 tokens x 128 dims of float16 = 328 MB on disk; 2,000 pages = 33 MB
     assert rss[20_000] - rss[2_000] < 200 * 2**20, rss  # growth < 200 MB for 10x the pages
+
+
+# ------------------------------------------------------------------------------ the batch script
+SCRIPT = ROOT / "scripts" / "vdr_batch.sh"
+
+
+def _script_env(**kw) -> dict:
+    env = {k: v for k, v in _env().items() if not k.startswith("SLURM_")}
+    env.update({k: str(v) for k, v in kw.items()})
+    return env
+
+
+def test_batch_script_syntax():
+    p = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "#SBATCH" in SCRIPT.read_text()
+
+
+def test_batch_script_dry_run(tmp_path):
+    env = _script_env(DRY_RUN=1, SLURM_JOB_ID=4242, NPROC_PER_NODE=4, PDFS="/data/pdfs", QUERIES="q.jsonl",
+                      QRELS="qrels.tsv", REWRITES="kw=rw-kw.jsonl conv=rw-conv.jsonl", OUT_ROOT=tmp_path / "jobs",
+                      MODELS="/models/colqwen2.5-v0.2 vidore/colpali-v1.3", PYTHON="python3")
+    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    cmds = [line[2:] for line in p.stdout.splitlines() if line.startswith("+ ")]
+    jobs = tmp_path / "jobs"
+    assert cmds[0] == f"python3 -m vdr ingest /data/pdfs --out {jobs}/corpus --quiet"
+    launch = "python3 -m torch.distributed.run --standalone --nnodes 1 --nproc_per_node 4 -m vdr"
+    assert len(cmds) == 5
+    for i, tag in ((1, "colqwen2.5-v0.2"), (3, "colpali-v1.3")):
+        emb, ev = cmds[i], cmds[i + 1]
+        assert emb.startswith(f"{launch} embed {jobs}/corpus --model ")
+        assert f"--store {jobs}/store" in emb and f"--json {jobs}/4242/{tag}/embed.json" in emb
+        assert ev.startswith(f"{launch} evaluate {jobs}/corpus --queries q.jsonl --qrels qrels.tsv"
+                             " --rewrites kw=rw-kw.jsonl --rewrites conv=rw-conv.jsonl")
+        assert f"--out {jobs}/4242/{tag}/results" in ev and "--backend multimodal,lexical,hybrid" in ev
+    assert not jobs.exists()  # a dry run writes nothing
+
+
+def test_batch_script_multi_node_dry_run(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text("#!/bin/sh\necho node-a\necho node-b\n")
+    (fake / "scontrol").chmod(0o755)
+    env = _script_env(DRY_RUN=1, SLURM_JOB_ID=9, SLURM_JOB_NUM_NODES=2, SLURM_JOB_NODELIST="node-[a-b]", NPROC_PER_NODE=8,
+                      CORPUS="/c", MODELS="/m/colqwen", PYTHON="python3", PATH=f"{fake}:{os.environ['PATH']}")
+    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    cmds = [line[2:] for line in p.stdout.splitlines() if line.startswith("+ ")]
+    assert len(cmds) == 2  # no ingest: CORPUS given
+    assert cmds[0].startswith("srun --nodes 2 --ntasks-per-node 1 python3 -m torch.distributed.run --nnodes 2"
+                              " --nproc_per_node 8 --rdzv_id 9 --rdzv_backend c10d --rdzv_endpoint node-a:29500 -m vdr embed /c")
+
+
+@pytest.mark.slow
+def test_batch_script_runs_text_backends(tmp_path):
+    """A real (not dry) run: one process, lexical backend, logs and results in the job folder."""
+    _eval_inputs(tmp_path)
+    env = _script_env(JOB_ID="j1", NPROC_PER_NODE=1, CORPUS=tmp_path / "corpus", QUERIES=tmp_path / "queries.jsonl",
+                      QRELS=tmp_path / "qrels.tsv", REWRITES=f"kw={tmp_path / 'kw.jsonl'}", BACKENDS="lexical",
+                      OUT_ROOT=tmp_path / "jobs", PYTHON=sys.executable)
+    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    job = tmp_path / "jobs" / "j1"
+    res = json.loads((job / "text-only" / "results" / "results.json").read_text())
+    assert {(r["backend"], r["variant"]) for r in res["runs"]} == {("lexical", "original"), ("lexical", "kw")}
+    assert "results:" in (job / "logs" / "evaluate.log").read_text()
+    assert "JOB_ID=j1" in (job / "job.env").read_text()
