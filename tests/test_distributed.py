@@ -418,3 +418,38 @@ def test_batch_script_runs_text_backends(tmp_path):
     assert {(r["backend"], r["variant"]) for r in res["runs"]} == {("lexical", "original"), ("lexical", "kw")}
     assert "results:" in (job / "logs" / "evaluate.log").read_text()
     assert "JOB_ID=j1" in (job / "job.env").read_text()
+
+
+# --------------------------------------------------------------------------- the prepared GPU check
+def test_gpu_check_runs_small_on_cpu(tmp_path):
+    """benchmarks/gpu_check.py on the CPU (``--small`` is chosen without CUDA): one JSON line, < 60 s."""
+    import time
+
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--pages", "4",
+                        "--batch-size", "2", "--maxsim-pages", "64"], env=_env(), capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert time.perf_counter() - t0 < 60
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["small"] is True and out["model"]["dim"] == 128
+    enc, ms = out["encode"], out["maxsim"]
+    assert enc["pages"] == 4 and enc["pages_per_s"] > 0 and enc["tokens_per_page"] > 0 and enc["workers"] == 1
+    assert ms["gflops"] > 0 and ms["pages"] == 64 and {"bf16", "fp32", "maxsim_block_shape"} <= set(ms["matmul_tflops"])
+
+
+def test_gpu_check_full_size_matches_colqwen2_5_3b():
+    """The full-size model has Qwen2.5-VL-3B's dimensions (built on the meta device: no memory, no time)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    proc = gpu_check.build_processor(768)
+    model, cfg = gpu_check.build_model(proc, False, "meta", torch.bfloat16, "sdpa")
+    d = gpu_check.describe_config(cfg, model)
+    assert d["text"] == {"hidden_size": 2048, "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 2,
+                         "intermediate_size": 11008, "vocab_size": 151936}
+    assert d["vision"] == {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "patch_size": 14,
+                           "spatial_merge_size": 2, "out_hidden_size": 2048}
+    assert d["dim"] == 128 and 3.7e9 < d["parameters"] < 3.8e9  # Qwen2.5-VL-3B: 3.75 B with tied embeddings
