@@ -177,7 +177,9 @@ def _score_blocks(queries, pages, block_tokens, device):
             pad = torch.arange(Lmax, device=device)[None, :] >= torch.tensor(blens, device=device)[:, None]
             S.masked_fill_(pad[None], -math.inf)
         M = S.amax(dim=2)  # (query tokens, nb)
+        del S, P  # free this block's similarities before the next block is read: peak = one block
         yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]  # (n_queries, nb)
+        del M, block
 
 
 def _block_tokens(n_query_tokens: int, budget_bytes: int, dim: int = 128) -> int:
