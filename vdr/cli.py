@@ -3,6 +3,11 @@ function of the same name (``vdr metrics`` -> :func:`vdr.metrics`).
 
 Errors vdr raises on purpose (:class:`~vdr.errors.VdrError`) are printed as one line naming the
 file, line and id, and the command exits with status 2; no traceback.
+
+Under ``torchrun -m vdr ...`` (``WORLD_SIZE`` > 1) :func:`main` joins the process group first
+(:func:`vdr.distributed.init`). ``embed`` and ``evaluate`` run on every rank (work sharded, see
+:mod:`vdr.distributed`); only rank 0 prints and writes outputs. ``metrics`` and ``ingest`` run on rank
+0 alone while the other ranks wait.
 """
 
 from __future__ import annotations
@@ -72,7 +77,11 @@ def metrics_command(
     per_query: Optional[Path] = typer.Option(None, "--per-query", help="Write per-query values as CSV."),
 ) -> None:
     """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
+    from . import distributed as D
     from .evaluation import metrics
+
+    if not D.is_main():
+        return
 
     res = metrics(
         qrels,
@@ -111,6 +120,10 @@ def ingest_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore)."""
+    from . import distributed as D
+
+    if not D.is_main():
+        return
     from .errors import InputError
     from .ingestion import ingest_pdfs, ingest_vidore
     from .ingestion.pdfdir import load_password_map
@@ -195,6 +208,8 @@ def evaluate_command(
         progress=not quiet,
         engine=engine,
     )
+    if res is None:  # torchrun: not rank 0
+        return
     typer.echo(res.table())
     typer.echo(f"results: {out / 'results.json'}")
 
@@ -260,18 +275,23 @@ def embed_command(
     min_pixels: Optional[int] = typer.Option(None, "--min-pixels", help="Qwen families: minimum image area in pixels."),
     max_pixels: Optional[int] = typer.Option(None, "--max-pixels", help="Qwen families: maximum image area in pixels."),
     workers: Optional[int] = typer.Option(None, "--workers", help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
+    shard_pages: int = typer.Option(256, "--shard-pages", help="Pages per committed shard (the unit of resumption)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the embed report as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Encode a corpus' page images into a resumable embedding store (see vdr.embed)."""
     import json
 
+    from . import distributed as D
     from .encoders import embed
     from .io.atomic import write_text_atomic
 
     r = embed(corpus_dir, model, store, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype,
               trust_remote_code=trust_remote_code, revision=revision, query_prefix=query_prefix,
-              min_pixels=min_pixels, max_pixels=max_pixels, num_workers=workers, progress=not quiet)
+              min_pixels=min_pixels, max_pixels=max_pixels, num_workers=workers, shard_pages=shard_pages,
+              progress=not quiet)
+    if not D.is_main():
+        return
     t = r.tokens_per_page
     typer.echo(f"{r.pages} pages: {r.encoded} encoded, {r.reused} reused, {r.removed} removed; tokens/page"
                f" {t['min']}-{t['max']} (mean {t['mean']}); {r.pages_per_second} pages/s; {r.seconds} s -> {r.store}")
@@ -306,11 +326,18 @@ def judge_command(
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (2 on a :class:`VdrError`)."""
+    from . import distributed as D
+
     old = warnings.showwarning
     warnings.showwarning = _show_warning
+    ok = False
     try:
+        D.init()  # torchrun: join the process group (no-op otherwise)
         rc = app(args=argv, prog_name="vdr", standalone_mode=False)
+        ok = True
         return rc if isinstance(rc, int) else 0  # click returns typer.Exit's code here
+    except D.RankFailed:  # rank 0 failed first and prints the error itself
+        return 2
     except VdrError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -328,6 +355,18 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     finally:
         warnings.showwarning = old
+        if ok:
+            D.shutdown()  # final barrier: no rank leaves while rank 0 still writes
+        elif D.launched_by_torchrun():
+            _destroy_group()
+
+
+def _destroy_group() -> None:
+    """Leave the process group without a barrier (after an error: the other ranks may never arrive)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":  # python -m vdr.cli

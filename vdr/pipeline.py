@@ -11,6 +11,13 @@ win/tie/loss, Holm over all variants x metrics of a backend), and writes::
 
 All files are written atomically. ``results.json`` holds no timestamps or timings, so two runs
 with the same inputs write byte-identical files.
+
+Under ``torchrun`` (see :mod:`vdr.distributed`) every rank runs the multimodal backend's heavy
+parts: page embedding (pages sharded across ranks), query encoding (distinct query texts in whole
+batches per rank, gathered on every rank) and MaxSim (pages partitioned, per-query top-k merged on
+rank 0). Rank 0 alone then runs the other backends, the metrics and comparisons and writes every
+output; the other ranks return ``None``. ``results.json`` is byte-identical to a single process' on
+the CPU.
 """
 
 from __future__ import annotations
@@ -283,7 +290,7 @@ def evaluate(
     n_bootstrap: int = 10_000,
     progress: bool = True,
     engine: str = "vdr",
-) -> EvaluationResults:
+) -> EvaluationResults | None:
     """Evaluate original vs rewritten queries on each backend over one page corpus.
 
     Args:
@@ -317,16 +324,19 @@ def evaluate(
             evaluates MTEB's runs here like any other. The other backends are not affected.
 
     Returns:
-        :class:`EvaluationResults` (also written to ``out``).
+        :class:`EvaluationResults` (also written to ``out``); under torchrun, on rank 0 only
+        (``None`` on the other ranks, which only compute).
 
     Raises:
         InputError: missing or malformed inputs (file, line and id named), unknown backends, bad
             variant names, misaligned or empty rewrites.
     """
+    from . import distributed as D
     from .compare import compare, holm_adjust
     from .evaluation import _parse_ks
 
     out = Path(out)
+    progress = progress and D.is_main()
     ks = _parse_ks(k)
     wanted = _parse_list(backends, "--backend")
     unknown = [b for b in wanted if b not in BACKENDS]
@@ -344,7 +354,8 @@ def evaluate(
         from .ingestion import ingest_vidore
 
         corpus_dir = out / "corpus"
-        vidore_info = ingest_vidore(vidore, corpus_dir, revision=vidore_revision, language=vidore_language, progress=progress)
+        vidore_info = D.run_on_main(ingest_vidore, vidore, corpus_dir, revision=vidore_revision, language=vidore_language,
+                                    progress=progress)
     if corpus_dir is None:
         raise InputError("no corpus: give CORPUS_DIR or --vidore DATASET")
     corpus_dir = Path(corpus_dir)
@@ -386,8 +397,8 @@ def evaluate(
             skipped["multimodal"] = "no --model given (a ColPali-family checkpoint: hub name or local path)"
         else:
             try:
-                if engine == "mteb":
-                    runs, cfg, rep = _mteb_multimodal_runs(
+                if engine == "mteb":  # MTEB runs its own loop: rank 0 alone under torchrun
+                    runs, cfg, rep = (None, None, None) if not D.is_main() else _mteb_multimodal_runs(
                         corpus_dir, variants, qrels_obj, model, out, depth, ks,
                         batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
                     )
@@ -396,10 +407,14 @@ def evaluate(
                         corpus_dir, corpus, variants, model, store, depth,
                         batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
                     )
-                runs_by_backend["multimodal"], configs["multimodal"], reports["multimodal"] = runs, cfg, rep
+                if runs is not None:
+                    runs_by_backend["multimodal"], configs["multimodal"], reports["multimodal"] = runs, cfg, rep
             except VdrError as e:
                 skipped["multimodal"] = f"model {model!r} could not be used: {e}"
         timings["multimodal"] = time.perf_counter() - t0
+    if not D.is_main():
+        return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
+
     def text_backend(name: str, backend) -> None:
         t0 = time.perf_counter()
         runs_by_backend[name] = {}
@@ -557,23 +572,29 @@ def _multimodal_runs(corpus_dir, corpus, variants, model, store, depth, *, batch
     once across all variants, and score with streaming MaxSim top-k.
 
     Returns:
-        ``({variant: Run}, config, report)``.
+        ``({variant: Run}, config, report)``; ``(None, None, None)`` on ranks other than 0 under torchrun.
 
     Raises:
         VdrError: the model cannot be loaded (missing weights, offline hub name, ...) or a store error.
     """
+    from . import distributed as D
     from .encoders import embed
     from .encoders.colpali import LateInteractionEncoder
-    from .scoring import maxsim_topk
     from .store import EmbeddingStore
 
-    enc = LateInteractionEncoder.load(model, device=device, trust_remote_code=trust_remote_code)
+    enc = LateInteractionEncoder.load(model, device=D.device_for_rank(device), trust_remote_code=trust_remote_code)
     store_dir = Path(store) if store is not None else Path(corpus_dir) / "embeddings"
     rep = embed(corpus_dir, enc, store_dir, batch_size=batch_size, device=device, progress=progress)
     st = EmbeddingStore.open(rep.store)
     texts = list(dict.fromkeys(q.text for qs in variants.values() for q in qs.values()))
-    embs = enc.encode_queries(texts, batch_size=max(1, batch_size * 4), progress=progress)
-    top = maxsim_topk(embs, st, min(depth, len(st)), device=device if device and device.startswith("cuda") else None)
+    qbs = max(1, batch_size * 4)
+    # under torchrun: whole batches per rank (the batches a single process forms), gathered everywhere
+    parts = D.all_gather_object(enc.encode_queries(D.shard_batches(texts, qbs), batch_size=qbs, progress=progress))
+    embs = [e for part in parts for e in part]
+    score_device = D.device_for_rank(device) if device and device.startswith("cuda") else None
+    top = D.sharded_maxsim_topk(embs, st, min(depth, len(st)), device=score_device)
+    if top is None:  # not rank 0
+        return None, None, None
     by_text = {t: dict(zip(ids, scores)) for t, ids, scores in zip(texts, top.ids, top.scores.tolist())}
     runs = {name: Run._trusted({qid: dict(by_text[q.text]) for qid, q in qs.items()}, name=f"multimodal-{name}") for name, qs in variants.items()}
     config = dict(enc.settings, fingerprint=enc.fingerprint, query_template=enc.query_template, batch_size=batch_size,

@@ -40,7 +40,7 @@ import torch
 
 from .errors import InputError
 
-__all__ = ["maxsim", "maxsim_topk", "TopK", "PageSource"]
+__all__ = ["maxsim", "maxsim_topk", "merge_topk", "SubsetSource", "TopK", "PageSource"]
 
 DEFAULT_BUDGET_BYTES = 256 * 2**20
 # BLAS libraries switch to other kernels (another summation order) for very thin matrices; padding
@@ -177,7 +177,9 @@ def _score_blocks(queries, pages, block_tokens, device):
             pad = torch.arange(Lmax, device=device)[None, :] >= torch.tensor(blens, device=device)[:, None]
             S.masked_fill_(pad[None], -math.inf)
         M = S.amax(dim=2)  # (query tokens, nb)
+        del S, P  # free this block's similarities before the next block is read: peak = one block
         yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]  # (n_queries, nb)
+        del M, block
 
 
 def _block_tokens(n_query_tokens: int, budget_bytes: int, dim: int = 128) -> int:
@@ -270,3 +272,80 @@ def maxsim_topk(
         o = torch.argsort(cand_s, dim=1, descending=True, stable=True)[:, :k]
         best_s, best_i = cand_s.gather(1, o), cand_i.gather(1, o)
     return TopK(best_s, best_i, None if ids is None else [[ids[j] for j in row] for row in best_i.tolist()])
+
+
+class SubsetSource:
+    """A :class:`PageSource` over some pages of another source (one rank's part of a store).
+
+    Args:
+        source: the full source (e.g. an :class:`~vdr.store.EmbeddingStore`).
+        ids: the pages to expose, in this order (each must be in ``source``).
+    """
+
+    def __init__(self, source: PageSource, ids: Sequence[str]) -> None:
+        self.source = source
+        self._ids = list(ids)
+        length = dict(zip(source.ids(), source.lengths()))
+        try:
+            self._lengths = [int(length[p]) for p in self._ids]
+        except KeyError as e:
+            raise InputError(f"page {e.args[0]!r} is not in the page source") from None
+
+    def ids(self) -> list[str]:
+        """The subset's page ids."""
+        return list(self._ids)
+
+    def lengths(self) -> list[int]:
+        """Tokens per page, aligned with :meth:`ids`."""
+        return list(self._lengths)
+
+    def iter_blocks(self, max_tokens: int, ids: Sequence[str] | None = None):
+        """Blocks of the underlying source (default: this subset's pages)."""
+        return self.source.iter_blocks(max_tokens, self._ids if ids is None else ids)
+
+
+def merge_topk(parts: Sequence[TopK], k: int, *, id_order: Sequence[str] | None = None) -> TopK:
+    """Merge per-part top-k lists (each over a disjoint set of pages, with ids) into the global top ``k``.
+
+    The order is :func:`maxsim_topk`'s for sources with ids: score descending, then page id descending
+    (trec_eval's tie rule). Because that is a total order, the global top ``k`` lies within the union of
+    the parts' top ``k`` lists, so the merge gives exactly the top-k of scoring all pages at once
+    (given the same scores; on the CPU they are bit-identical whatever the block).
+
+    Args:
+        parts: :class:`TopK` results with ``ids``, the same queries in the same order.
+        k: pages to keep per query.
+        id_order: the full source's ids (store order); when given, ``indices`` of the result are
+            positions in it, else positions are taken from the parts as they are.
+
+    Returns:
+        :class:`TopK` with float32 scores, int64 indices and ids.
+
+    Raises:
+        InputError: no parts, parts without ids, or different numbers of queries.
+    """
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        raise InputError("nothing to merge")
+    if any(p.ids is None for p in parts):
+        raise InputError("merge_topk needs page ids in every part")
+    nq = parts[0].scores.shape[0]
+    if any(p.scores.shape[0] != nq for p in parts):
+        raise InputError("parts score different numbers of queries")
+    pos = {pid: j for j, pid in enumerate(id_order)} if id_order is not None else None
+    rows_s, rows_i, rows_id = [], [], []
+    for q in range(nq):
+        cand = []
+        for p in parts:
+            cand += zip(p.scores[q].tolist(), p.indices[q].tolist(), p.ids[q])
+        cand.sort(key=lambda c: c[2], reverse=True)  # ties: page id descending ...
+        cand.sort(key=lambda c: c[0], reverse=True)  # ... under score descending (stable)
+        cand = cand[:k]
+        rows_s.append([c[0] for c in cand])
+        rows_i.append([pos[c[2]] if pos is not None else c[1] for c in cand])
+        rows_id.append([c[2] for c in cand])
+    width = max((len(r) for r in rows_s), default=0)
+    if any(len(r) != width for r in rows_s):
+        raise InputError("parts hold different numbers of pages per query")
+    return TopK(torch.tensor(rows_s, dtype=torch.float32).reshape(nq, width),
+                torch.tensor(rows_i, dtype=torch.int64).reshape(nq, width), rows_id)

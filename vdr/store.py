@@ -9,6 +9,9 @@ Layout::
                                   or {"remove": [ids]}; later lines override earlier ones
         shards/000001-<rand>.safetensors   one tensor "embeddings" (n_tokens, dim), pages back to back
         .lock                     held (flock) by the one writer
+        journal.rank-<r>.jsonl    rank r's own journal while a distributed run writes (torchrun)
+        shards/r<r>-000001-<rand>.safetensors   rank r's shards
+        .lock.rank-<r>            held by rank r's writer
 
 Commit protocol: a shard is written to a temporary name, fsynced and ``os.replace``-d into place
 (and the folder fsynced) *before* its journal line is appended with one ``write`` and fsynced. A
@@ -16,6 +19,19 @@ kill -9 can therefore leave (a) a temporary file, (b) a complete shard that no j
 or (c) a torn last journal line (no trailing newline or invalid JSON). Readers ignore all three;
 the next writer deletes them and re-encodes those pages, so a resumed run ends with exactly the
 vectors of an uninterrupted one. Temporary names never appear in the journal.
+
+Several writers at once (``torchrun -m vdr embed``, see :mod:`vdr.distributed`): rank 0 first
+opens the main writer (which cleans up and plans the work) and closes it; then each rank opens a
+*rank writer* (``open_for_writing(..., rank=r)``) that takes only its own lock, names its shards
+``r<r>-...`` and appends to its own ``journal.rank-<r>.jsonl`` with the same commit protocol; after
+a barrier rank 0 opens the main writer again, which **merges** the rank journals: under each rank's
+lock, the valid lines of ``journal.rank-<r>.jsonl`` (ranks in ascending order) are appended to
+``journal.jsonl`` with one write and fsync, then the rank journal is deleted. The shards stay where
+they are. Readers fold the rank journals in after the main one (same order), so a store is the same
+before and after the merge, and a crash between the append and the delete only replays identical
+lines. A rank killed mid-run leaves its committed shards in its journal; the next writer (distributed
+or not) merges them and re-encodes only what is missing. With contiguous sharding the merged journal
+lists pages in the order a single process writes them.
 
 A different encoder fingerprint or stored dtype gets a different folder (key), so vectors are
 never reused across models or settings; a page whose content hash changed is re-encoded (its new
@@ -27,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import struct
 from collections import OrderedDict
@@ -50,6 +67,10 @@ def _init_dtypes() -> None:
     import torch
 
     _ST_DTYPES.update({"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32})
+
+
+LOCK_FILE = ".lock"
+_RANK_JOURNAL = re.compile(r"^journal\.rank-(\d+)\.jsonl$")
 _DTYPES = ("float16", "float32")
 
 
@@ -81,9 +102,82 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _read_journal(path: Path) -> tuple[OrderedDict[str, _Entry], int, bool]:
-    """Entries, the byte length of the valid prefix, and whether a torn tail was found."""
-    entries: OrderedDict[str, _Entry] = OrderedDict()
+def _rank_journal_name(rank: int) -> str:
+    return f"journal.rank-{int(rank)}.jsonl"
+
+
+def _rank_journals(path: Path) -> list[tuple[int, Path]]:
+    """``(rank, path)`` of every rank journal in a key folder, ranks ascending."""
+    if not path.is_dir():
+        return []
+    out = []
+    for p in path.iterdir():
+        m = _RANK_JOURNAL.match(p.name)
+        if m:
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def _read_all_journals(path: Path) -> OrderedDict[str, _Entry]:
+    """Entries of the main journal, then each rank journal folded in (ranks ascending)."""
+    entries, _, _ = _read_journal(path / JOURNAL_FILE)
+    for _, jp in _rank_journals(path):
+        _read_journal(jp, entries)
+    return entries
+
+
+def _truncate_torn(jpath: Path) -> None:
+    _, good, torn = _read_journal(jpath)
+    if torn:
+        with open(jpath, "r+b") as f:
+            f.truncate(good)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _append_bytes(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _merge_rank_journals(path: Path) -> int:
+    """Fold every ``journal.rank-<r>.jsonl`` into ``journal.jsonl`` (caller holds the main lock).
+
+    For each rank (ascending), under that rank's lock: append the journal's valid lines (a torn tail
+    is dropped; its shard becomes garbage) to the main journal in one write + fsync, then delete the
+    rank journal. Returns the number of rank journals merged.
+
+    Raises:
+        StoreError: a rank writer still holds its lock.
+    """
+    merged = 0
+    for r, jp in _rank_journals(path):
+        fd = _lock(path, f"{LOCK_FILE}.rank-{r}", f"rank {r} of a distributed run is still writing this embedding store")
+        try:
+            _, good, _ = _read_journal(jp)
+            data = jp.read_bytes()[:good]
+            if data:
+                _append_bytes(path / JOURNAL_FILE, data)
+            jp.unlink()
+            _fsync_dir(path)
+            merged += 1
+        finally:
+            _unlock(fd)
+    return merged
+
+
+def _read_journal(path: Path, entries: OrderedDict[str, _Entry] | None = None) -> tuple[OrderedDict[str, _Entry], int, bool]:
+    """Entries (folded into ``entries`` when given), the byte length of the valid prefix, and whether
+    a torn tail was found."""
+    if entries is None:
+        entries = OrderedDict()
     if not path.is_file():
         return entries, 0, False
     data = path.read_bytes()
@@ -137,6 +231,9 @@ class EmbeddingStore:
         self._pending_tokens = 0
         self._lock_fd: int | None = None
         self._seq = 0
+        self.rank: int | None = None  # set on a rank writer
+        self._journal_name = JOURNAL_FILE
+        self._shard_prefix = ""
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -170,22 +267,30 @@ class EmbeddingStore:
             raise StoreError(f"{root} holds vectors of {len(cand)} encoder settings ({desc}); pass fingerprint= (a folder name)")
         path = cand[0]
         meta = _load_meta(path)
-        entries, _, _ = _read_journal(path / JOURNAL_FILE)
-        return cls(path, meta, entries)
+        return cls(path, meta, _read_all_journals(path))
 
     @classmethod
     def open_for_writing(cls, store_dir: str | Path, *, encoder_fingerprint: str, encoder_settings: dict, dtype: str = "float16",
-                         dim: int) -> "EmbeddingStore":
+                         dim: int, rank: int | None = None) -> "EmbeddingStore":
         """Open (creating when needed) the key folder of ``(encoder_fingerprint, dtype)`` under ``store_dir``
-        for writing; take its lock; remove leftovers of an interrupted run (temporary files, shards no
-        journal line names, a torn journal tail).
+        for writing; take its lock; merge rank journals left by a distributed run; remove leftovers of
+        an interrupted run (temporary files, shards no journal line names, a torn journal tail).
+
+        Args:
+            rank: open a *rank writer* instead (distributed runs, see the module docstring): it takes
+                only the lock ``.lock.rank-<rank>``, appends to ``journal.rank-<rank>.jsonl``, names its
+                shards ``r<rank>-...``, and only ever deletes its own leftovers. The key folder must
+                already exist (the main writer creates it).
 
         Raises:
-            StoreError: bad dtype, another writer holds the lock, or the folder's ``store.json``
-                disagrees with the key (dim, fingerprint).
+            StoreError: bad dtype, another writer holds the lock (or a rank writer is still active when
+                the main writer merges), or the folder's ``store.json`` disagrees with the key (dim,
+                fingerprint).
         """
         key = store_key(encoder_fingerprint, dtype)
         path = Path(store_dir) / key[:16]
+        if rank is not None:
+            return cls._open_rank_writer(path, key, dim, int(rank))
         (path / SHARDS_DIR).mkdir(parents=True, exist_ok=True)
         lock_fd = _lock(path)
         try:
@@ -202,17 +307,39 @@ class EmbeddingStore:
 
                 write_text_atomic(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
                 _fsync_dir(path)
-            jpath = path / JOURNAL_FILE
-            entries, good, torn = _read_journal(jpath)
-            if torn:
-                with open(jpath, "r+b") as f:
-                    f.truncate(good)
-                    f.flush()
-                    os.fsync(f.fileno())
+            _truncate_torn(path / JOURNAL_FILE)
+            _merge_rank_journals(path)
+            entries, _, _ = _read_journal(path / JOURNAL_FILE)
             st = cls(path, meta, entries, writable=True)
             st._lock_fd = lock_fd
             st._collect_garbage()
-            st._seq = max([int(n.split("-", 1)[0]) for n in st._shard_names()] + [0])
+            st._seq = max([int(m.group(1)) for n in st._shard_names() if (m := re.match(r"^(\d+)-", n))] + [0])
+            return st
+        except BaseException:
+            _unlock(lock_fd)
+            raise
+
+    @classmethod
+    def _open_rank_writer(cls, path: Path, key: str, dim: int, rank: int) -> "EmbeddingStore":
+        if rank < 0:
+            raise StoreError(f"rank must be >= 0, got {rank}")
+        if not (path / META_FILE).is_file():
+            raise StoreError(f"{path}: no store.json; the main writer must create the store before rank writers open it")
+        meta = _load_meta(path)
+        if meta.get("key") != key or meta.get("dim") != dim:
+            raise StoreError(f"{path}: store.json (key {meta.get('key')}, dim {meta.get('dim')}) does not match"
+                             f" this encoder (key {key}, dim {dim})")
+        lock_fd = _lock(path, f"{LOCK_FILE}.rank-{rank}", f"another process is writing rank {rank} of this embedding store")
+        try:
+            _truncate_torn(path / _rank_journal_name(rank))
+            st = cls(path, meta, _read_all_journals(path), writable=True)
+            st._lock_fd = lock_fd
+            st.rank = rank
+            st._journal_name = _rank_journal_name(rank)
+            st._shard_prefix = f"r{rank}-"
+            st._collect_garbage()
+            pat = re.compile(rf"^r{rank}-(\d+)-")
+            st._seq = max([int(m.group(1)) for n in st._shard_names() if (m := pat.match(n))] + [0])
             return st
         except BaseException:
             _unlock(lock_fd)
@@ -366,9 +493,14 @@ class EmbeddingStore:
         return sorted(p.name for p in d.iterdir() if p.name.endswith(".safetensors") and not p.name.startswith("."))
 
     def _collect_garbage(self) -> None:
+        """Delete temporary files and shards no journal names. A rank writer only touches its own
+        (``r<rank>-``) names: other ranks may be writing theirs at the same moment."""
         live = {e.shard for e in self._entries.values()}
         d = self.path / SHARDS_DIR
+        mine = self._shard_prefix
         for p in d.iterdir():
+            if mine and not (p.name.startswith(mine) or p.name.startswith("." + mine)):
+                continue
             if p.name.startswith(".") or (p.name.endswith(".safetensors") and p.name not in live):
                 try:
                     p.unlink()
@@ -412,7 +544,7 @@ class EmbeddingStore:
         if not self._pending:
             return None
         self._seq += 1
-        name = f"{self._seq:06d}-{secrets.token_hex(4)}.safetensors"
+        name = f"{self._shard_prefix}{self._seq:06d}-{secrets.token_hex(4)}.safetensors"
         tokens = torch.cat([v for _, _, v in self._pending], dim=0)
         pages, off = [], 0
         for pid, h, v in self._pending:
@@ -446,7 +578,7 @@ class EmbeddingStore:
 
     def _append_journal(self, rec: dict) -> None:
         line = (json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-        fd = os.open(self.path / JOURNAL_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.path / self._journal_name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             self._journal_write(fd, line)
             os.fsync(fd)
@@ -470,11 +602,13 @@ class EmbeddingStore:
             view = view[n:]
 
     def close(self) -> None:
-        """Commit queued pages, delete shards without live pages, release the lock (idempotent)."""
+        """Commit queued pages, delete shards without live pages, release the lock (idempotent).
+        A rank writer only commits (its shards are merged by the main writer)."""
         if self._writable:
             try:
                 self.commit()
-                self._collect_garbage()
+                if self.rank is None:
+                    self._collect_garbage()
             finally:
                 self._writable = False
                 _unlock(self._lock_fd)
@@ -507,17 +641,17 @@ def _load_meta(path: Path) -> dict:
     return meta
 
 
-def _lock(path: Path) -> int | None:
+def _lock(path: Path, name: str = LOCK_FILE, busy: str = "another process is writing this embedding store") -> int | None:
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: no advisory lock
         return None
-    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path / name, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        raise StoreError(f"{path}: another process is writing this embedding store") from None
+        raise StoreError(f"{path}: {busy}") from None
     return fd
 
 

@@ -98,6 +98,15 @@ def embed(
     the corpus are dropped. Progress is committed every ``shard_pages`` pages, so an interrupted
     run (even kill -9) resumes where it stopped and ends with the vectors an uninterrupted run gives.
 
+    Under ``torchrun`` (a :mod:`vdr.distributed` process group of more than one rank) every rank calls
+    this with the same arguments: the ranks hash their contiguous share of the pages and exchange the
+    hashes; rank 0 opens the store, merges what an interrupted run left, drops stale pages and plans
+    the pages to encode; each rank encodes its share of that list in whole batches
+    (:func:`vdr.distributed.shard_batches`, so each batch is the one a single process forms) into its
+    own rank journal and shards; after a barrier rank 0 merges the rank journals. The store is then
+    the one a single process writes (same page ids in the same order, bit-identical vectors on the
+    CPU); the report counts all ranks' pages. ``device`` ``None``/``"cuda"`` means ``cuda:LOCAL_RANK``.
+
     Args:
         corpus_dir: a corpus folder (``pages.jsonl`` + ``images/``, see :mod:`vdr.corpus`).
         model: hub name, local checkpoint folder, or an already loaded :class:`LateInteractionEncoder`
@@ -122,6 +131,7 @@ def embed(
         ModelLoadError: see :meth:`LateInteractionEncoder.load`.
         StoreError: another writer holds the store, or its files are inconsistent.
     """
+    from .. import distributed as D
     from ..corpus import Corpus
     from ..store import EmbeddingStore
 
@@ -133,11 +143,12 @@ def embed(
     if dtype not in ("float16", "float32"):
         raise InputError(f"stored dtype must be float16 or float32, got {dtype!r}")
     corpus = Corpus.load(corpus_dir)
+    distributed = D.is_distributed()
     if isinstance(model, LateInteractionEncoder):
         enc = model
     else:
         enc = LateInteractionEncoder.load(
-            model, device=device, dtype=model_dtype, trust_remote_code=trust_remote_code,
+            model, device=D.device_for_rank(device), dtype=model_dtype, trust_remote_code=trust_remote_code,
             attn_implementation=attn_implementation, query_prefix=query_prefix, n_augmentation=n_augmentation,
             min_pixels=min_pixels, max_pixels=max_pixels, revision=revision,
         )
@@ -147,6 +158,9 @@ def embed(
         num_workers = 2 if str(enc.device).startswith("cuda") else 0
 
     ids = corpus.ids()
+    if distributed:
+        return _embed_distributed(corpus, enc, store_dir, ids, t0, batch_size=batch_size, dtype=dtype,
+                                  num_workers=num_workers, shard_pages=shard_pages, progress=progress)
     hashes = {pid: page_content_hash(corpus.image_path(pid)) for pid in ids}
     store = EmbeddingStore.open_for_writing(store_dir, encoder_fingerprint=enc.fingerprint,
                                             encoder_settings=enc.describe(), dtype=dtype, dim=enc.dim)
@@ -170,11 +184,82 @@ def embed(
         path = str(store.path)
     finally:
         store.close()
-    tpp = ({"min": min(lengths), "mean": round(statistics.fmean(lengths), 2), "max": max(lengths)} if lengths
-           else {"min": 0, "mean": 0.0, "max": 0})
     return EmbedReport(
         store=path, fingerprint=enc.fingerprint, pages=len(ids), encoded=len(todo), reused=reused, removed=len(stale),
-        tokens_per_page=tpp, seconds=round(time.perf_counter() - t0, 3),
+        tokens_per_page=_tokens_per_page(lengths), seconds=round(time.perf_counter() - t0, 3),
         pages_per_second=round(len(todo) / t_enc, 3) if t_enc > 0 else 0.0, batch_size=batch_size,
         batch_size_final=enc.batch_cap or batch_size, dtype=dtype, encoder=enc.describe(),
+    )
+
+
+def _tokens_per_page(lengths: list[int]) -> dict:
+    return ({"min": min(lengths), "mean": round(statistics.fmean(lengths), 2), "max": max(lengths)} if lengths
+            else {"min": 0, "mean": 0.0, "max": 0})
+
+
+def _embed_distributed(corpus, enc: LateInteractionEncoder, store_dir, ids: list[str], t0: float, *, batch_size: int,
+                       dtype: str, num_workers: int, shard_pages: int, progress: bool) -> EmbedReport:
+    """:func:`embed` under torchrun (every rank calls it; see :func:`embed` for the protocol)."""
+    from .. import distributed as D
+    from ..store import EmbeddingStore
+
+    # 1. hashes: each rank reads its contiguous share of the images, all ranks get all hashes
+    hashes: dict[str, str] = {}
+    for part in D.all_gather_object({pid: page_content_hash(corpus.image_path(pid)) for pid in D.shard(ids)}):
+        hashes.update(part)
+
+    # 2. rank 0: open the main writer (merges rank journals of an interrupted run, collects garbage),
+    #    drop stale pages, plan the work; close before any rank writer opens
+    def plan():
+        st = EmbeddingStore.open_for_writing(store_dir, encoder_fingerprint=enc.fingerprint,
+                                             encoder_settings=enc.describe(), dtype=dtype, dim=enc.dim)
+        try:
+            wanted = set(ids)
+            stale = [pid for pid in st.ids() if pid not in wanted]
+            st.remove(stale)
+            todo = [pid for pid in ids if st.content_hash(pid) != hashes[pid]]
+        finally:
+            st.close()
+        return len(stale), todo
+
+    n_stale, todo = D.run_on_main(plan)
+
+    # 3. every rank encodes its share, whole batches, into its own journal and shards
+    mine = D.shard_batches(todo, batch_size)
+    t_enc = 0.0
+    if mine:
+        w = EmbeddingStore.open_for_writing(store_dir, encoder_fingerprint=enc.fingerprint, encoder_settings=enc.describe(),
+                                            dtype=dtype, dim=enc.dim, rank=D.rank())
+        try:
+            t1 = time.perf_counter()
+            for bids, vecs in enc.iter_pages(corpus, batch_size, ids=mine, num_workers=num_workers,
+                                             progress=progress and D.is_main()):
+                for pid, v in zip(bids, vecs):
+                    w.add(pid, hashes[pid], v)
+                if w.pending >= shard_pages:
+                    w.commit()
+            w.commit()
+            t_enc = time.perf_counter() - t1
+        except BaseException:
+            w._pending = []  # keep what was committed; the rest is re-encoded on resume
+            raise
+        finally:
+            w.close()
+    facts = D.all_gather_object((t_enc, enc.batch_cap or batch_size))
+    # 4. after every rank has closed its writer, rank 0 merges the rank journals
+    def merge():
+        st = EmbeddingStore.open_for_writing(store_dir, encoder_fingerprint=enc.fingerprint,
+                                             encoder_settings=enc.describe(), dtype=dtype, dim=enc.dim)
+        try:
+            return str(st.path), st.lengths()
+        finally:
+            st.close()
+
+    path, lengths = D.run_on_main(merge)
+    t_max = max(t for t, _ in facts)
+    return EmbedReport(
+        store=path, fingerprint=enc.fingerprint, pages=len(ids), encoded=len(todo), reused=len(ids) - len(todo),
+        removed=n_stale, tokens_per_page=_tokens_per_page(lengths), seconds=round(time.perf_counter() - t0, 3),
+        pages_per_second=round(len(todo) / t_max, 3) if t_max > 0 else 0.0, batch_size=batch_size,
+        batch_size_final=min(c for _, c in facts), dtype=dtype, encoder=enc.describe(),
     )
