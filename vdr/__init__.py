@@ -23,7 +23,8 @@ _LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder
 
 
 def __getattr__(name: str):
-    """``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
+    """``vdr.evaluate`` (the main job), ``vdr.judge`` (RCP-nDCG), ``vdr.embed``, ``vdr.EmbedReport``,
+    ``vdr.LateInteractionEncoder``: imported on first use, so
     that ``import vdr`` does not import torch; ``vdr.report`` (the callable :mod:`vdr.report`
     package: ``vdr.report(results_dir)`` writes a report, ``vdr.report.load_results`` loads one)
     likewise, so that ``import vdr`` does not import matplotlib."""
@@ -31,6 +32,14 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(".report", __name__)
+    if name == "evaluate":
+        from .pipeline import evaluate
+
+        return evaluate
+    if name == "judge":  # the callable vdr.judge package: vdr.judge(results_dir, ...) runs the judge
+        import importlib
+
+        return importlib.import_module(".judge", __name__)
     if name in _LAZY:
         from . import encoders
 
@@ -51,6 +60,8 @@ __all__ = [
     "IngestReport",
     "VidoreReport",
     "embed",
+    "evaluate",
+    "judge",
     "EmbedReport",
     "EmbeddingStore",
     "LateInteractionEncoder",

@@ -159,8 +159,8 @@ def ingest_command(
 @app.command("evaluate")
 def evaluate_command(
     corpus_dir: Optional[Path] = typer.Argument(None, help="Corpus folder from `vdr ingest` (omit with --vidore)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Original queries (BEIR queries.jsonl; `history` optional)."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Original queries (BEIR queries.jsonl; `history` optional); default CORPUS_DIR/queries.jsonl."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv."),
     rewrites: Optional[list[str]] = typer.Option(None, "--rewrites", help="A rewrite variant NAME=FILE (repeatable)."),
     backend: str = typer.Option("multimodal,lexical,semantic,hybrid", "--backend", help="Comma-separated backends."),
     model: Optional[str] = typer.Option(None, "--model", help="ColPali-family model (hub name or local path) for the multimodal backend."),
@@ -180,6 +180,13 @@ def evaluate_command(
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     from .pipeline import evaluate
 
+    if quiet:  # transformers' weight-loading bar as well
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover
+            pass
     rw: dict[str, str] = {}
     for item in rewrites or []:
         name, sep, path = item.partition("=")

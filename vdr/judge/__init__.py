@@ -26,6 +26,8 @@ import io
 import json
 import math
 import os
+import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,3 +304,14 @@ def _finite(obj):
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+class _CallableModule(types.ModuleType):
+    """``vdr.judge`` both as a package and as the verb: calling the module calls :func:`judge`."""
+
+    def __call__(self, results_dir, **kwargs) -> JudgeResult:
+        """Same as :func:`judge`."""
+        return judge(results_dir, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

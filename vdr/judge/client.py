@@ -404,13 +404,21 @@ class JudgeClient:
         if self.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         attempt = 0
+        last_failure: str | None = None
         while True:
-            self._reserve_call()
+            try:
+                self._reserve_call()
+            except BudgetExhausted:
+                if last_failure is None:
+                    raise
+                # the budget ran out while retrying a failing endpoint: the failure is the cause, not the budget
+                raise JudgeCallError(self._hide(f"{last_failure} (the call budget of {self.budget} ran out while retrying)")) from None
             try:
                 resp = self._client.chat.completions.create(**kwargs)
             except (o.APITimeoutError, o.APIConnectionError, o.RateLimitError, o.InternalServerError) as e:
                 status = getattr(e, "status_code", None)
                 what = "timed out" if isinstance(e, o.APITimeoutError) else (f"HTTP {status}" if status else f"connection failed ({type(e).__name__})")
+                last_failure = f"judge endpoint {self.endpoint}: {what} for {window.describe()} after {attempt + 1} attempt(s): {e}"
                 if attempt >= self.max_retries:
                     raise JudgeCallError(self._hide(f"judge endpoint {self.endpoint}: {what} for {window.describe()}"
                                                     f" after {attempt + 1} attempt(s): {e}")) from None
