@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from vdr import distributed as D
 from vdr.scoring import SubsetSource, TopK, maxsim_topk, merge_topk
 from vdr.store import JOURNAL_FILE, SHARDS_DIR, EmbeddingStore
 
-from tiny_models import colqwen_dir, make_corpus  # noqa: F401  (session fixture)
+from tiny_models import make_corpus  # noqa: F401  (session fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 # 10 pages, mixed sizes: with batch size 2 the ranks get 3 and 2 batches

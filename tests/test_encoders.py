@@ -11,15 +11,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_models import (  # noqa: E402,F401
-    QWEN_MAX_PIXELS,
-    QWEN_MIN_PIXELS,
-    colpali_dir,
-    colqwen,
-    colqwen_dir,
-    make_corpus,
-    random_image,
-)
+from tiny_models import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, make_corpus, random_image  # noqa: E402
 from vdr.encoders import DEFAULT_QUERY_PREFIX, LateInteractionEncoder, QueryTemplate  # noqa: E402
 from vdr.errors import InputError, ModelLoadError  # noqa: E402
 

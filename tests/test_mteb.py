@@ -31,7 +31,7 @@ import pytest  # noqa: E402
 
 mteb = pytest.importorskip("mteb")
 
-from tiny_models import colqwen_dir, make_corpus  # noqa: E402,F401
+from tiny_models import make_corpus  # noqa: E402,F401
 
 import vdr  # noqa: E402
 from vdr.errors import InputError  # noqa: E402

@@ -13,7 +13,6 @@ import vdr
 from vdr.errors import AlignmentError, InputError
 from vdr.pipeline import evaluate
 
-from tiny_models import colqwen_dir  # noqa: F401  (session fixture)
 
 PDFS = Path(__file__).resolve().parents[2] / "shared" / "pdfs"
 SMALL = ["pdflatex-4-pages.pdf", "minimal-document.pdf", "google-doc-document.pdf", "pdflatex-image.pdf", "habibi-rotated.pdf"]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from report_fixtures import EVIL, EVIL_HISTORY, ROOT, copy_results, lexical_results, sample_corpus  # noqa: F401
+from report_fixtures import EVIL, EVIL_HISTORY, ROOT, copy_results  # noqa: F401
 
 import vdr
 from vdr.cli import main

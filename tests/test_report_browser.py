@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from report_fixtures import ROOT, lexical_results, sample_corpus  # noqa: F401
+from report_fixtures import ROOT  # noqa: F401
 
 import vdr
 

@@ -7,8 +7,7 @@ import os
 
 import pytest
 
-from report_fixtures import ROOT, SAMPLE, sample_corpus  # noqa: F401
-from tiny_models import colqwen_dir  # noqa: F401  (session fixture)
+from report_fixtures import ROOT, SAMPLE  # noqa: F401
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_models import colqwen, colqwen_dir, make_corpus, random_image  # noqa: E402,F401
+from tiny_models import make_corpus, random_image  # noqa: E402,F401
 from vdr.encoders import embed  # noqa: E402
 from vdr.errors import StoreError  # noqa: E402
 from vdr.store import JOURNAL_FILE, SHARDS_DIR, EmbeddingStore  # noqa: E402

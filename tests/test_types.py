@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from types import MappingProxyType
 
 import numpy as np

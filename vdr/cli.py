@@ -56,6 +56,23 @@ def _root() -> None:
     """vdr: visual-document retrieval evaluation."""
 
 
+def _parse_rewrites(items: list[str] | None) -> dict[str, str]:
+    """``["NAME=FILE", ...]`` -> ``{NAME: FILE}``.
+
+    Raises:
+        InputError: an item without ``=``, an empty name or file, or a name given twice.
+    """
+    rw: dict[str, str] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--rewrites takes NAME=FILE, got {item!r}")
+        if name in rw:
+            raise InputError(f"rewrite variant {name!r} given twice")
+        rw[name] = path
+    return rw
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     prefix = "warning" if issubclass(category, VdrWarning) else category.__name__
     print(f"{prefix}: {message}", file=sys.stderr)
@@ -187,14 +204,7 @@ def evaluate_command(
             hf_logging.disable_progress_bar()
         except ImportError:  # pragma: no cover
             pass
-    rw: dict[str, str] = {}
-    for item in rewrites or []:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise InputError(f"--rewrites takes NAME=FILE, got {item!r}")
-        if name in rw:
-            raise InputError(f"rewrite variant {name!r} given twice")
-        rw[name] = path
+    rw = _parse_rewrites(rewrites)
     res = evaluate(
         corpus_dir,
         queries=queries,
@@ -251,14 +261,7 @@ def mteb_task_command(
     """Write a Python module that registers the corpus (and each rewrite variant) as MTEB retrieval tasks."""
     from .integrations.mteb import write_task_module
 
-    rw: dict[str, str] = {}
-    for item in rewrites or []:
-        vname, sep, path = item.partition("=")
-        if not sep or not vname or not path:
-            raise InputError(f"--rewrites takes NAME=FILE, got {item!r}")
-        if vname in rw:
-            raise InputError(f"rewrite variant {vname!r} given twice")
-        rw[vname] = path
+    rw = _parse_rewrites(rewrites)
     src = write_task_module(corpus_dir, name=name, queries=queries, qrels=qrels, rewrites=rw, main_score=main_score,
                             languages=language or ["eng-Latn"], out=out)
     if out is None:

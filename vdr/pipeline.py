@@ -42,7 +42,7 @@ from .io.atomic import atomic_write, write_text_atomic
 from .io.formats import load_qrels, load_queries, load_rewrites, save_run
 from .types import Query, QuerySet, Run
 
-__all__ = ["evaluate", "EvaluationResults", "RunResult", "BACKENDS", "build_variants"]
+__all__ = ["evaluate", "EvaluationResults", "RunResult", "BACKENDS", "build_variants", "check_inputs"]
 
 BACKENDS = ("multimodal", "lexical", "semantic", "hybrid")
 #: How the multimodal backend runs: vdr's own store + MaxSim, or through MTEB (``vdr[mteb]``).
@@ -229,6 +229,27 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
     return out
 
 
+def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Path) -> None:
+    """The checks every evaluation makes before running a backend.
+
+    Raises:
+        InputError: the corpus has no pages; a qrels query id has no query text; a qrels corpus id
+            is not a page of the corpus (the qrels file is named).
+    """
+    if len(corpus) == 0:
+        raise InputError("the corpus holds no pages", path=Path(corpus.root) / PAGES_FILE)
+    unknown_q = [q for q in qrels if q not in queries]
+    if unknown_q:
+        raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
+    missing = sorted({d for q in qrels for d in qrels[q] if d not in corpus})
+    if missing:
+        raise InputError(
+            f"{len(missing)} corpus id(s) in the qrels are not pages of the corpus, e.g. {missing[:10]}"
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            path=qrels_path,
+        )
+
+
 def _versions(names: Sequence[str]) -> dict:
     out = {}
     for n in names:
@@ -360,22 +381,11 @@ def evaluate(
         raise InputError("no corpus: give CORPUS_DIR or --vidore DATASET")
     corpus_dir = Path(corpus_dir)
     corpus = Corpus.load(corpus_dir)
-    if len(corpus) == 0:
-        raise InputError("the corpus holds no pages", path=corpus_dir / PAGES_FILE)
     queries = Path(queries) if queries is not None else corpus_dir / "queries.jsonl"
     qrels_path = Path(qrels) if qrels is not None else corpus_dir / "qrels.tsv"
     originals = load_queries(queries)
     qrels_obj = load_qrels(qrels_path)
-    unknown_q = [q for q in qrels_obj if q not in originals.queries]
-    if unknown_q:
-        raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
-    missing_pages = sorted({d for q in qrels_obj for d in qrels_obj[q] if d not in corpus})
-    if missing_pages:
-        raise InputError(
-            f"{len(missing_pages)} corpus id(s) in the qrels are not pages of the corpus, e.g. {missing_pages[:10]}"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
-            path=qrels_path,
-        )
+    check_inputs(corpus, originals, qrels_obj, qrels_path)
     variants = build_variants(originals, dict(rewrites or {}), concat=concat)
     texts = corpus.texts()
 

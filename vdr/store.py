@@ -47,7 +47,7 @@ import re
 import secrets
 import struct
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -151,22 +151,6 @@ def _sha256_files(paths: Sequence[Path]) -> str:
     return h.hexdigest()
 
 
-def _validate(corpus: Corpus, queries: QuerySet, qrels: Qrels, qrels_path: Path) -> None:
-    """The checks ``vdr evaluate`` makes: every qrels query has a text, every qrels page is in the corpus."""
-    unknown_q = [q for q in qrels if q not in queries]
-    if unknown_q:
-        raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
-    missing = sorted({d for q in qrels for d in qrels[q] if d not in corpus})
-    if missing:
-        raise InputError(
-            f"{len(missing)} corpus id(s) in the qrels are not pages of the corpus, e.g. {missing[:10]}"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
-            path=qrels_path,
-        )
-    if len(corpus) == 0:
-        raise InputError("the corpus holds no pages", path=corpus.root / PAGES_FILE)
-
-
 def _main_score(main_score: str, k_values: Sequence[int]) -> str:
     m = _SCORE_RE.match(main_score or "")
     if not m:
@@ -331,7 +315,9 @@ def make_tasks(
     originals = q_src if isinstance(q_src, QuerySet) else load_queries(q_src)
     qrels_obj = r_src if isinstance(r_src, Qrels) else load_qrels(r_src)
     qrels_path = Path(r_src) if not isinstance(r_src, Qrels) else Path("<qrels>")
-    _validate(corpus, originals, qrels_obj, qrels_path)
+    from ..pipeline import check_inputs
+
+    check_inputs(corpus, originals, qrels_obj, qrels_path)
 
     variants: dict[str, tuple[QuerySet, Any]] = {ORIGINAL: (originals, q_src)}
     for v, src in (rewrites or {}).items():

@@ -28,7 +28,6 @@ import math
 import os
 import sys
 import types
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,7 +105,7 @@ class JudgeResult:
         against the originals with its p-values, and the pages outside the pool."""
         m = f"rcp_ndcg@{self.k}"
         comp = {(b, c.variant): c for b, c in self.comparisons}
-        head = ["backend", "variant", f"RCP-nDCG@{self.k}", f"nDCG@{self.k}", f"hole@{self.k}", f"d RCP", "p (perm)", "p (Holm)", "outside pool"]
+        head = ["backend", "variant", f"RCP-nDCG@{self.k}", f"nDCG@{self.k}", f"hole@{self.k}", "d RCP", "p (perm)", "p (Holm)", "outside pool"]
         rows = []
         for r in self.rows:
             c = comp.get((r["backend"], r["variant"]))
