@@ -241,3 +241,17 @@ def test_cli_embed(colqwen_dir, tmp_path):
     assert rep["encoded"] == 2 and rep["encoder"]["query_template"]["prefix"] == "Query: "
     assert len(EmbeddingStore.open(tmp_path / "s")) == 2
     assert main(["embed", str(corpus), "--model", str(tmp_path / "missing" / "x"), "--store", str(tmp_path / "s")]) == 2
+
+
+@pytest.mark.parametrize("family", ["colqwen", "colpali"])
+def test_query_vectors_are_bit_identical_at_any_batch_size(family, colqwen, colpali_dir):
+    # queries are batched by token length, so no query is ever padded: batch 1, 4 and 32 agree exactly
+    from vdr.encoders import LateInteractionEncoder
+
+    enc = colqwen if family == "colqwen" else LateInteractionEncoder.load(colpali_dir, device="cpu")
+    texts = ["scope 1 emissions 2023", "board diversity", "water usage by site now", "inflation", "a b c d e f g"] * 3
+    ref = enc.encode_queries(texts, 1)
+    for bs in (4, 32):
+        got = enc.encode_queries(texts, bs)
+        assert all(torch.equal(a, b) for a, b in zip(ref, got))
+    assert [v.shape[0] for v in ref[:5]] == [v.shape[0] for v in ref[5:10]]

@@ -103,18 +103,9 @@ def test_all_backends_end_to_end(corpus, colqwen_dir, tmp_path):  # noqa: F811
         d["config"]["backend_config"]["multimodal"].pop("batch_size")
         d["backend_reports"]["multimodal"] = None
     assert a["runs"] == b["runs"] and a["comparisons"] == b["comparisons"]
+    # query batches hold one token length only (no padding), so the encoder batch size changes nothing
     for f in sorted((tmp_path / "a" / "runs").iterdir()):
-        if not f.name.startswith(("multimodal.", "hybrid.")):
-            assert f.read_bytes() == (tmp_path / "b" / "runs" / f.name).read_bytes(), f.name
-            continue
-        # query vectors from another encoder batch size differ in the last float32 bits (padding in
-        # the transformer's attention); the pages and therefore the rankings agree, scores within 1e-4
-        ra, rb = vdr.load_run(f), vdr.load_run(tmp_path / "b" / "runs" / f.name)
-        assert set(ra) == set(rb)
-        for q in ra:
-            assert set(ra[q]) == set(rb[q]), (f.name, q)
-            for d in ra[q]:
-                assert ra[q][d] == pytest.approx(rb[q][d], rel=1e-4, abs=1e-4)
+        assert f.read_bytes() == (tmp_path / "b" / "runs" / f.name).read_bytes(), f.name
 
 
 def test_deterministic_and_skips_multimodal_without_a_model(corpus, tmp_path):

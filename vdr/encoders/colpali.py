@@ -536,21 +536,33 @@ class LateInteractionEncoder:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         rendered = [self.query_template.render(t) for t in texts]
         limit = self.query_limit()
-        out: list[torch.Tensor] = []
         from tqdm.auto import tqdm
 
+        if not rendered:
+            return []
+        lengths = self.processor.process_texts(rendered)["attention_mask"].sum(dim=1).tolist()
+        for i, n in enumerate(lengths):
+            if limit is not None and n > limit:
+                raise InputError(f"query {i} has {n} tokens (template included), more than the model's"
+                                 f" limit of {limit}; vdr does not truncate queries", id=None if ids is None else ids[i])
+            self.max_query_tokens = max(self.max_query_tokens, int(n))
+        # batches hold queries of one token length only: no padding, so a query's vectors do not
+        # depend on the other queries or on the batch size
+        order = sorted(range(len(rendered)), key=lambda i: (lengths[i], i))
+        batches: list[list[int]] = []
+        for i in order:
+            if batches and len(batches[-1]) < batch_size and lengths[batches[-1][0]] == lengths[i]:
+                batches[-1].append(i)
+            else:
+                batches.append([i])
+        out: list[torch.Tensor | None] = [None] * len(rendered)
         bar = tqdm(total=len(texts), unit="query", desc="Encoding queries", disable=not progress)
-        for s in range(0, len(rendered), batch_size):
-            chunk = rendered[s:s + batch_size]
+        for idx in batches:
+            chunk = [rendered[i] for i in idx]
             batch = self.processor.process_texts(chunk)
-            lengths = batch["attention_mask"].sum(dim=1).tolist()
-            for j, n in enumerate(lengths):
-                if limit is not None and n > limit:
-                    qid = None if ids is None else ids[s + j]
-                    raise InputError(f"query {s + j} has {n} tokens (template included), more than the model's"
-                                     f" limit of {limit}; vdr does not truncate queries", id=qid)
-                self.max_query_tokens = max(self.max_query_tokens, int(n))
-            out.extend(self._forward_backoff(batch, lambda a, b, c=chunk: self.processor.process_texts(c[a:b]), len(chunk)))
+            vecs = self._forward_backoff(batch, lambda a, b, c=chunk: self.processor.process_texts(c[a:b]), len(chunk))
+            for i, v in zip(idx, vecs):
+                out[i] = v
             bar.update(len(chunk))
         bar.close()
         return out
