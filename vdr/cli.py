@@ -164,7 +164,8 @@ def ingest_command(
                     password=pw, workers=workers, timeout=timeout, progress=not quiet)
     c = r.counts()
     skipped = sum(d.skipped for d in r.documents)
-    typer.echo(f"{len(r.documents)} PDFs ({skipped} unchanged, skipped): {c['ok']} ok, {c['partial']} partial, {c['failed']} failed;"
+    reused = f", {skipped} unchanged since the last run" if skipped else ""
+    typer.echo(f"{len(r.documents)} PDFs: {c['ok']} ok, {c['partial']} partial, {c['failed']} failed{reused};"
                f" {r.pages} pages -> {out}")
     for d in r.documents:
         if d.status != "ok":
