@@ -255,3 +255,17 @@ def test_query_vectors_are_bit_identical_at_any_batch_size(family, colqwen, colp
         got = enc.encode_queries(texts, bs)
         assert all(torch.equal(a, b) for a, b in zip(ref, got))
     assert [v.shape[0] for v in ref[:5]] == [v.shape[0] for v in ref[5:10]]
+
+
+@pytest.mark.parametrize("which", ["colqwen", "colpali"])
+def test_corpus_page_vectors_are_bit_identical_at_any_batch_size(which, request, tmp_path):
+    # batches of a corpus end where the page size changes: no page is padded, so batch size changes nothing
+    import vdr
+
+    enc = request.getfixturevalue(which) if which == "colqwen" else vdr.LateInteractionEncoder.load(request.getfixturevalue("colpali_dir"), device="cpu")
+    sizes = [(100, 80), (100, 80), (300, 200), (100, 80), (300, 200), (300, 200), (56, 56)]
+    corpus = vdr.Corpus.load(make_corpus(tmp_path / "c", sizes))
+    ref = enc.encode_pages(corpus, batch_size=1)
+    for bs in (2, 3, 8):
+        got = enc.encode_pages(corpus, batch_size=bs)
+        assert all(torch.equal(a, b) for a, b in zip(ref, got)), bs

@@ -605,8 +605,21 @@ class LateInteractionEncoder:
             opener = _SeqOpener(seq, pid)
         ds = _Pages(pid, opener)
         collate = _Collate(self.processor)
-        dl = DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate,
-                        persistent_workers=False, prefetch_factor=2 if num_workers > 0 else None)
+        if isinstance(pages, Corpus):
+            # in input order, a batch ends where the page size changes: pages of one size get the same
+            # number of image tokens, so no page is padded and its vectors do not depend on the batch
+            sizes = [(pages[i].width, pages[i].height) for i in pid]
+            batches: list[list[int]] = []
+            for i, size in enumerate(sizes):
+                if batches and len(batches[-1]) < batch_size and sizes[batches[-1][0]] == size:
+                    batches[-1].append(i)
+                else:
+                    batches.append([i])
+            loader_args = dict(batch_sampler=batches)
+        else:
+            loader_args = dict(batch_size=batch_size, shuffle=False)
+        dl = DataLoader(ds, num_workers=num_workers, collate_fn=collate, persistent_workers=False,
+                        prefetch_factor=2 if num_workers > 0 else None, **loader_args)
         from tqdm.auto import tqdm
 
         image_token_id = getattr(self.processor, "image_token_id", None)
