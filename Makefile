@@ -30,8 +30,9 @@ test: sysdeps $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	$(PIP) install -q -c constraints.txt -e '.[bench]'
 	$(PY) benchmarks/metrics.py
+	$(PY) benchmarks/rasterize.py
+	$(PY) benchmarks/maxsim.py
 
 sysdeps:
 	@missing=""; for p in $(APT_PACKAGES); do \
