@@ -172,14 +172,8 @@ def embed(
         todo = [pid for pid in ids if store.content_hash(pid) != hashes[pid]]
         reused = len(ids) - len(todo)
         if todo:
-            t1 = time.perf_counter()
-            for bids, vecs in enc.iter_pages(corpus, batch_size, ids=todo, num_workers=num_workers, progress=progress):
-                for pid, v in zip(bids, vecs):
-                    store.add(pid, hashes[pid], v)
-                if store.pending >= shard_pages:
-                    store.commit()
-            store.commit()
-            t_enc = time.perf_counter() - t1
+            t_enc = _encode_into(store, enc, corpus, todo, hashes, batch_size=batch_size, num_workers=num_workers,
+                                 shard_pages=shard_pages, progress=progress)
         lengths = store.lengths()
         path = str(store.path)
     finally:
@@ -195,6 +189,19 @@ def embed(
 def _tokens_per_page(lengths: list[int]) -> dict:
     return ({"min": min(lengths), "mean": round(statistics.fmean(lengths), 2), "max": max(lengths)} if lengths
             else {"min": 0, "mean": 0.0, "max": 0})
+
+
+def _encode_into(store, enc, corpus, ids, hashes, *, batch_size, num_workers, shard_pages, progress) -> float:
+    """Encode the pages ``ids`` of ``corpus`` into the writable ``store``, committing a shard every
+    ``shard_pages`` pages (and at the end). Returns the encoding time in seconds."""
+    t1 = time.perf_counter()
+    for bids, vecs in enc.iter_pages(corpus, batch_size, ids=ids, num_workers=num_workers, progress=progress):
+        for pid, v in zip(bids, vecs):
+            store.add(pid, hashes[pid], v)
+        if store.pending >= shard_pages:
+            store.commit()
+    store.commit()
+    return time.perf_counter() - t1
 
 
 def _embed_distributed(corpus, enc: LateInteractionEncoder, store_dir, ids: list[str], t0: float, *, batch_size: int,
@@ -231,15 +238,8 @@ def _embed_distributed(corpus, enc: LateInteractionEncoder, store_dir, ids: list
         w = EmbeddingStore.open_for_writing(store_dir, encoder_fingerprint=enc.fingerprint, encoder_settings=enc.describe(),
                                             dtype=dtype, dim=enc.dim, rank=D.rank())
         try:
-            t1 = time.perf_counter()
-            for bids, vecs in enc.iter_pages(corpus, batch_size, ids=mine, num_workers=num_workers,
-                                             progress=progress and D.is_main()):
-                for pid, v in zip(bids, vecs):
-                    w.add(pid, hashes[pid], v)
-                if w.pending >= shard_pages:
-                    w.commit()
-            w.commit()
-            t_enc = time.perf_counter() - t1
+            t_enc = _encode_into(w, enc, corpus, mine, hashes, batch_size=batch_size, num_workers=num_workers,
+                                 shard_pages=shard_pages, progress=progress and D.is_main())
         except BaseException:
             w._pending = []  # keep what was committed; the rest is re-encoded on resume
             raise
