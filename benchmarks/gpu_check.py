@@ -17,7 +17,7 @@ What it does:
    here (only its special tokens matter for pages); the image processor is Qwen2-VL's with
    ColQwen2.5's default budget of 768 visual tokens per page.
 2. Writes synthetic document pages (text lines, tables, a chart; A4 at 150 dpi) as PNG files and
-   encodes them with vdr's own :meth:`vdr.encoders.LateInteractionEncoder.iter_pages` at bf16,
+   encodes them with vdr's own :meth:`vdr.encode.LateInteractionEncoder.iter_pages` at bf16,
    with DataLoader workers decoding and preprocessing images while the GPU runs. Reports pages/s,
    tokens/page, peak GPU memory (``torch.cuda.max_memory_allocated``) and the GPU utilisation of the
    encode loop (sampled every 0.2 s with ``torch.cuda.utilization`` when pynvml is there, else
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> dict:
                  "cpus": os.cpu_count()}
 
     # 1. model
-    from vdr.encoders import LateInteractionEncoder, QueryTemplate
+    from vdr.encode import LateInteractionEncoder, QueryTemplate
 
     t0 = time.perf_counter()
     processor = build_processor(vis_tokens)

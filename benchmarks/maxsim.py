@@ -15,7 +15,7 @@ Usage::
    plain float32 matmul's GFLOP/s measured on the same machine in the same run with the shape of one
    vdr block ``(query tokens, 128) x (128, block tokens)``.
 2. Streaming: ``--stream-pages`` pages (default 100,000) of ``--stream-tokens`` tokens (default
-   256) are written to an on-disk :class:`vdr.store.EmbeddingStore` (float16 safetensors shards),
+   256) are written to an on-disk :class:`vdr.encode.store.EmbeddingStore` (float16 safetensors shards),
    then a fresh process scores ``--stream-queries`` queries against the store with
    :func:`vdr.scoring.maxsim_topk` (k=100) and reports its peak RSS (``ru_maxrss``) and pages/s.
 
@@ -73,7 +73,7 @@ def _peak_rss_bytes() -> int:
 
 
 def stream_child(store_dir: str, n_queries: int, q_tokens: int) -> None:
-    from vdr.store import EmbeddingStore
+    from vdr.encode.store import EmbeddingStore
 
     qs, _ = workload(n_queries, (q_tokens, q_tokens), 0, (1, 1))
     st = EmbeddingStore.open(store_dir)
@@ -85,7 +85,7 @@ def stream_child(store_dir: str, n_queries: int, q_tokens: int) -> None:
 
 
 def build_store(store_dir: Path, n_pages: int, tokens: int, dim: int = 128) -> float:
-    from vdr.store import EmbeddingStore
+    from vdr.encode.store import EmbeddingStore
 
     st = EmbeddingStore.open_for_writing(store_dir, encoder_fingerprint="benchmark-random", encoder_settings={"model": "random"}, dim=dim)
     g = torch.Generator().manual_seed(1)

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/rasterize.py [--dpi 144] [--workers N] [--pdf ../shared/pdfs/GeoTopo-komprimiert.pdf]
 
-Rasterization (the headline ``ratio``): `vdr.ingestion.pdf.rasterize` (the renderer `vdr ingest`
+Rasterization (the headline ``ratio``): `vdr.ingest.pdf.rasterize` (the renderer `vdr ingest`
 uses, pypdfium2, RGB images) on contiguous page ranges across ``--workers`` processes (default: the
 CPU count), as `vdr ingest` renders, against `convert_from_path(pdf, dpi=...)` with its defaults
 (one pdftoppm process, RGB images in memory). Also printed: vdr in one process (``ratio_1proc``)
@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vdr.ingestion import ingest_pdfs  # noqa: E402
-from vdr.ingestion.pdf import rasterize  # noqa: E402
+from vdr.ingest import ingest_pdfs  # noqa: E402
+from vdr.ingest.pdf import rasterize  # noqa: E402
 
 DEFAULT_PDF = Path(__file__).resolve().parents[2] / "shared" / "pdfs" / "GeoTopo-komprimiert.pdf"
 

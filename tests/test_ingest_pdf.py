@@ -11,8 +11,8 @@ from PIL import Image
 
 from vdr.corpus import Corpus, page_id
 from vdr.errors import InputError
-from vdr.ingestion import ingest_pdfs
-from vdr.ingestion.pdf import DEFAULT_MAX_PIXELS, effective_dpi, probe
+from vdr.ingest import ingest_pdfs
+from vdr.ingest.pdf import DEFAULT_MAX_PIXELS, effective_dpi, probe
 
 PDFS = Path(__file__).resolve().parents[2] / "shared" / "pdfs"
 PASSWORD = "openpassword"
@@ -252,7 +252,7 @@ def test_cli_ingest_strict_and_errors(tmp_path, capsys):
 def test_stale_pdfium_error_code_does_not_mislabel_a_broken_file():
     # PDFium keeps its last error code per process: after an encrypted file fails, a file with an
     # empty page tree used to be reported as "encrypted". The file's structure must decide.
-    from vdr.ingestion.pdf import DocumentError
+    from vdr.ingest.pdf import DocumentError
 
     with pytest.raises(DocumentError, match="password"):
         probe(PDFS / "libreoffice-writer-password.pdf", None)

@@ -10,7 +10,7 @@ pytest.importorskip("datasets")
 
 from vdr.corpus import Corpus  # noqa: E402
 from vdr.errors import InputError  # noqa: E402
-from vdr.ingestion.vidore import PINNED_REVISIONS, ingest_vidore  # noqa: E402
+from vdr.ingest.vidore import PINNED_REVISIONS, ingest_vidore  # noqa: E402
 from vdr.io import load_qrels, load_queries  # noqa: E402
 
 from vidore_fixture import make_v1, make_v2  # noqa: E402

@@ -11,7 +11,7 @@ from judge_sim import SimJudge
 from vdr.cli import main
 from vdr.corpus import Page, write_pages
 from vdr.judge import judge
-from vdr.pipeline import evaluate
+from vdr.experiment import evaluate
 
 TOPICS = ["solar panels efficiency", "river flood levels", "bank interest rates", "wheat harvest yield"]
 SECRET = "sk-test-SECRET-0123456789"

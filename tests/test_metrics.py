@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import vdr
 from vdr.errors import InputError
-from vdr.evaluation import METRICS, Metric, default_metrics, evaluate_run, parse_metric
+from vdr.metrics import METRICS, Metric, default_metrics, evaluate_run, parse_metric
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "trec_eval_ref"
 L2 = math.log2

@@ -35,7 +35,7 @@ from tiny_models import make_corpus  # noqa: E402,F401
 
 import vdr  # noqa: E402
 from vdr.errors import InputError  # noqa: E402
-from vdr.evaluation import evaluate_run  # noqa: E402
+from vdr.metrics import evaluate_run  # noqa: E402
 from vdr.integrations import mteb as vm  # noqa: E402
 
 QUERIES = {
@@ -298,7 +298,7 @@ def test_evaluate_engine_mteb_stores_task_results(data, colqwen_dir, tmp_path): 
     from mteb.results import TaskResult
 
     from vdr.cli import main
-    from vdr.pipeline import evaluate
+    from vdr.experiment import evaluate
 
     out = tmp_path / "res"
     rc = main(["evaluate", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),

@@ -11,7 +11,7 @@ import pytest
 
 import vdr
 from vdr.errors import AlignmentError, InputError
-from vdr.pipeline import evaluate
+from vdr.experiment import evaluate
 
 
 PDFS = Path(__file__).resolve().parents[2] / "shared" / "pdfs"
@@ -20,7 +20,7 @@ SMALL = ["pdflatex-4-pages.pdf", "minimal-document.pdf", "google-doc-document.pd
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    from vdr.ingestion import ingest_pdfs
+    from vdr.ingest import ingest_pdfs
 
     src = tmp_path_factory.mktemp("pdfs")
     for name in SMALL:

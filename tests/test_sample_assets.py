@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import vdr
-from vdr.ingestion import ingest_pdfs
+from vdr.ingest import ingest_pdfs
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "assets"

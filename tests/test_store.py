@@ -16,9 +16,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_models import make_corpus, random_image  # noqa: E402,F401
-from vdr.encoders import embed  # noqa: E402
+from vdr.encode import embed  # noqa: E402
 from vdr.errors import StoreError  # noqa: E402
-from vdr.store import JOURNAL_FILE, SHARDS_DIR, EmbeddingStore  # noqa: E402
+from vdr.encode.store import JOURNAL_FILE, SHARDS_DIR, EmbeddingStore  # noqa: E402
 
 SIZES = [(100, 80), (300, 200), (56, 56), (500, 400), (120, 260), (80, 80), (210, 150)]
 
@@ -133,7 +133,7 @@ def test_changed_page_reencoded_unchanged_reused_removed_dropped(tmp_path, colqw
 
 
 def test_different_fingerprint_never_reused(tmp_path, colqwen_dir):
-    from vdr.encoders import LateInteractionEncoder
+    from vdr.encode import LateInteractionEncoder
 
     corpus = make_corpus(tmp_path / "c", SIZES[:2])
     a = LateInteractionEncoder.load(colqwen_dir, device="cpu")
@@ -151,8 +151,8 @@ def test_different_fingerprint_never_reused(tmp_path, colqwen_dir):
 _CHILD = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
-    from vdr.encoders import LateInteractionEncoder, embed
-    from vdr.store import EmbeddingStore
+    from vdr.encode import LateInteractionEncoder, embed
+    from vdr.encode.store import EmbeddingStore
     mode = {mode!r}
     if mode == "after_commit":   # kill -9 once the first shard is committed
         EmbeddingStore._after_commit_hook = lambda self, name: os.kill(os.getpid(), signal.SIGKILL)

@@ -145,7 +145,7 @@ def colpali_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def colqwen(colqwen_dir):
-    from vdr.encoders import LateInteractionEncoder
+    from vdr.encode import LateInteractionEncoder
 
     return LateInteractionEncoder.load(colqwen_dir, device="cpu")
 

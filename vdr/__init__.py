@@ -11,10 +11,10 @@ Public API (verbs and types only; nothing runs at import time)::
 
 from .corpus import Corpus, Page
 from .errors import AlignmentError, InputError, ModelLoadError, StoreError, VdrError, VdrWarning
-from .evaluation import Metric, MetricsResult, evaluate_run, metrics, parse_metric
-from .ingestion import IngestReport, VidoreReport, ingest, ingest_vidore
+from .metrics import Metric, MetricsResult, evaluate_run, metrics, parse_metric
+from .ingest import IngestReport, VidoreReport, ingest, ingest_vidore
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
-from .store import EmbeddingStore
+from .encode.store import EmbeddingStore
 from .types import Qrels, Query, QuerySet, Run
 
 __version__ = "0.1.0"
@@ -33,7 +33,7 @@ def __getattr__(name: str):
 
         return importlib.import_module(".report", __name__)
     if name == "evaluate":
-        from .pipeline import evaluate
+        from .experiment import evaluate
 
         return evaluate
     if name == "judge":  # the callable vdr.judge package: vdr.judge(results_dir, ...) runs the judge
@@ -41,9 +41,9 @@ def __getattr__(name: str):
 
         return importlib.import_module(".judge", __name__)
     if name in _LAZY:
-        from . import encoders
+        from . import encode
 
-        return getattr(encoders, _LAZY[name])
+        return getattr(encode, _LAZY[name])
     raise AttributeError(f"module 'vdr' has no attribute {name!r}")
 
 

@@ -95,7 +95,7 @@ def metrics_command(
 ) -> None:
     """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
     from . import distributed as D
-    from .evaluation import metrics
+    from .metrics import metrics
 
     if not D.is_main():
         return
@@ -142,8 +142,8 @@ def ingest_command(
     if not D.is_main():
         return
     from .errors import InputError
-    from .ingestion import ingest_pdfs, ingest_vidore
-    from .ingestion.pdfdir import load_password_map
+    from .ingest import ingest_pdfs, ingest_vidore
+    from .ingest.pdfdir import load_password_map
 
     if vidore is not None:
         if pdf_dir is not None:
@@ -196,7 +196,7 @@ def evaluate_command(
     engine: str = typer.Option("vdr", "--engine", help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
-    from .pipeline import evaluate
+    from .experiment import evaluate
 
     if quiet:  # transformers' weight-loading bar as well
         try:
@@ -294,7 +294,7 @@ def embed_command(
     import json
 
     from . import distributed as D
-    from .encoders import embed
+    from .encode import embed
     from .io.atomic import write_text_atomic
 
     r = embed(corpus_dir, model, store, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype,

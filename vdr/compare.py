@@ -1,7 +1,7 @@
 """Paired comparison of a rewrite variant against the original queries, on the same backend.
 
 For each metric, the two inputs are per-query values over the *same* queries in the *same* order
-(two :class:`~vdr.evaluation.MetricsResult` objects, or two aligned arrays). The per-query
+(two :class:`~vdr.metrics.MetricsResult` objects, or two aligned arrays). The per-query
 differences ``d = rewritten - original`` (float64, shape ``(n_queries,)``) are summarised by:
 
 * ``delta``: the mean difference ``mean(d)`` (= mean(rewritten) - mean(original)).
@@ -469,7 +469,7 @@ def compare(
     several variants at once, concatenate the lists and pass them to :func:`holm_adjust`.
 
     Args:
-        original, rewritten: :class:`~vdr.evaluation.MetricsResult` of the original queries and of
+        original, rewritten: :class:`~vdr.metrics.MetricsResult` of the original queries and of
             the variant, evaluated against the same qrels (``query_ids`` must match exactly, in order).
         metrics: metric names to compare; default: every metric of ``original`` (in its order).
         variant: the variant's name, used in the labels (``"keywords:ndcg@3"``).

@@ -24,7 +24,7 @@ How vdr computes it:
   queries are concatenated into one matrix, so each block is one large GEMM
   ``(query tokens, dim) x (dim, block tokens)``. Peak memory is about
   ``4 * query_tokens * block_tokens`` bytes plus one block of pages; pages can stream from an
-  on-disk :class:`~vdr.store.EmbeddingStore` block by block.
+  on-disk :class:`~vdr.encode.store.EmbeddingStore` block by block.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def maxsim(
         queries: ``n_queries`` tensors (or arrays) of shape ``(n_tokens_i, dim)``, real tokens only
             (padding already removed by the attention mask); any float dtype.
         pages: ``n_pages`` tensors of shape ``(n_tokens_j, dim)``, or a :class:`PageSource` such as
-            :class:`vdr.store.EmbeddingStore`, read block by block.
+            :class:`vdr.encode.store.EmbeddingStore`, read block by block.
         device: where to compute (``"cuda"``, ``"cpu"``; default CPU). Inputs are moved there.
         budget_bytes: bound on the similarity block ``(query tokens, block tokens)`` in bytes
             (float32); sets how many page tokens are scored at once.
@@ -278,7 +278,7 @@ class SubsetSource:
     """A :class:`PageSource` over some pages of another source (one rank's part of a store).
 
     Args:
-        source: the full source (e.g. an :class:`~vdr.store.EmbeddingStore`).
+        source: the full source (e.g. an :class:`~vdr.encode.store.EmbeddingStore`).
         ids: the pages to expose, in this order (each must be in ``source``).
     """
 

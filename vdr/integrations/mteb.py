@@ -16,7 +16,7 @@ Three pieces, each usable alone:
   score, which would mix originals and rewrites if variants were subsets).
 
 * **Model** -- :class:`VdrColPaliModel` wraps vdr's
-  :class:`~vdr.encoders.colpali.LateInteractionEncoder` (every ColPali-family checkpoint that
+  :class:`~vdr.encode.colpali.LateInteractionEncoder` (every ColPali-family checkpoint that
   colpali-engine runs) as an MTEB encoder, following MTEB's own ``ColPaliEngineWrapper``
   conventions: ``encode`` returns zero-padded ``float32`` multi-vectors ``(n, tokens, dim)``,
   ``similarity`` is MaxSim, the :class:`~mteb.models.ModelMeta` says ``model_type
@@ -315,7 +315,7 @@ def make_tasks(
     originals = q_src if isinstance(q_src, QuerySet) else load_queries(q_src)
     qrels_obj = r_src if isinstance(r_src, Qrels) else load_qrels(r_src)
     qrels_path = Path(r_src) if not isinstance(r_src, Qrels) else Path("<qrels>")
-    from ..pipeline import check_inputs
+    from ..experiment import check_inputs
 
     check_inputs(corpus, originals, qrels_obj, qrels_path)
 
@@ -482,14 +482,14 @@ class VdrColPaliModel(AbsEncoder):
 
     Args:
         model: a local checkpoint folder, a hub name, or an already loaded
-            :class:`~vdr.encoders.colpali.LateInteractionEncoder`.
+            :class:`~vdr.encode.colpali.LateInteractionEncoder`.
         name: ModelMeta name (``org/name``); default ``vdr/<folder or repo name>``.
         device, dtype, trust_remote_code, query_prefix, min_pixels, max_pixels, revision,
             attn_implementation: as :meth:`LateInteractionEncoder.load`.
         kwargs: ignored (MTEB passes loader keyword arguments it knows, e.g. ``torch_dtype``).
 
     Attributes:
-        encoder: the :class:`~vdr.encoders.colpali.LateInteractionEncoder`.
+        encoder: the :class:`~vdr.encode.colpali.LateInteractionEncoder`.
         mteb_model_meta: the :class:`mteb.models.ModelMeta` (revision = the encoder fingerprint).
     """
 
@@ -497,7 +497,7 @@ class VdrColPaliModel(AbsEncoder):
                  trust_remote_code: bool = False, query_prefix: str | None = None, min_pixels: int | None = None,
                  max_pixels: int | None = None, revision: str | None = None, attn_implementation: str | None = None,
                  **kwargs: Any) -> None:
-        from ..encoders.colpali import DEFAULT_QUERY_PREFIX, LateInteractionEncoder
+        from ..encode.colpali import DEFAULT_QUERY_PREFIX, LateInteractionEncoder
 
         if isinstance(model, LateInteractionEncoder):
             enc = model
@@ -727,7 +727,7 @@ def mteb_multimodal_runs(
     from importlib.metadata import version
 
     from ..errors import VdrError
-    from ..evaluation import evaluate_run
+    from ..metrics import evaluate_run
 
     mteb = _mteb()
     out_dir = Path(out_dir)

@@ -53,7 +53,7 @@ class Results:
 
     Attributes:
         root: the results folder.
-        document: the parsed ``results.json`` (see :meth:`vdr.pipeline.EvaluationResults.to_dict`).
+        document: the parsed ``results.json`` (see :meth:`vdr.experiment.EvaluationResults.to_dict`).
         config: ``document["config"]``: every option of the evaluation.
         skipped: backends that did not run, with the reason (``{backend: reason}``).
         backends: backends with runs, in ``results.json`` order (``"macro"`` included when present).

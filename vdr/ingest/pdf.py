@@ -1,6 +1,6 @@
 """One PDF at a time: open it, read its page boxes, rasterize pages, extract their text (or OCR it).
 
-These functions run inside worker processes (see :mod:`vdr.ingestion.pdfdir`); they never share
+These functions run inside worker processes (see :mod:`vdr.ingest.pdfdir`); they never share
 state, open each document themselves and close documents, pages, text pages and bitmaps
 explicitly so that memory stays flat over thousands of PDFs.
 

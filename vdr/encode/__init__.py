@@ -1,4 +1,4 @@
-"""Encoders: page images and queries -> multi-vectors; :func:`embed` fills an :class:`~vdr.store.EmbeddingStore`.
+"""Encoders: page images and queries -> multi-vectors; :func:`embed` fills an :class:`~vdr.encode.store.EmbeddingStore`.
 
 Importing this package imports torch; ``import vdr`` does not (``vdr.embed`` imports it lazily).
 """
@@ -133,7 +133,7 @@ def embed(
     """
     from .. import distributed as D
     from ..corpus import Corpus
-    from ..store import EmbeddingStore
+    from .store import EmbeddingStore
 
     t0 = time.perf_counter()
     if batch_size < 1:
@@ -208,7 +208,7 @@ def _embed_distributed(corpus, enc: LateInteractionEncoder, store_dir, ids: list
                        dtype: str, num_workers: int, shard_pages: int, progress: bool) -> EmbedReport:
     """:func:`embed` under torchrun (every rank calls it; see :func:`embed` for the protocol)."""
     from .. import distributed as D
-    from ..store import EmbeddingStore
+    from .store import EmbeddingStore
 
     # 1. hashes: each rank reads its contiguous share of the images, all ranks get all hashes
     hashes: dict[str, str] = {}

@@ -35,10 +35,10 @@ from typing import Literal
 
 import numpy as np
 
-from .errors import InputError
-from .io.atomic import atomic_write
-from .io.formats import load_qrels, load_run
-from .types import Qrels, Run
+from ..errors import InputError
+from ..io.atomic import atomic_write
+from ..io.formats import load_qrels, load_run
+from ..types import Qrels, Run
 
 __all__ = ["Metric", "METRICS", "parse_metric", "default_metrics", "evaluate_run", "MetricsResult", "metrics"]
 

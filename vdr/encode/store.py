@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import StoreError
+from ..errors import StoreError
 
 __all__ = ["EmbeddingStore", "store_key", "STORE_FORMAT"]
 
@@ -303,7 +303,7 @@ class EmbeddingStore:
             else:
                 meta = {"format": STORE_FORMAT, "key": key, "encoder_fingerprint": encoder_fingerprint, "dtype": dtype,
                         "dim": int(dim), "encoder": encoder_settings, "tensor": TENSOR_NAME}
-                from .io.atomic import write_text_atomic
+                from ..io.atomic import write_text_atomic
 
                 write_text_atomic(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
                 _fsync_dir(path)
@@ -551,7 +551,7 @@ class EmbeddingStore:
             pages.append([pid, off, int(v.shape[0]), h])
             off += int(v.shape[0])
         data = save({TENSOR_NAME: tokens}, metadata={"format": str(STORE_FORMAT), "key": self.key})
-        from .io.atomic import write_bytes_atomic
+        from ..io.atomic import write_bytes_atomic
 
         shards = self.path / SHARDS_DIR
         self._before_shard_hook(name)

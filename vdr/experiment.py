@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .corpus import PAGES_FILE, Corpus
 from .errors import InputError, VdrError
-from .evaluation import MetricsResult, evaluate_run
+from .metrics import MetricsResult, evaluate_run
 from .io.atomic import atomic_write, write_text_atomic
 from .io.formats import load_qrels, load_queries, load_rewrites, save_run
 from .types import Query, QuerySet, Run
@@ -60,7 +60,7 @@ class RunResult:
         backend: ``"multimodal"``, ``"lexical"``, ``"semantic"``, ``"hybrid"`` or ``"macro"``.
         variant: ``"original"``, ``"concat"`` or a rewrite variant's name.
         run_file: path of the TREC run, relative to the results folder (``None`` for ``macro``).
-        metrics: per-query values and their means (:class:`~vdr.evaluation.MetricsResult`).
+        metrics: per-query values and their means (:class:`~vdr.metrics.MetricsResult`).
     """
 
     backend: str
@@ -354,7 +354,7 @@ def evaluate(
     """
     from . import distributed as D
     from .compare import compare, holm_adjust
-    from .evaluation import _parse_ks
+    from .metrics.compute import _parse_ks
 
     out = Path(out)
     progress = progress and D.is_main()
@@ -372,7 +372,7 @@ def evaluate(
     if vidore is not None:
         if corpus_dir is not None:
             raise InputError("give either a corpus folder or --vidore, not both")
-        from .ingestion import ingest_vidore
+        from .ingest import ingest_vidore
 
         corpus_dir = out / "corpus"
         vidore_info = D.run_on_main(ingest_vidore, vidore, corpus_dir, revision=vidore_revision, language=vidore_language,
@@ -436,15 +436,15 @@ def evaluate(
         timings[name] = time.perf_counter() - t0
 
     if "lexical" in wanted:
-        from .backends.lexical import BM25Backend
+        from .retrieve.lexical import BM25Backend
 
         text_backend("lexical", BM25Backend(texts, **dict(bm25 or {})))
     if "semantic" in wanted:
-        from .backends.semantic import DenseBackend
+        from .retrieve.semantic import DenseBackend
 
         text_backend("semantic", DenseBackend(semantic_model, device=device).index(texts))
     if "hybrid" in wanted:
-        from .backends.hybrid import HybridBackend
+        from .retrieve.hybrid import HybridBackend
 
         ran = [b for b in ("multimodal", "lexical", "semantic") if b in runs_by_backend]
         if len(ran) < 2:
@@ -588,9 +588,9 @@ def _multimodal_runs(corpus_dir, corpus, variants, model, store, depth, *, batch
         VdrError: the model cannot be loaded (missing weights, offline hub name, ...) or a store error.
     """
     from . import distributed as D
-    from .encoders import embed
-    from .encoders.colpali import LateInteractionEncoder
-    from .store import EmbeddingStore
+    from .encode import embed
+    from .encode.colpali import LateInteractionEncoder
+    from .encode.store import EmbeddingStore
 
     enc = LateInteractionEncoder.load(model, device=D.device_for_rank(device), trust_remote_code=trust_remote_code)
     store_dir = Path(store) if store is not None else Path(corpus_dir) / "embeddings"

@@ -2,7 +2,7 @@
 
 * :func:`ingest` (alias of :func:`ingest_pdfs`): PDFs -> ``pages.jsonl`` + ``images/`` + report.
 * :func:`ingest_vidore`: a ViDoRe dataset -> the same layout plus ``queries.jsonl`` and ``qrels.tsv``.
-* :func:`vdr.ingestion.pdf.rasterize`: render one PDF's pages in memory.
+* :func:`vdr.ingest.pdf.rasterize`: render one PDF's pages in memory.
 """
 
 from .pdfdir import DocumentReport, IngestReport, ingest_pdfs
