@@ -246,7 +246,8 @@ def test_empty_files(tmp_path):
     assert len(load_qrels(write(tmp_path / "q.trec", ""))) == 0
     r = load_run(write(tmp_path / "r.trec", "\n\n"))
     assert len(r) == 0 and r.name is None
-    assert len(load_queries(write(tmp_path / "q.jsonl", ""))) == 0
+    e = err(load_queries, write(tmp_path / "q.jsonl", ""))
+    assert "no queries" in str(e) and str(tmp_path / "q.jsonl") in str(e)
     e = err(load_qrels, write(tmp_path / "q.tsv", ""))
     assert "header" in str(e)
 
@@ -504,12 +505,12 @@ def test_queries_int_id_and_history(tmp_path):
     p = write(
         tmp_path / "q.jsonl",
         '{"_id": 1, "text": "one"}\n{"_id": "01", "text": "zero one", "history": ["hi", "there"]}\n'
-        '{"_id": "x", "text": "", "history": null, "extra": 5}\n',
+        '{"_id": "x", "text": "x?", "history": null, "extra": 5}\n',
     )
     qs = load_queries(p, name="orig2")
     assert list(qs.ids()) == ["1", "01", "x"]
     assert qs["01"] == Query("zero one", ("hi", "there"))
-    assert qs["x"] == Query("", ())
+    assert qs["x"] == Query("x?", ())
     assert qs.name == "orig2"
     assert qs.where("01") == f"{p}:2"
 
@@ -520,6 +521,7 @@ def test_queries_int_id_and_history(tmp_path):
         ('{"text": "a"}', 1, "_id"),
         ('{"_id": "a"}', 1, "text"),
         ('{"_id": "a", "text": 5}', 1, "text"),
+        ('{"_id": "a", "text": "  "}', 1, "empty query text"),
         ('[{"_id": "a", "text": "b"}]', 1, "object"),
         ('"just a string"', 1, "object"),
         ("not json", 1, "invalid JSON"),

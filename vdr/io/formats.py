@@ -12,6 +12,7 @@ Formats (``format="auto"`` picks one from the file name and its first line):
 * **JSON** (``.json``): pytrec_eval's ``{"query-id": {"corpus-id": value}}``.
 * **BEIR queries** (``.jsonl``): one object per line with ``_id`` and ``text`` and optionally
   ``history`` (a list of earlier conversation turns, oldest first).
+* **TSV topics** (``.tsv``; pyserini / MS MARCO): ``qid<TAB>text`` per line.
 
 Every problem is reported as :class:`~vdr.errors.InputError` naming the file, the line and the id.
 """
@@ -288,50 +289,98 @@ def _load_json_mapping(path: Path, what: str) -> Mapping:
     return data
 
 
-def load_queries(path: str | Path, name: str = "original") -> QuerySet:
-    """Read a BEIR ``queries.jsonl`` file: one JSON object per line with ``_id`` and ``text``.
+_TOPICS_HEADERS = ({"qid", "query_id", "query-id", "_id", "id"}, {"text", "query", "title"})
 
-    An optional ``history`` field (list of strings, oldest turn first) holds the earlier turns of
-    a conversational query. Integer ``_id`` values are converted with ``str(int)``.
+
+def load_queries(path: str | Path, name: str = "original", format: Literal["auto", "jsonl", "tsv"] = "auto") -> QuerySet:
+    """Read a query set: BEIR ``queries.jsonl`` or TSV topics (``qid<TAB>text``).
+
+    * **jsonl** (BEIR): one JSON object per line with ``_id`` and ``text``; an optional ``history``
+      field (list of strings, oldest turn first) holds the earlier turns of a conversational query.
+    * **tsv** (pyserini / MS MARCO topics, e.g. ``queries.dev.tsv``): ``qid<TAB>text`` per line, no
+      quoting (a ``"`` is an ordinary character); an optional header line ``qid<TAB>text`` (or
+      ``query-id``/``_id``/``id`` with ``text``/``query``/``title``) is skipped.
+
+    ``format="auto"`` reads ``.tsv``/``.txt``/``.topics`` files, and files whose first non-empty line
+    does not start with ``{``, as TSV. Integer ids are converted with ``str(int)``.
 
     Args:
-        path: the ``.jsonl`` file.
+        path: the queries file.
         name: the variant name recorded in the returned set (``"original"`` by default).
+        format: ``"auto"``, ``"jsonl"`` or ``"tsv"``.
 
     Raises:
-        InputError: invalid JSON, a line that is not an object, a missing/empty ``_id``, a missing or
-            non-string ``text``, a malformed ``history``, or an id given twice (both lines named).
+        InputError: an empty file (no queries), invalid JSON, a line that is not an object, a
+            missing/empty ``_id``, a missing, non-string or empty ``text``, a malformed ``history``,
+            a TSV line without a tab, or an id given twice (both lines named).
     """
     path = Path(path)
+    if format not in ("auto", "jsonl", "tsv"):
+        raise InputError(f"unknown queries format {format!r}; choose auto, jsonl or tsv", path=path)
+    if format == "auto":
+        first = _first_line(path)
+        tsv = path.suffix.lower() in (".tsv", ".txt", ".topics") or (first.strip() != "" and not first.lstrip().startswith("{"))
+        format = "tsv" if tsv else "jsonl"
     queries: dict[str, Query] = {}
     lines: dict[str, int] = {}
+    parse = _topics_line if format == "tsv" else _jsonl_query_line
     for no, line in read_lines(path):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
-        if not isinstance(obj, dict):
-            raise InputError("each line must be a JSON object with '_id' and 'text'", path=path, line=no)
-        if "_id" not in obj:
-            raise InputError("missing '_id'", path=path, line=no)
-        qid = to_id(obj["_id"], what="query id", path=str(path), line=no)
-        if "text" not in obj:
-            raise InputError("missing 'text'", path=path, line=no, id=qid)
-        text = obj["text"]
-        if not isinstance(text, str):
-            raise InputError(f"'text' must be a string, got {type(text).__name__}", path=path, line=no, id=qid)
-        history = obj.get("history", [])
-        if history is None:
-            history = []
-        if not isinstance(history, list) or not all(isinstance(h, str) for h in history):
-            raise InputError("'history' must be a list of strings (earlier turns, oldest first)", path=path, line=no, id=qid)
+        parsed = parse(line, path, no, first=not lines)
+        if parsed is None:
+            continue
+        qid, query = parsed
         if qid in queries:
             raise InputError(f"query id {qid!r} given twice (first on line {lines[qid]})", path=path, line=no, id=qid)
-        queries[qid] = Query(text, tuple(history))
+        queries[qid] = query
         lines[qid] = no
+    if not queries:
+        raise InputError(f"no queries: the file is empty (expected {'qid<TAB>text lines' if format == 'tsv' else 'BEIR queries.jsonl lines'})", path=path)
     return QuerySet(queries, name=name, source=str(path), lines=lines)
+
+
+def _check_query_text(text: object, path: Path, no: int, qid: str) -> str:
+    if not isinstance(text, str):
+        raise InputError(f"'text' must be a string, got {type(text).__name__}", path=path, line=no, id=qid)
+    if not text.strip():
+        raise InputError("empty query text", path=path, line=no, id=qid)
+    return text
+
+
+def _jsonl_query_line(line: str, path: Path, no: int, first: bool) -> tuple[str, Query]:
+    """One BEIR ``queries.jsonl`` line -> ``(query id, Query)``."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
+    if not isinstance(obj, dict):
+        raise InputError("each line must be a JSON object with '_id' and 'text'", path=path, line=no)
+    if "_id" not in obj:
+        raise InputError("missing '_id'", path=path, line=no)
+    qid = to_id(obj["_id"], what="query id", path=str(path), line=no)
+    if "text" not in obj:
+        raise InputError("missing 'text'", path=path, line=no, id=qid)
+    text = _check_query_text(obj["text"], path, no, qid)
+    history = obj.get("history", [])
+    if history is None:
+        history = []
+    if not isinstance(history, list) or not all(isinstance(h, str) for h in history):
+        raise InputError("'history' must be a list of strings (earlier turns, oldest first)", path=path, line=no, id=qid)
+    return qid, Query(text, tuple(history))
+
+
+def _topics_line(line: str, path: Path, no: int, first: bool) -> tuple[str, Query] | None:
+    """One TSV topics line ``qid<TAB>text`` -> ``(query id, Query)``; ``None`` for a header line."""
+    if "\t" not in line:
+        raise InputError("expected 'qid<TAB>text' (no tab found)", path=path, line=no)
+    qid, text = line.split("\t", 1)
+    qid = qid.strip()
+    if first and qid.lower() in _TOPICS_HEADERS[0] and text.strip().lower() in _TOPICS_HEADERS[1]:
+        return None
+    if not qid:
+        raise InputError("empty query id", path=path, line=no)
+    return qid, Query(_check_query_text(text.strip(), path, no, qid), ())
 
 
 def load_rewrites(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
