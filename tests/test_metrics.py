@@ -203,11 +203,13 @@ PYTREC = {
 
 
 @pytest.mark.crosscheck
+@pytest.mark.filterwarnings("ignore::vdr.errors.VdrWarning")  # random runs often retrieve only unjudged pages
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(qrels_and_run(), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2]))
 def test_against_pytrec_eval(data, k, level):
     qrels, run = data
-    ours = ev(qrels, run, [t.format(k=k) for t in PYTREC] + ["mrr", "map", f"mrr@{k}"], relevance_level=level)
+    # random runs may share no id with the qrels (an id-format mismatch to vdr): scored anyway, as pytrec_eval does
+    ours = ev(qrels, run, [t.format(k=k) for t in PYTREC] + ["mrr", "map", f"mrr@{k}"], relevance_level=level, allow_unjudged=True)
     measures = {f"ndcg_cut.{k}", f"P.{k}", f"recall.{k}", f"success.{k}", f"map_cut.{k}", "recip_rank", "map"}
     ref = pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=level).evaluate(run)
     top = vdr.Run(run).top_k(k).to_dict() if run else {}
