@@ -186,6 +186,7 @@ def check_judged_overlap(
     *,
     allow_unjudged: bool = False,
     query_ids: Iterable[str] | None = None,
+    qrels_path: str | Path | None = None,
 ) -> list[str]:
     """Check that retrieved pages and qrels share ids: the rule against id-format mismatches.
 
@@ -202,6 +203,7 @@ def check_judged_overlap(
         retrieved: a run, or a collection of corpus ids retrievable for every query.
         allow_unjudged: score anyway: no error (the warning and the list remain).
         query_ids: the queries to check (default: the qrels queries with at least one line).
+        qrels_path: the qrels file, named in the error.
 
     Returns:
         the ids of the queries whose retrieved pages are all unjudged, sorted (``[]`` for a collection).
@@ -218,7 +220,7 @@ def check_judged_overlap(
     qd = getattr(qrels, "_data", qrels)
     qids = sorted(query_ids) if query_ids is not None else sorted(q for q in qd if len(qd[q]))
     if not isinstance(retrieved, Mapping):
-        return _check_corpus_overlap(qd, qids, retrieved, allow_unjudged)
+        return _check_corpus_overlap(qd, qids, retrieved, allow_unjudged, qrels_path)
     rd = getattr(retrieved, "_data", retrieved)
     hit = [q for q in qids if q in rd and len(rd[q])]
     if not hit:
@@ -227,7 +229,8 @@ def check_judged_overlap(
             raise InputError(
                 f"the run retrieves no page for any of the {len(qids)} qrels queries: run query ids"
                 f" [{_examples(run_q, 3)}], qrels query ids [{_examples(qids, 3)}]; query ids are compared as strings;"
-                " pass --allow-unjudged (allow_unjudged=True) to score the run anyway (every query 0)"
+                " pass --allow-unjudged (allow_unjudged=True) to score the run anyway (every query 0)",
+                path=qrels_path,
             )
         return []
     unjudged = [q for q in hit if qd[q].keys().isdisjoint(rd[q].keys())]
@@ -236,7 +239,8 @@ def check_judged_overlap(
         raise InputError(
             f"no retrieved page of any query has a qrels line for that query, e.g. query {q!r}:"
             f" run ids {list(rd[q])[:3]}, qrels ids {list(qd[q])[:3]}; the ids almost always differ in format"
-            " (zero padding, a prefix or a suffix); pass --allow-unjudged (allow_unjudged=True) to score the run anyway"
+            " (zero padding, a prefix or a suffix); pass --allow-unjudged (allow_unjudged=True) to score the run anyway",
+            path=qrels_path,
         )
     if unjudged:
         name = getattr(retrieved, "name", None)
@@ -250,14 +254,15 @@ def check_judged_overlap(
     return unjudged
 
 
-def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[str], allow_unjudged: bool) -> list[str]:
+def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[str], allow_unjudged: bool, path) -> list[str]:
     ids = corpus_ids if isinstance(corpus_ids, (set, frozenset)) else set(corpus_ids)
     judged = sorted({d for q in qids for d in qd[q]})
     if judged and ids and ids.isdisjoint(judged) and not allow_unjudged:
         raise InputError(
-            f"no corpus id of the qrels is a page of the corpus: qrels ids [{_examples(judged, 3)}],"
+            f"the qrels' corpus ids are not pages of the corpus, not a single one: qrels ids [{_examples(judged, 3)}],"
             f" corpus ids [{_examples(sorted(ids), 3)}]; the ids almost always differ in format"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)"
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            path=path,
         )
     return []
 

@@ -47,6 +47,7 @@ __all__ = [
     "diagnostic_metrics",
     "known_metrics",
     "alias_table",
+    "describe_metrics",
 ]
 
 
@@ -149,7 +150,7 @@ METRICS: dict[str, Family] = {
             "DCG@k / IDCG@k; DCG@k = sum_{rank r <= k} g_r / log2(r + 1), g = grade if grade > 0 else 0;"
             " IDCG@k from ALL the query's qrels grades > 0, sorted descending, cut at k; 0 when IDCG is 0",
             "ndcg_cut_k", "nDCG@k", "Jarvelin & Kekalainen 2002 (linear gain, as trec_eval ndcg_cut)",
-            ("ndcg", "ndcg_cut"), _ndcg,
+            ("ndcg_cut",), _ndcg,
         ),
         Family(
             "ndcg_exp", True, "as ndcg@k with exponential gain g = 2^grade - 1 (grade > 0)",
@@ -183,12 +184,12 @@ METRICS: dict[str, Family] = {
         Family(
             "map", False,
             "sum over relevant pages at rank r <= k of (relevant in top r) / r, divided by all relevant pages of the query",
-            "map_cut_k (map without @k)", "AP@k", "Buckley & Voorhees 2000; trec_eval map / map_cut_k",
+            "map_cut_k (map without @k)", "AP@k", "TREC average precision (Harman 1993); trec_eval map / map_cut_k",
             ("ap", "map_cut"), _map,
         ),
         Family(
             "judged", True, "pages in the top k that have any qrels line for the query (any grade) / k",
-            None, "Judged@k", "ir_measures Judged@k (Sakai 2007 condensed lists)", (), _judged,
+            None, "Judged@k", "ir_measures Judged@k (MacAvaney, Macdonald & Ounis 2022, ECIR)", (), _judged,
         ),
         Family(
             "hole", True, "1 - judged@k: share of the top k without a qrels line",
@@ -350,3 +351,25 @@ def diagnostic_metrics(ks: str | int | Iterable[int] = (1, 3, 5, 10)) -> list[Me
     ['ties@1', 'ties@3']
     """
     return [Metric("ties", k) for k in parse_cutoffs(ks)]
+
+
+def describe_metrics() -> str:
+    """The registry as text (``vdr metrics --list-metrics``): per family its pattern, the other
+    spellings accepted, the definition, the trec_eval and ir_measures equivalents and the reference.
+
+    >>> print(describe_metrics().splitlines()[0])
+    ndcg@k  (also: ndcg_at_k, ndcg_cut@k)
+    """
+    blocks = []
+    for f in METRICS.values():
+        also = [f"{f.name}_at_k"] + [s for a in f.aliases for s in ((f"{a}@k",) if f.needs_k else (a, f"{a}@k"))]
+        blocks.append(
+            f"{f.pattern}  (also: {', '.join(also)})\n"
+            f"    {f.definition}\n"
+            f"    trec_eval: {f.trec_eval or '-'}; ir_measures: {f.ir_measures or '-'}; reference: {f.reference}"
+            + ("; a count per query (aggregate: mean; total in the policy)" if f.kind == "count" else "")
+        )
+    return "\n".join(blocks) + (
+        "\nNames are case-insensitive (nDCG@10 = ndcg@10); NAME_k and NAME.k (trec_eval, pytrec_eval) and NAME_at_k"
+        " (MTEB) are accepted for every name; the output always uses the first name of the row."
+    )
