@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .corpus import PAGES_FILE, Corpus
 from .errors import InputError, VdrError
+from .compare import describe_test
 from .metrics import MetricsResult, check_judged_overlap, evaluate_run
 from .io.atomic import atomic_write, write_text_atomic
 from .io.formats import load_qrels, load_queries, load_rewrites, save_run
@@ -162,7 +163,7 @@ class EvaluationResults:
             fam = len(self.comparisons[0][1].holm_family)
             lines.append(
                 f"d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
-                f" ({self.config['n_permutations']} permutations, seed {self.config['seed']}); p (Holm): Holm-corrected over the"
+                f" ({describe_test([c for _, c in self.comparisons])}); p (Holm): Holm-corrected over the"
                 f" {fam} tests (variants x {', '.join(self.config['compared_metrics'])}) of each backend; p (t): paired t-test;"
                 f" CI: bootstrap of the mean change. Backends reported separately ({len(n_tests)} compared)."
             )
