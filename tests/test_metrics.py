@@ -180,7 +180,7 @@ ALIASES = {
     "AP": "map", "AP@10": "map@10", "Success@3": "hit@3", "Judged@10": "judged@10",
     # MTEB
     "ndcg_at_10": "ndcg@10", "recall_at_100": "recall@100", "mrr_at_10": "mrr@10", "map_at_10": "map@10",
-    "precision_at_5": "precision@5",
+    "precision_at_5": "precision@5", "hit_rate_at_3": "hit@3", "Hole_at_10": "hole@10",
     # ranx
     "ndcg@10": "ndcg@10", "precision@5": "precision@5", "recall@100": "recall@100", "mrr@10": "mrr@10",
     "hit_rate@3": "hit@3", "map@10": "map@10", "ndcg_burges@5": "ndcg_exp@5",
@@ -212,6 +212,23 @@ def test_aliases_give_canonical_output_and_identical_values():
     assert r.per_query["q1"]["precision@5"] == pytest.approx(2 / 5)
     assert r.per_query["q2"]["mrr"] == 0.5 and r.per_query["q2"]["hit@3"] == 1.0
     assert r.per_query["q1"]["ndcg_exp@5"] == pytest.approx((1 / L2(2) + 3 / L2(3)) / (3 / L2(2) + 1 / L2(3)))
+
+
+def test_readme_alias_table_matches_the_registry():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Metric names of other tools"):]
+    section = section[: section.index("\n### ", 5)]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| `")]
+    assert len(rows) >= 9
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        canon = [parse_metric(x.strip("` ")) for x in cells[0].split(",")]
+        for cell in cells[1:]:
+            for name in (x.strip("` ") for x in cell.split(",")):
+                if name != "-":
+                    assert parse_metric(name) in canon, (name, cells[0])
+    for fam in METRICS.values():
+        assert f"`{fam.name}@k`" in readme or f"`{fam.name}`" in readme, fam.name
 
 
 def test_registry_rows_are_complete():
