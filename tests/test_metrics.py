@@ -357,6 +357,9 @@ def test_no_judged_page_at_all_is_an_error():
     with pytest.raises(InputError, match="not pages of the corpus, not a single one"):
         check_judged_overlap({"q1": {"doc.pdf#1": 1}}, ["other.pdf#1", "other.pdf#2"])
     assert check_judged_overlap({"q1": {"doc.pdf#1": 1}}, {"doc.pdf#1", "x"}) == []
+    assert check_judged_overlap({"q1": {"doc.pdf#1": 1}}, {"doc.pdf#1": object()}) == []  # a Corpus-like mapping of ids
+    with pytest.raises(InputError, match="not pages of the corpus"):
+        check_judged_overlap({"q1": {"doc.pdf#1": 1}}, {"other.pdf#1": object()})
 
 
 def test_some_unjudged_queries_warn_and_are_listed():

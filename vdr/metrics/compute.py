@@ -200,7 +200,8 @@ def check_judged_overlap(
 
     Args:
         qrels: ``{query_id: {corpus_id: grade}}``.
-        retrieved: a run, or a collection of corpus ids retrievable for every query.
+        retrieved: a run (:class:`~vdr.types.Run` or ``{query_id: {corpus_id: score}}``), or the
+            corpus ids retrievable for every query (a list, a set, a :class:`~vdr.corpus.Corpus`).
         allow_unjudged: score anyway: no error (the warning and the list remain).
         query_ids: the queries to check (default: the qrels queries with at least one line).
         qrels_path: the qrels file, named in the error.
@@ -219,7 +220,8 @@ def check_judged_overlap(
     """
     qd = getattr(qrels, "_data", qrels)
     qids = sorted(query_ids) if query_ids is not None else sorted(q for q in qd if len(qd[q]))
-    if not isinstance(retrieved, Mapping):
+    is_run = isinstance(retrieved, Run) or (isinstance(retrieved, Mapping) and all(isinstance(v, Mapping) for v in retrieved.values()))
+    if not is_run:  # corpus ids (a list, a set, a Corpus mapping ids to pages)
         return _check_corpus_overlap(qd, qids, retrieved, allow_unjudged, qrels_path)
     rd = getattr(retrieved, "_data", retrieved)
     hit = [q for q in qids if q in rd and len(rd[q])]
