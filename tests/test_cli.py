@@ -72,7 +72,7 @@ def test_metrics_json_on_sample(tmp_path, capsys):
     assert set(data) == {"aggregate", "per_query", "num_queries", "policy"}
     assert data["num_queries"] == 5
     agg = data["aggregate"]
-    assert set(agg) == {f"{f}@{k}" for f in DEFAULT_FAMILIES for k in (1, 3, 5, 10)}
+    assert set(agg) == {f"{f}@{k}" for f in (*DEFAULT_FAMILIES, "ties") for k in (1, 3, 5, 10)}
     assert agg["ndcg@3"] == pytest.approx(NDCG3, abs=1e-12)
     assert agg["mrr@3"] == pytest.approx(MRR3, abs=1e-12)
     assert agg["recall@10"] == pytest.approx(RECALL10, abs=1e-12)
@@ -94,6 +94,10 @@ def test_metrics_json_on_sample(tmp_path, capsys):
     assert pol["num_queries_missing_from_run"] == 1
     assert pol["num_run_queries_without_qrels"] == 1
     assert pol["num_queries_averaged"] == 5
+    # tied score groups: only q2's #31/#30 (17.5) tie, at ranks 1-2 -> one group in every top k >= 2
+    assert pol["tied_groups"] == {"ties@1": 0, "ties@3": 1, "ties@5": 1, "ties@10": 1}
+    assert pq["q2"]["ties@3"] == 1.0 and pq["q1"]["ties@3"] == 0.0 and agg["ties@3"] == pytest.approx(1 / 5)
+    assert pol["queries_skipped_no_judgments"] == [] and pol["queries_all_unjudged"] == []
     assert f"wrote {out_json}" in out
 
 
@@ -111,6 +115,7 @@ def test_table_printed(capsys):
     assert "5 queries averaged" in out
     assert "queries missing from the run scored 0: 1" in out
     assert "run queries without qrels ignored: 1" in out
+    assert "tied score groups in the top k (total over the queries; per query in --json/--per-query): @1 0, @3 1, @5 1, @10 1" in out
 
 
 def test_per_query_csv(tmp_path, capsys):
@@ -118,13 +123,14 @@ def test_per_query_csv(tmp_path, capsys):
     rc, out, _ = run_cli(capsys, "metrics", QRELS, RUN, "--k", "3,1", "--per-query", str(p))
     assert rc == 0 and f"wrote {p}" in out
     rows = list(csv.reader(p.open(newline="")))
-    assert rows[0] == ["query-id"] + [f"{f}@{k}" for f in DEFAULT_FAMILIES for k in (1, 3)]
+    assert rows[0] == ["query-id"] + [f"{f}@{k}" for f in (*DEFAULT_FAMILIES, "ties") for k in (1, 3)]
     assert [r[0] for r in rows[1:]] == ["q1", "q2", "q3", "q4", "q5"]
     by_q = {r[0]: dict(zip(rows[0][1:], map(float, r[1:]))) for r in rows[1:]}
     assert by_q["q1"]["ndcg@3"] == pytest.approx(NDCG3_Q1, abs=1e-12)
     assert by_q["q3"]["mrr@3"] == pytest.approx(1 / 3, abs=1e-15)
     assert by_q["q4"]["mrr@1"] == 0.0 and by_q["q4"]["ndcg@1"] == 0.0  # rank 1 is the grade -1 page
     assert by_q["q5"] == {k: 0.0 for k in rows[0][1:]}
+    assert by_q["q2"]["ties@3"] == 1.0 and by_q["q2"]["ties@1"] == 0.0
 
 
 def test_explicit_metrics(tmp_path, capsys):
@@ -280,8 +286,93 @@ def test_empty_qrels_exit_2(tmp_path, capsys):
 def test_help_exit_0(capsys):
     rc, out, _ = run_cli(capsys, "metrics", "--help")
     assert rc == 0
-    for opt in ("--k", "--metric", "--relevance-level", "--exclude-queries-without", "--json", "--per-query"):
+    for opt in ("--k", "--metric", "--relevance-level", "--exclude-queries-without", "--json", "--per-query", "--allow-unjudged",
+                "--list-metrics"):
         assert opt in out  # rich may truncate the longest option name to fit the terminal
+    flat = " ".join(ln.strip(" │") for ln in out.splitlines())
+    for pattern in ("ndcg@k", "mrr[@k]", "map[@k]", "ties@k"):  # the known metrics come from the registry
+        assert pattern in flat
+
+
+def test_list_metrics_prints_the_registry(capsys):
+    from vdr.metrics import METRICS
+
+    rc, out, _ = run_cli(capsys, "metrics", "--list-metrics")  # no QRELS/RUN needed
+    assert rc == 0
+    for fam in METRICS.values():
+        assert f"{fam.pattern}  (also: " in out and fam.reference in out
+    assert "hit@k  (also: hit_at_k, success@k, hit_rate@k)" in out
+
+
+# --------------------------------------------------------------------------------------------
+# the ecosystem's names, empty judgment sets, id mismatches (issues 14.4, 13.2, 13.3)
+
+
+def test_ecosystem_metric_names(tmp_path, capsys):
+    p = tmp_path / "r.json"
+    names = ["P@5", "R@10", "RR@10", "AP", "Success@3", "ndcg_at_3", "recall_at_10", "hit_rate@5", "map@10", "Judged@3", "nDCG@3"]
+    args = [x for n in names for x in ("-m", n)]
+    rc, out, err = run_cli(capsys, "metrics", QRELS, RUN, *args, "--json", str(p))
+    assert rc == 0 and err == ""
+    agg = json.loads(p.read_text())["aggregate"]
+    # canonical names only, the duplicates (ndcg_at_3 = nDCG@3, R@10 = recall_at_10) once
+    assert list(agg) == ["precision@5", "recall@10", "mrr@10", "map", "hit@3", "ndcg@3", "hit@5", "map@10", "judged@3"]
+    assert agg["ndcg@3"] == pytest.approx(NDCG3, abs=1e-12) and agg["precision@5"] == pytest.approx(PRECISION5, abs=1e-12)
+    assert agg["recall@10"] == pytest.approx(RECALL10, abs=1e-12) and agg["map@10"] == pytest.approx(MAP10, abs=1e-12)
+    assert agg["mrr@10"] == pytest.approx(MRR3, abs=1e-12)  # every first relevant page is within rank 3
+    assert out.splitlines()[0].split()[0] == "metric" and "precision" in out and "P@5" not in out
+
+
+def test_unknown_metric_did_you_mean_cli(capsys):
+    rc, out, err = run_cli(capsys, "metrics", QRELS, RUN, "-m", "hits@10")
+    assert rc == 2 and out == ""
+    assert err.strip() == (
+        "error: unknown metric 'hits@10'; did you mean 'hit@10'?; known metrics: ndcg@k, ndcg_exp@k, ndcg_run@k, mrr[@k],"
+        " recall@k, precision@k, hit@k, map[@k], judged@k, hole@k, ties@k"
+    )
+
+
+def test_empty_judgment_set_cli(tmp_path, capsys):
+    q = tmp_path / "qrels.json"
+    q.write_text('{"q1": {"d1": 0, "d2": 1}, "q2": {}}')
+    r = tmp_path / "run.trec"
+    r.write_text("q1 Q0 d1 1 0.9 t\nq1 Q0 d2 2 0.8 t\n")
+    j = tmp_path / "o.json"
+    rc, out, err = run_cli(capsys, "metrics", str(q), str(r), "-m", "ndcg@3", "--json", str(j))
+    assert rc == 0 and err == ""
+    data = json.loads(j.read_text())
+    assert data["num_queries"] == 1 and list(data["per_query"]) == ["q1"]
+    assert round(data["aggregate"]["ndcg@3"], 4) == 0.6309 and data["aggregate"]["ndcg@3"] == pytest.approx(1 / L2(3), abs=1e-15)
+    assert data["policy"]["queries_skipped_no_judgments"] == ["q2"]
+    assert "1 queries averaged" in out and "queries with an empty judgment set skipped (not averaged): 1 ('q2')" in out
+    assert out.splitlines()[1].split() == ["ndcg", "0.6309"]
+
+
+def _mismatch(tmp_path: Path) -> tuple[str, str]:
+    q = tmp_path / "q.trec"
+    q.write_text("q1 0 p01 1\n")
+    r = tmp_path / "r.trec"
+    r.write_text("q1 Q0 p1 1 0.9 t\n")
+    return str(q), str(r)
+
+
+def test_id_mismatch_exit_2(tmp_path, capsys):
+    q, r = _mismatch(tmp_path)
+    rc, out, err = run_cli(capsys, "metrics", q, r)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: no retrieved page of any query")
+    assert "run ids ['p1'], qrels ids ['p01']" in err and "--allow-unjudged" in err
+
+
+def test_id_mismatch_allowed(tmp_path, capsys):
+    q, r = _mismatch(tmp_path)
+    j = tmp_path / "o.json"
+    rc, out, err = run_cli(capsys, "metrics", q, r, "-m", "ndcg@3", "--allow-unjudged", "--json", str(j))
+    assert rc == 0
+    assert err.strip() == "warning: 1 of 1 queries of run 't' retrieved only pages without a qrels line ('q1'): they score 0 on every metric"
+    data = json.loads(j.read_text())
+    assert data["aggregate"]["ndcg@3"] == 0.0 and data["policy"]["queries_all_unjudged"] == ["q1"]
+    assert "queries whose retrieved pages all lack a qrels line: 1 ('q1')" in out
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,10 +15,13 @@ from vdr.compare import (
     bootstrap_ci,
     compare,
     compare_arrays,
+    describe_test,
     holm,
     holm_adjust,
     paired_ttest,
     randomization_test,
+    smallest_p,
+    use_exact,
 )
 from vdr.errors import AlignmentError, InputError
 from vdr.metrics import MetricsResult
@@ -40,6 +43,40 @@ def test_exact_three_queries_hand_computed():
     assert randomization_test([0.5, 0.25, 0.25, 0.1], exact=True) == pytest.approx(2 / 16)
 
 
+def test_small_samples_use_the_exact_test_by_default():
+    """Issue 14.7: n <= 16 queries and 2^n <= permutations -> exact sign-flip test, p_min recorded."""
+    # d = (0.1, 0.2, 0.3): sign-flipped sums +-0.6, +-0.4, +-0.2, 0, 0 -> |sum| >= 0.6 for 2 of 8
+    c = compare_arrays([0.0, 0.0, 0.0], [0.1, 0.2, 0.3], "ndcg@3")
+    assert c.exact and c.n_permutations == 8 and c.p_value == 0.25 and c.p_min == 0.25
+    d = c.to_dict()
+    assert d["p_min"] == 0.25 and d["test"]["exact"] is True and d["test"]["n_permutations"] == 8
+    assert d["test"]["p_value"].startswith("exact")
+    # d = (1, 1, 1, -1): s1+s2+s3 in {3, 1, -1, -3} (1, 3, 3, 1 ways) minus s4 = +-1; |sum| >= 2 in
+    # 1 + 1 + 3 + 3 + 1 + 1 = 10 of the 16 assignments
+    assert randomization_test([1.0, 1.0, 1.0, -1.0]) == 10 / 16
+    # a query that does not change cannot flip: d = (0.2, 0, 0.1) -> |+-0.2 +-0.1| = 0.3 in 2 of 4, twice
+    z = compare_arrays([0.5, 0.5, 0.5], [0.7, 0.5, 0.6])
+    assert z.p_value == 0.5 and z.p_min == 0.5 and (z.wins, z.ties, z.losses) == (2, 1, 0)
+    # the same seed gives the same answer; the exact p does not depend on the seed at all
+    assert compare_arrays([0.0] * 3, [0.1, 0.2, 0.3], seed=9).p_value == 0.25
+    # the switch: 2^n <= n_permutations and n <= 16
+    assert use_exact(14, 10_000) is False and use_exact(14, 16_384) is True and use_exact(17, 10**9) is False
+    mc = compare_arrays(np.zeros(14), np.linspace(0.1, 1.0, 14), n_permutations=999)
+    assert not mc.exact and mc.n_permutations == 999 and mc.p_min == 1 / 1000 and mc.p_value >= mc.p_min  # exact p: 2 / 2^14
+    assert smallest_p([0.0, 0.0], 10, exact=True) == 1.0
+
+
+def test_describe_test_for_table_footers():
+    three = compare_arrays([0.0] * 3, [0.1, 0.2, 0.3], "ndcg@3", variant="kw")
+    assert describe_test([three]) == "exact test over all 2^3 = 8 sign assignments; smallest attainable p 0.25"
+    tie = compare_arrays([0.5] * 3, [0.7, 0.5, 0.6], "mrr@3", variant="kw")
+    assert describe_test([three, tie]) == (
+        "exact test over all 2^3 = 8 sign assignments; smallest attainable p 0.25 to 0.5 (queries that do not change cannot flip)"
+    )
+    mc = compare_arrays(np.zeros(20), np.linspace(0, 1, 20), n_permutations=999, seed=7)
+    assert describe_test([mc]) == "999 random sign assignments, seed 7; smallest attainable p 0.001"
+
+
 def brute_force(d):
     obs = abs(sum(d))
     hits = sum(abs(sum(s * x for s, x in zip(signs, d))) >= obs - 1e-12 for signs in itertools.product((1, -1), repeat=len(d)))
@@ -53,7 +90,7 @@ def test_exact_matches_brute_force_and_monte_carlo_close(seed):
     d = np.round(rng.normal(0.05, 0.2, n), 3)  # rounded: many exactly tied sums, the float tolerance matters
     exact = randomization_test(d, exact=True)
     assert exact == pytest.approx(brute_force(d.tolist()), abs=1e-15)
-    mc = randomization_test(d, n_permutations=20_000, seed=seed)
+    mc = randomization_test(d, n_permutations=20_000, seed=seed, exact=False)
     # Monte-Carlo standard error sqrt(p(1-p)/B) <= 0.0036; 5 SE
     assert abs(mc - exact) < 0.018
 
@@ -174,8 +211,8 @@ def test_compare_fields_and_family():
     # reproducible by seed
     again = compare(orig, new, ["ndcg@3", "recall@5"], variant="kw", exact=True, n_bootstrap=2000, seed=5)
     assert again == cs
-    mc = compare(orig, new, ["ndcg@3"], n_permutations=20_000, seed=1)[0]
-    assert abs(mc.p_value - c.p_value) < 0.02
+    mc = compare(orig, new, ["ndcg@3"], n_permutations=20_000, seed=1, exact=False)[0]
+    assert abs(mc.p_value - c.p_value) < 0.02 and not mc.exact and mc.p_min == 1 / 20_001
 
 
 def test_alignment_and_input_errors():

@@ -78,20 +78,44 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"{prefix}: {message}", file=sys.stderr)
 
 
+def _list_metrics(value: bool) -> None:
+    """``--list-metrics``: print the metric registry and exit 0."""
+    if value:
+        from .metrics import describe_metrics
+
+        typer.echo(describe_metrics())
+        raise typer.Exit(0)
+
+
+def _metric_help() -> str:
+    from .metrics import known_metrics
+
+    known = known_metrics().replace("[", "\\[")  # rich reads "[@k]" as markup unless escaped
+    return (
+        "Metric (repeatable), e.g. -m ndcg@3 -m P@5 -m ndcg_at_10 -m RR; overrides --k. Known: "
+        f"{known}. ir_measures, MTEB, ranx and trec_eval spellings are accepted (--list-metrics)."
+    )
+
+
 @app.command("metrics")
 def metrics_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
     run: Path = typer.Argument(..., help="Run file: TREC (qid Q0 docid rank score tag) or JSON."),
-    k: str = typer.Option("1,3,5,10", "--k", help="Comma-separated cutoffs for the default metric families."),
-    metric: Optional[list[str]] = typer.Option(
-        None, "--metric", "-m", help="Explicit metric (repeatable), e.g. -m ndcg@3 -m hole@3 -m mrr; overrides --k."
-    ),
+    k: str = typer.Option("1,3,5,10", "--k", help="Comma-separated cutoffs for the default metric families and ties@k."),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", help=_metric_help()),
     relevance_level: int = typer.Option(1, "--relevance-level", help="Minimum grade counted as relevant (binary metrics)."),
     exclude_no_relevant: bool = typer.Option(
         False, "--exclude-queries-without-relevant", help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."
     ),
+    allow_unjudged: bool = typer.Option(
+        False, "--allow-unjudged",
+        help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
+    ),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write aggregate, per-query values and policy as JSON."),
     per_query: Optional[Path] = typer.Option(None, "--per-query", help="Write per-query values as CSV."),
+    list_metrics: bool = typer.Option(
+        False, "--list-metrics", callback=_list_metrics, is_eager=True, help="List the metrics, their aliases and definitions, and exit."
+    ),
 ) -> None:
     """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
     from . import distributed as D
@@ -107,6 +131,7 @@ def metrics_command(
         metric_names=metric or None,
         relevance_level=relevance_level,
         queries_without_relevant="exclude" if exclude_no_relevant else "zero",
+        allow_unjudged=allow_unjudged,
         json_path=json_out,
         per_query_path=per_query,
     )

@@ -11,8 +11,13 @@ differences ``d = rewritten - original`` (float64, shape ``(n_queries,)``) are s
   difference is at least as extreme as the observed one. Monte-Carlo estimate with ``B`` random
   sign vectors: ``p = (1 + #{|mean(s * d)| >= |mean(d)|}) / (1 + B)`` (the ``+1`` counts the observed
   assignment, so the estimate is never 0 and the test is exact-level valid; Phipson & Smyth 2010).
-  ``exact=True`` enumerates all ``2^n`` sign vectors (``n <= 16``) and returns the exact
-  ``#{|mean(s * d)| >= |mean(d)|} / 2^n``. Sources: Fisher 1935 (The Design of Experiments, §21);
+  The **exact** test enumerates all ``2^n`` sign vectors and returns ``#{|mean(s * d)| >= |mean(d)|} / 2^n``;
+  it is used automatically when ``n <= 16`` and ``2^n <= B`` (then enumeration is no more work than
+  sampling, and a Monte-Carlo estimate would hide the test's granularity), or on request
+  (``exact=True``). ``p_min`` records the smallest p-value the test can give: exact,
+  ``2 / 2^m`` with ``m`` the queries whose difference is non-zero (the observed signs and their
+  mirror always count; a zero difference is unchanged by its flip), e.g. 0.25 with 3 queries;
+  Monte Carlo, ``1 / (1 + B)``. Sources: Fisher 1935 (The Design of Experiments, §21);
   Smucker, Allan & Carterette 2007, "A comparison of statistical significance tests for information
   retrieval evaluation", CIKM (recommends the randomization test for IR).
 * ``p_value_ttest``: paired Student t-test, :func:`scipy.stats.ttest_rel` (two-sided).
@@ -53,11 +58,44 @@ __all__ = [
     "bootstrap_ci",
     "holm",
     "holm_adjust",
+    "use_exact",
+    "smallest_p",
+    "describe_test",
     "MAX_EXACT_QUERIES",
 ]
 
 MAX_EXACT_QUERIES = 16
-"""Largest number of queries for which ``exact=True`` enumerates all ``2^n`` sign vectors."""
+"""Largest number of queries for which the exact test enumerates all ``2^n`` sign vectors."""
+
+
+def use_exact(n_queries: int, n_permutations: int, exact: bool | None = None) -> bool:
+    """Whether the randomization test enumerates all ``2^n`` sign vectors.
+
+    ``exact=None`` (the default everywhere): exact when ``n <= 16`` and ``2^n <= n_permutations``;
+    ``True``/``False`` force it (``True`` with ``n > 16`` is refused by the callers).
+
+    >>> use_exact(3, 10_000), use_exact(14, 10_000), use_exact(16, 100_000), use_exact(3, 10_000, exact=False)
+    (True, False, True, False)
+    """
+    if exact is not None:
+        return bool(exact)
+    return n_queries <= MAX_EXACT_QUERIES and (1 << n_queries) <= n_permutations
+
+
+def smallest_p(differences: object, n_permutations: int, exact: bool) -> float:
+    """The smallest p-value the randomization test can return on ``differences`` (shape ``(n,)``):
+    exact, ``2 / 2^m`` with ``m`` the non-zero differences (1.0 when every difference is 0);
+    Monte Carlo, ``1 / (1 + n_permutations)``.
+
+    >>> smallest_p([0.1, 0.2, 0.3], 10_000, exact=True), smallest_p([0.1, 0.0, 0.3], 10_000, exact=True)
+    (0.25, 0.5)
+    >>> smallest_p([0.1, 0.2, 0.3], 9_999, exact=False)
+    0.0001
+    """
+    if not exact:
+        return 1.0 / (1 + int(n_permutations))
+    m = int(np.count_nonzero(np.asarray(differences, dtype=np.float64)))
+    return 1.0 if m == 0 else 2.0 / float(1 << m)
 
 _REL_TOL = 1e-9
 _BLOCK_ELEMENTS = 1 << 22  # sign / index matrix elements per vectorised block (~4M)
@@ -83,6 +121,8 @@ class Comparison:
         variant: name of the rewrite variant, if given.
         n_permutations: random sign vectors used (``2^n`` when ``exact``).
         exact: whether ``p_value`` came from full enumeration.
+        p_min: the smallest p-value the test could have given on these data (:func:`smallest_p`);
+            a p-value equal to it is the strongest evidence the design allows.
         n_bootstrap: bootstrap resamples.
         seed: the seed of the random streams.
     """
@@ -105,6 +145,7 @@ class Comparison:
     exact: bool = False
     n_bootstrap: int = 10_000
     seed: int = 0
+    p_min: float = math.nan
 
     @property
     def label(self) -> str:
@@ -133,9 +174,12 @@ class Comparison:
             "ties": self.ties,
             "losses": self.losses,
             "n_queries": self.n_queries,
+            "p_min": num(self.p_min),
             "test": {
                 "p_value": ("exact" if self.exact else "monte-carlo") + " two-sided paired randomization (sign-flip) test",
+                "exact": self.exact,
                 "n_permutations": self.n_permutations,
+                "p_min": "smallest attainable p: exact 2 / 2^(queries with a non-zero difference); monte-carlo 1 / (1 + n_permutations)",
                 "p_value_ttest": "two-sided paired t-test (scipy.stats.ttest_rel)",
                 "ci95": "percentile bootstrap of the mean difference",
                 "n_bootstrap": self.n_bootstrap,
@@ -198,7 +242,7 @@ def randomization_test(
     *,
     n_permutations: int = 10_000,
     seed: int | np.random.Generator = 0,
-    exact: bool = False,
+    exact: bool | None = None,
 ) -> float:
     """Two-sided paired randomization (sign-flip) test of ``mean(differences) == 0``.
 
@@ -206,7 +250,8 @@ def randomization_test(
         differences: per-query paired differences ``rewritten - original``, shape ``(n,)``, finite.
         n_permutations: random sign vectors ``B`` (ignored when ``exact``).
         seed: non-negative int (or a ready :class:`numpy.random.Generator`).
-        exact: enumerate all ``2^n`` sign vectors instead of sampling (``n <= 16``).
+        exact: enumerate all ``2^n`` sign vectors instead of sampling (``n <= 16``); ``None``
+            (default): exactly when :func:`use_exact` says so (``n <= 16`` and ``2^n <= B``).
 
     Returns:
         Monte-Carlo: ``(1 + #{|sum(s * d)| >= |sum(d)|}) / (1 + B)`` in ``(0, 1]``; exact:
@@ -217,11 +262,16 @@ def randomization_test(
 
     Sources: Fisher 1935; Smucker, Allan & Carterette 2007 (CIKM); Phipson & Smyth 2010 for the
     ``+1`` correction of Monte-Carlo p-values.
+
+    >>> randomization_test([0.1, 0.2, 0.3])  # exact: 2 of the 8 sign vectors reach |sum| 0.6
+    0.25
     """
     d = _as_values(differences, "differences")
     n = d.shape[0]
     if n == 0:
         raise InputError("no queries to compare")
+    B = _check_count(n_permutations, "n_permutations")
+    exact = use_exact(n, B, exact)
     abs_sum = float(np.abs(d).sum())
     if abs_sum == 0.0:
         return 1.0
@@ -234,7 +284,6 @@ def randomization_test(
         signs = 1.0 - 2.0 * ((codes >> np.arange(n, dtype=np.int64)) & 1)  # (2^n, n) of +-1
         hits = int(np.count_nonzero(np.abs(signs @ d) >= threshold))
         return hits / float(1 << n)
-    B = _check_count(n_permutations, "n_permutations")
     rng = seed if isinstance(seed, np.random.Generator) else _streams(_check_seed(seed))[0]
     block = max(1, min(B, _BLOCK_ELEMENTS // n))
     hits = 0
@@ -396,7 +445,7 @@ def compare_arrays(
     n_permutations: int = 10_000,
     n_bootstrap: int = 10_000,
     seed: int = 0,
-    exact: bool = False,
+    exact: bool | None = None,
 ) -> Comparison:
     """Compare two aligned per-query arrays of one metric (the family is this single test, so
     ``p_value_holm == p_value``; use :func:`holm_adjust` to adjust over several).
@@ -415,6 +464,7 @@ def compare_arrays(
     n_bootstrap = _check_count(n_bootstrap, "n_bootstrap")
     a, b, d = _differences(original, rewritten)
     n = d.shape[0]
+    exact = use_exact(n, n_permutations, exact)
     if exact and n > MAX_EXACT_QUERIES:
         raise InputError(f"exact enumeration needs n <= {MAX_EXACT_QUERIES} queries (2^n sign vectors), got {n}")
     perm_rng, boot_rng = _streams(seed)
@@ -436,9 +486,10 @@ def compare_arrays(
         n_queries=n,
         variant=variant,
         n_permutations=(1 << n) if exact else n_permutations,
-        exact=bool(exact),
+        exact=exact,
         n_bootstrap=n_bootstrap,
         seed=seed,
+        p_min=smallest_p(d, n_permutations, exact),
     )
     return replace(c, holm_family=(c.label,))
 
@@ -460,7 +511,7 @@ def compare(
     n_permutations: int = 10_000,
     n_bootstrap: int = 10_000,
     seed: int = 0,
-    exact: bool = False,
+    exact: bool | None = None,
 ) -> list[Comparison]:
     """Compare a rewrite variant's per-query metrics against the originals' (same backend).
 
@@ -476,7 +527,8 @@ def compare(
         n_permutations: random sign vectors of the randomization test (default 10,000).
         n_bootstrap: bootstrap resamples (default 10,000).
         seed: seed of the random streams (same seed, same results).
-        exact: enumerate all ``2^n`` sign vectors (``n <= 16``) instead of sampling.
+        exact: enumerate all ``2^n`` sign vectors (``n <= 16``) instead of sampling; ``None``
+            (default): when ``n <= 16`` and ``2^n <= n_permutations`` (:func:`use_exact`).
 
     Returns:
         One :class:`Comparison` per metric, in ``metrics`` order.
@@ -520,3 +572,33 @@ def compare(
         for m in names
     ]
     return holm_adjust(comps)
+
+
+def describe_test(comparisons: Sequence[Comparison]) -> str:
+    """The randomization test behind ``comparisons`` in one phrase, for table footers: exact or
+    Monte Carlo, the number of sign assignments and the smallest attainable p (:attr:`Comparison.p_min`;
+    a range when it differs between comparisons, which happens when some queries do not change).
+
+    >>> describe_test([compare_arrays([0.0, 0.0, 0.0], [0.1, 0.2, 0.3])])
+    'exact test over all 2^3 = 8 sign assignments; smallest attainable p 0.25'
+    >>> describe_test([compare_arrays(np.zeros(20), np.linspace(0, 1, 20), n_permutations=999, seed=7)])
+    '999 random sign assignments, seed 7; smallest attainable p 0.001'
+    """
+    comps = list(comparisons)
+    parts = []
+    for exact in (True, False):
+        group = [c for c in comps if c.exact == exact]
+        if not group:
+            continue
+        lo, hi = min(c.p_min for c in group), max(c.p_min for c in group)
+        floor = f"{lo:.4g}" if lo == hi else f"{lo:.4g} to {hi:.4g} (queries that do not change cannot flip)"
+        if exact:
+            ns = sorted({c.n_queries for c in group})
+            n = "/".join(map(str, ns))
+            count = "/".join(str(1 << x) for x in ns)
+            parts.append(f"exact test over all 2^{n} = {count} sign assignments; smallest attainable p {floor}")
+        else:
+            b = "/".join(str(x) for x in sorted({c.n_permutations for c in group}))
+            seeds = "/".join(str(x) for x in sorted({c.seed for c in group}))
+            parts.append(f"{b} random sign assignments, seed {seeds}; smallest attainable p {floor}")
+    return "; ".join(parts)

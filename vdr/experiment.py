@@ -37,7 +37,8 @@ from pathlib import Path
 
 from .corpus import PAGES_FILE, Corpus
 from .errors import InputError, VdrError
-from .metrics import MetricsResult, evaluate_run
+from .compare import describe_test
+from .metrics import MetricsResult, check_judged_overlap, evaluate_run
 from .io.atomic import atomic_write, write_text_atomic
 from .io.formats import load_qrels, load_queries, load_rewrites, save_run
 from .types import Query, QuerySet, Run
@@ -162,7 +163,7 @@ class EvaluationResults:
             fam = len(self.comparisons[0][1].holm_family)
             lines.append(
                 f"d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
-                f" ({self.config['n_permutations']} permutations, seed {self.config['seed']}); p (Holm): Holm-corrected over the"
+                f" ({describe_test([c for _, c in self.comparisons])}); p (Holm): Holm-corrected over the"
                 f" {fam} tests (variants x {', '.join(self.config['compared_metrics'])}) of each backend; p (t): paired t-test;"
                 f" CI: bootstrap of the mean change. Backends reported separately ({len(n_tests)} compared)."
             )
@@ -238,6 +239,7 @@ def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Pat
     """
     if len(corpus) == 0:
         raise InputError("the corpus holds no pages", path=Path(corpus.root) / PAGES_FILE)
+    check_judged_overlap(qrels, corpus.ids(), qrels_path=qrels_path)  # no qrels id is a page: an id-format mismatch
     unknown_q = [q for q in qrels if q not in queries]
     if unknown_q:
         raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
@@ -354,11 +356,11 @@ def evaluate(
     """
     from . import distributed as D
     from .compare import compare, holm_adjust
-    from .metrics.compute import _parse_ks
+    from .metrics import parse_cutoffs
 
     out = Path(out)
     progress = progress and D.is_main()
-    ks = _parse_ks(k)
+    ks = parse_cutoffs(k)
     wanted = _parse_list(backends, "--backend")
     unknown = [b for b in wanted if b not in BACKENDS]
     if unknown:
@@ -391,7 +393,7 @@ def evaluate(
 
     metric_names = []
     for kk in ks:
-        metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}"]
+        metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}", f"ties@{kk}"]
     table_metrics = _table_metrics(ks)
     compared_metrics = [m for m in table_metrics if not m.startswith("hole@")]
 
@@ -462,7 +464,8 @@ def evaluate(
             run = runs_by_backend[b][name]
             rel = f"runs/{b}.{name}.trec"
             save_run(run, out / rel, tag=f"vdr-{b}-{name}")
-            res = evaluate_run(qrels_obj, run, metric_names, relevance_level=relevance_level)
+            # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
+            res = evaluate_run(qrels_obj, run, metric_names, relevance_level=relevance_level, allow_unjudged=True)
             run_results.append(RunResult(b, name, rel, res))
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))

@@ -190,10 +190,10 @@ def judge(
     from ..corpus import Corpus
     from ..io.atomic import atomic_write
     from ..io.formats import load_qrels, load_queries, load_run
+    from ..metrics import parse_cutoffs
 
     endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
-    if k < 1:
-        raise InputError(f"k must be >= 1, got {k}")
+    k = parse_cutoffs(k, single=True)[0]
     results_dir = Path(results_dir)
     out_dir = results_dir / "judge"
     client = JudgeClient(endpoint, judge_model, modality=modality, api_key=api_key,

@@ -1,9 +1,44 @@
 """Metrics: a run and qrels -> per-query values and their means (trec_eval semantics).
 
 :func:`metrics` (the ``vdr metrics`` verb) and :func:`evaluate_run` are the entry points; the
-metric families are declared in :data:`METRICS`.
+metric families, their aliases in other tools (ir_measures, MTEB, ranx, trec_eval) and their
+definitions are declared once in :data:`METRICS` (:mod:`vdr.metrics.registry`); cutoffs are parsed
+by :func:`parse_cutoffs`; :func:`check_judged_overlap` is the id-format rule.
+
+>>> from vdr.metrics import metrics
+>>> res = metrics({"q1": {"p01": 1}}, {"q1": {"p01": 2.0, "p02": 1.0}}, metric_names=["RR", "P@2", "ndcg_at_2"])
+>>> res.aggregate
+{'mrr': 1.0, 'precision@2': 0.5, 'ndcg@2': 1.0}
 """
 
-from .compute import METRICS, Metric, MetricsResult, default_metrics, evaluate_run, metrics, parse_metric
+from .compute import MetricsResult, Ranked, check_judged_overlap, evaluate_run, metrics
+from .registry import (
+    METRICS,
+    Family,
+    Metric,
+    alias_table,
+    default_metrics,
+    describe_metrics,
+    diagnostic_metrics,
+    known_metrics,
+    parse_cutoffs,
+    parse_metric,
+)
 
-__all__ = ["METRICS", "Metric", "MetricsResult", "default_metrics", "evaluate_run", "metrics", "parse_metric"]
+__all__ = [
+    "METRICS",
+    "Family",
+    "Metric",
+    "MetricsResult",
+    "Ranked",
+    "alias_table",
+    "check_judged_overlap",
+    "default_metrics",
+    "describe_metrics",
+    "diagnostic_metrics",
+    "evaluate_run",
+    "known_metrics",
+    "metrics",
+    "parse_cutoffs",
+    "parse_metric",
+]

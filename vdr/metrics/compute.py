@@ -1,23 +1,33 @@
-"""The evaluate stage: per-query retrieval metrics with trec_eval semantics, then their mean.
+"""The metrics stage: per-query retrieval metrics with trec_eval semantics, then their mean.
 
-Metric names are parsed, hashable :class:`Metric` values written ``family@k`` (``ndcg@3``,
-``mrr@3``, ``recall@10``, ``precision@5``, ``hit@5``, ``map@10``, ``judged@3``, ``hole@3``);
-``mrr`` and ``map`` without ``@k`` use the whole ranking. :data:`METRICS` is the registry.
+Metric names are parsed by the registry (:mod:`vdr.metrics.registry`) into :class:`Metric` values
+written ``family@k`` (``ndcg@3``, ``mrr@3``, ``recall@10``, ``precision@5``, ``hit@5``, ``map@10``,
+``judged@3``, ``hole@3``, ``ties@3``); ``mrr`` and ``map`` without ``@k`` use the whole ranking.
+Every family is computed by its registry entry from one :class:`Ranked` context.
 
 Conventions (all as trec_eval 10.0, github.com/usnistgov/trec_eval):
 
 * **Ranking**: score descending (float64); ties broken by corpus id descending in byte order
   (trec_eval sorts by ``sim`` then ``docno``, both decreasing), so ``"p9"`` ranks before ``"p10"``.
-* **Query set**: every query with at least one qrels line. A query absent from the run scores 0
-  on every metric (trec_eval ``-c``); run queries without qrels are ignored and counted.
-  Queries whose qrels hold no grade > 0 count as 0 by default (``queries_without_relevant="zero"``)
-  or are left out (``"exclude"``); :attr:`MetricsResult.policy` always says which, with counts.
+* **Query set**: every query with at least one qrels line. A query whose judgment set is empty
+  (JSON qrels ``{"q2": {}}``) is not in it: it is skipped and listed in the policy, never averaged
+  as 0. A query absent from the run scores 0 on every metric (trec_eval ``-c``); run queries
+  without qrels are ignored and counted. Queries whose qrels hold no grade > 0 count as 0 by
+  default (``queries_without_relevant="zero"``) or are left out (``"exclude"``);
+  :attr:`MetricsResult.policy` always says which, with counts.
+* **Judged overlap** (:func:`check_judged_overlap`): a query whose retrieved pages all lack a qrels
+  line is warned about; a run where this holds for every query (almost always an id-format
+  mismatch) is refused unless ``allow_unjudged=True``.
 * **Relevant** (binary metrics): grade >= ``relevance_level`` (default 1, trec_eval ``-l``).
 * **Gain** (nDCG): the grade itself (linear), only grades > 0 (trec_eval ``ndcg_cut``).
 
 The computation is vectorised with NumPy: each query's scores are placed in a padded row, rows
 are sorted, and the rank of every judged corpus id is found by a batched binary search, so the
 cost is O(N log L) for N scored pages and L pages per query, plus one Python step per qrels line.
+
+>>> r = evaluate_run({"q1": {"d1": 0, "d2": 1}, "q2": {}}, {"q1": {"d1": 0.9, "d2": 0.8}}, ["nDCG@3", "P@1"])
+>>> round(r.aggregate["ndcg@3"], 4), r.num_queries, r.policy["queries_skipped_no_judgments"]
+(0.6309, 1, ['q2'])
 """
 
 from __future__ import annotations
@@ -26,8 +36,8 @@ import csv
 import io
 import json
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from pathlib import Path
@@ -35,115 +45,24 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, VdrWarning
 from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
+from .registry import METRICS, Metric, default_metrics, diagnostic_metrics, parse_cutoffs, parse_metric
 
-__all__ = ["Metric", "METRICS", "parse_metric", "default_metrics", "evaluate_run", "MetricsResult", "metrics"]
-
-
-# --------------------------------------------------------------------------------------------
-# registry
-
-
-@dataclass(frozen=True)
-class _Family:
-    name: str
-    needs_k: bool
-    formula: str
-    source: str
-
-
-METRICS: dict[str, _Family] = {
-    f.name: f
-    for f in (
-        _Family(
-            "ndcg",
-            True,
-            "DCG@k / IDCG@k; DCG@k = sum_{rank r <= k} g_r / log2(r + 1), g = grade if grade > 0 else 0;"
-            " IDCG@k from ALL the query's qrels grades > 0, sorted descending, cut at k; 0 when IDCG is 0",
-            "Jarvelin & Kekalainen 2002; trec_eval ndcg_cut",
-        ),
-        _Family(
-            "ndcg_exp",
-            True,
-            "as ndcg@k with exponential gain g = 2^grade - 1 (grade > 0)",
-            "Burges et al. 2005 (RankNet); opt-in, not trec_eval's default",
-        ),
-        _Family(
-            "ndcg_run",
-            True,
-            "as ndcg@k but IDCG@k formed from the retrieved top-k gains only, sorted descending;"
-            " inflates scores when relevant pages are missed",
-            "NDCG@3 recipe used for query-rewriting evaluation after Cha et al. 2025 (arXiv 2507.23242); opt-in",
-        ),
-        _Family(
-            "mrr",
-            False,
-            "1 / rank of the first relevant page within the top k (whole list without @k), else 0",
-            "trec_eval recip_rank (with -M k for @k)",
-        ),
-        _Family("recall", True, "relevant pages in the top k / all relevant pages of the query (0 if none)", "trec_eval recall_k"),
-        _Family("precision", True, "relevant pages in the top k / k", "trec_eval P_k"),
-        _Family("hit", True, "1 if any relevant page is in the top k, else 0", "trec_eval success_k"),
-        _Family(
-            "map",
-            False,
-            "sum over relevant pages at rank r <= k of (relevant in top r) / r, divided by all relevant pages of the query",
-            "trec_eval map_cut_k (map without @k)",
-        ),
-        _Family(
-            "judged",
-            True,
-            "pages in the top k that have any qrels line for the query (any grade) / k",
-            "ir_measures Judged@k",
-        ),
-        _Family("hole", True, "1 - judged@k: share of the top k without a qrels line", "MTEB hole@k (per-query qrels)"),
-    )
-}
-
-_NAME_RE = re.compile(r"^([a-z_]+)(?:@(\d+))?$")
-
-
-@dataclass(frozen=True, order=True)
-class Metric:
-    """A parsed metric name: ``family`` (a key of :data:`METRICS`) and cutoff ``k`` (``None`` = whole list)."""
-
-    family: str
-    k: int | None = None
-
-    def __str__(self) -> str:
-        return self.family if self.k is None else f"{self.family}@{self.k}"
-
-
-def parse_metric(name: str | Metric) -> Metric:
-    """Parse ``"ndcg@3"`` into ``Metric("ndcg", 3)``.
-
-    Raises:
-        InputError: unknown family, a missing/zero cutoff where one is required; the message lists
-            the known metrics.
-    """
-    if isinstance(name, Metric):
-        return name
-    m = _NAME_RE.match(name.strip().lower())
-    known = ", ".join(f"{f}@k" if METRICS[f].needs_k else f"{f}[@k]" for f in METRICS)
-    if not m or m.group(1) not in METRICS:
-        raise InputError(f"unknown metric {name!r}; known metrics: {known}")
-    fam, k = m.group(1), m.group(2)
-    if k is None and METRICS[fam].needs_k:
-        raise InputError(f"metric {name!r} needs a cutoff, e.g. {fam}@10")
-    if k is not None and int(k) < 1:
-        raise InputError(f"metric {name!r}: the cutoff must be >= 1")
-    return Metric(fam, None if k is None else int(k))
-
-
-DEFAULT_FAMILIES = ("ndcg", "mrr", "recall", "precision", "hit", "map", "judged")
-
-
-def default_metrics(ks: Iterable[int] = (1, 3, 5, 10)) -> list[Metric]:
-    """The standard set: ndcg, mrr, recall, precision, hit, map and judged at each cutoff in ``ks``."""
-    return [Metric(f, int(k)) for f in DEFAULT_FAMILIES for k in ks]
+__all__ = [
+    "Metric",
+    "METRICS",
+    "parse_metric",
+    "parse_cutoffs",
+    "default_metrics",
+    "evaluate_run",
+    "check_judged_overlap",
+    "MetricsResult",
+    "Ranked",
+    "metrics",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,7 +75,8 @@ class MetricsResult:
 
     Attributes:
         query_ids: the evaluated query ids, sorted (the query set; see the module docstring).
-        values: ``{metric_name: float64 array of shape (len(query_ids),)}``.
+        values: ``{metric_name: float64 array of shape (len(query_ids),)}`` (canonical names;
+            ``ties@k`` values are counts).
         policy: how the query set and relevance were defined, with counts (written to JSON).
     """
 
@@ -209,12 +129,15 @@ class MetricsResult:
             f.write(buf.getvalue())
 
     def table(self) -> str:
-        """A plain-text table: one row per metric family, one column per cutoff."""
+        """A plain-text table: one row per metric family, one column per cutoff, then notes on the
+        query set; counts (``ties@k``) are given as totals in a note, not in the grid."""
         agg = self.aggregate
         fams: dict[str, dict[str, float]] = {}
         cuts: list[str] = []
         for name, v in agg.items():
             fam, _, k = name.partition("@")
+            if fam in METRICS and METRICS[fam].kind == "count":
+                continue
             col = f"@{k}" if k else "all"
             fams.setdefault(fam, {})[col] = v
             if col not in cuts:
@@ -225,14 +148,125 @@ class MetricsResult:
         for fam, vals in fams.items():
             cells = [f"{vals[c]:7.4f}" if c in vals else f"{'':>7}" for c in cuts]
             lines.append(f"{fam:<{width}}  " + "  ".join(cells))
+        return "\n".join(lines + self._notes())
+
+    def _notes(self) -> list[str]:
         p = self.policy
-        lines.append(
+        lines = [
             f"{self.num_queries} queries averaged; relevant = grade >= {p.get('relevance_level')};"
             f" queries missing from the run scored 0: {p.get('num_queries_missing_from_run')};"
             f" queries without relevant pages ({p.get('queries_without_relevant')}): {p.get('num_queries_without_relevant')};"
             f" run queries without qrels ignored: {p.get('num_run_queries_without_qrels')}"
+        ]
+        skipped = list(p.get("queries_skipped_no_judgments") or [])
+        if skipped:
+            lines.append(f"queries with an empty judgment set skipped (not averaged): {len(skipped)} ({_examples(skipped)})")
+        unjudged = list(p.get("queries_all_unjudged") or [])
+        if unjudged:
+            lines.append(f"queries whose retrieved pages all lack a qrels line: {len(unjudged)} ({_examples(unjudged)})")
+        ties = p.get("tied_groups")
+        if ties:
+            cells = ", ".join(f"@{name.partition('@')[2]} {n}" for name, n in ties.items())
+            lines.append(f"tied score groups in the top k (total over the queries; per query in --json/--per-query): {cells}")
+        return lines
+
+
+def _examples(ids: Sequence[str], n: int = 5) -> str:
+    shown = ", ".join(repr(x) for x in ids[:n])
+    return shown + (f", ... {len(ids) - n} more" if len(ids) > n else "")
+
+
+# --------------------------------------------------------------------------------------------
+# judged overlap (the id-format rule shared by `vdr metrics` and `vdr evaluate`)
+
+
+def check_judged_overlap(
+    qrels: Qrels | Mapping,
+    retrieved: Run | Mapping | Collection[str],
+    *,
+    allow_unjudged: bool = False,
+    query_ids: Iterable[str] | None = None,
+    qrels_path: str | Path | None = None,
+) -> list[str]:
+    """Check that retrieved pages and qrels share ids: the rule against id-format mismatches.
+
+    With a run (``{query_id: {corpus_id: score}}``), per query of the query set: a query whose
+    retrieved pages all lack a qrels line for it is listed and warned about (:class:`VdrWarning`);
+    if this holds for every query that retrieved anything, or no query of the qrels retrieved
+    anything, the run almost surely uses other ids than the qrels (``p1`` vs ``p01``, a missing
+    prefix or suffix) and :class:`InputError` is raised. With a plain collection of corpus ids
+    (the pages a backend can retrieve, ``vdr evaluate``), the error is raised when no qrels corpus
+    id is among them.
+
+    Args:
+        qrels: ``{query_id: {corpus_id: grade}}``.
+        retrieved: a run (:class:`~vdr.types.Run` or ``{query_id: {corpus_id: score}}``), or the
+            corpus ids retrievable for every query (a list, a set, a :class:`~vdr.corpus.Corpus`).
+        allow_unjudged: score anyway: no error (the warning and the list remain).
+        query_ids: the queries to check (default: the qrels queries with at least one line).
+        qrels_path: the qrels file, named in the error.
+
+    Returns:
+        the ids of the queries whose retrieved pages are all unjudged, sorted (``[]`` for a collection).
+
+    Raises:
+        InputError: no overlap at all (examples of the run's and the qrels' ids are named), unless
+            ``allow_unjudged``.
+
+    >>> check_judged_overlap({"q1": {"p01": 1}}, {"q1": {"p1": 0.9}})
+    Traceback (most recent call last):
+    ...
+    vdr.errors.InputError: no retrieved page of any query has a qrels line for that query, e.g. query 'q1': run ids ['p1'], qrels ids ['p01']; the ids almost always differ in format (zero padding, a prefix or a suffix); pass --allow-unjudged (allow_unjudged=True) to score the run anyway
+    """
+    qd = getattr(qrels, "_data", qrels)
+    qids = sorted(query_ids) if query_ids is not None else sorted(q for q in qd if len(qd[q]))
+    is_run = isinstance(retrieved, Run) or (isinstance(retrieved, Mapping) and all(isinstance(v, Mapping) for v in retrieved.values()))
+    if not is_run:  # corpus ids (a list, a set, a Corpus mapping ids to pages)
+        return _check_corpus_overlap(qd, qids, retrieved, allow_unjudged, qrels_path)
+    rd = getattr(retrieved, "_data", retrieved)
+    hit = [q for q in qids if q in rd and len(rd[q])]
+    if not hit:
+        if not allow_unjudged and qids:
+            run_q = sorted(q for q in rd if len(rd[q]))
+            raise InputError(
+                f"the run retrieves no page for any of the {len(qids)} qrels queries: run query ids"
+                f" [{_examples(run_q, 3)}], qrels query ids [{_examples(qids, 3)}]; query ids are compared as strings;"
+                " pass --allow-unjudged (allow_unjudged=True) to score the run anyway (every query 0)",
+                path=qrels_path,
+            )
+        return []
+    unjudged = [q for q in hit if qd[q].keys().isdisjoint(rd[q].keys())]
+    if len(unjudged) == len(hit) and not allow_unjudged:
+        q = hit[0]
+        raise InputError(
+            f"no retrieved page of any query has a qrels line for that query, e.g. query {q!r}:"
+            f" run ids {list(rd[q])[:3]}, qrels ids {list(qd[q])[:3]}; the ids almost always differ in format"
+            " (zero padding, a prefix or a suffix); pass --allow-unjudged (allow_unjudged=True) to score the run anyway",
+            path=qrels_path,
         )
-        return "\n".join(lines)
+    if unjudged:
+        name = getattr(retrieved, "name", None)
+        warnings.warn(
+            VdrWarning(
+                f"{len(unjudged)} of {len(hit)} queries{f' of run {name!r}' if name else ''} retrieved only pages without"
+                f" a qrels line ({_examples(unjudged)}): they score 0 on every metric"
+            ),
+            stacklevel=2,
+        )
+    return unjudged
+
+
+def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[str], allow_unjudged: bool, path) -> list[str]:
+    ids = corpus_ids if isinstance(corpus_ids, (set, frozenset)) else set(corpus_ids)
+    judged = sorted({d for q in qids for d in qd[q]})
+    if judged and ids and ids.isdisjoint(judged) and not allow_unjudged:
+        raise InputError(
+            f"the qrels' corpus ids are not pages of the corpus, not a single one: qrels ids [{_examples(judged, 3)}],"
+            f" corpus ids [{_examples(sorted(ids), 3)}]; the ids almost always differ in format"
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            path=path,
+        )
+    return []
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,6 +287,23 @@ def _first_greater(M: np.ndarray, rows: np.ndarray, s: np.ndarray) -> np.ndarray
     return lo
 
 
+def _pad_lengths(lengths: np.ndarray) -> np.ndarray:
+    """Padded row length of each query: the next power of two (0 for an empty query), so padding wastes at most 2x."""
+    return np.where(lengths > 0, 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64), 0)
+
+
+def _sorted_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, qs: np.ndarray, L: int) -> np.ndarray:
+    """The scores of queries ``qs`` as rows of width ``L``, padded with ``-inf``, sorted ascending: float64 ``(len(qs), L)``."""
+    lens = lengths[qs]
+    total = int(lens.sum())
+    rr = np.repeat(np.arange(len(qs)), lens)
+    within = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
+    M = np.full((len(qs), L), -np.inf)
+    M[rr, within] = flat[np.repeat(starts[qs], lens) + within]
+    M.sort(axis=1)
+    return M
+
+
 def _ranks(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, j_q: np.ndarray, j_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rank of each judged-and-retrieved entry among its query's scores, ignoring the corpus-id tie-break.
 
@@ -268,27 +319,157 @@ def _ranks(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, j_q: np.nd
     tied = np.zeros(len(j_q), dtype=bool)
     if len(j_q) == 0:
         return ranks, tied
-    # bucket queries by padded row length (next power of two), so padding wastes at most 2x
-    pad = np.where(lengths > 0, 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64), 0)
+    pad = _pad_lengths(lengths)
     j_bucket = pad[j_q]
     row_in_bucket = np.empty(len(lengths), dtype=np.int64)
     for L in np.unique(j_bucket):
         L = int(L)
         qs = np.nonzero(pad == L)[0]
         row_in_bucket[qs] = np.arange(len(qs))
-        lens = lengths[qs]
-        total = int(lens.sum())
-        rr = np.repeat(np.arange(len(qs)), lens)
-        within = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
-        M = np.full((len(qs), L), -np.inf)
-        M[rr, within] = flat[np.repeat(starts[qs], lens) + within]
-        M.sort(axis=1)
+        M = _sorted_rows(flat, starts, lengths, qs, L)
         sel = np.nonzero(j_bucket == L)[0]
         rows = row_in_bucket[j_q[sel]]
         pos = _first_greater(M, rows, j_s[sel])  # M[row, pos - 1] is the entry's own score
         ranks[sel] = L - pos + 1
         tied[sel] = (pos >= 2) & (M[rows, np.maximum(pos - 2, 0)] == j_s[sel])
     return ranks, tied
+
+
+def _tie_groups(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, k: int) -> np.ndarray:
+    """Per query, the number of groups of >= 2 equal scores among its top ``k`` scores: int64 ``(n_queries,)``."""
+    out = np.zeros(len(lengths), dtype=np.int64)
+    pad = _pad_lengths(lengths)
+    for L in np.unique(pad[pad > 0]):
+        L = int(L)
+        qs = np.nonzero(pad == L)[0]
+        top = _sorted_rows(flat, starts, lengths, qs, L)[:, L - min(k, L):]  # the k largest, ascending
+        valid = np.isfinite(top)  # -inf is padding (run scores are finite)
+        eq = (top[:, 1:] == top[:, :-1]) & valid[:, 1:]
+        begins = eq & ~np.concatenate([np.zeros((len(qs), 1), dtype=bool), eq[:, :-1]], axis=1)
+        out[qs] = begins.sum(axis=1)
+    return out
+
+
+class Ranked:
+    """The evaluation context the registry's families compute from (see :mod:`vdr.metrics.registry`).
+
+    Built once per :func:`evaluate_run` call from the qrels lines of the query set and the run.
+    Arrays over the judged-and-retrieved qrels lines (``j*``, length ``n_judged``): ``jq`` query
+    index (int64), ``jg`` grade (int64), ``jr`` trec_eval rank (int64, 1-based, corpus-id tie-break
+    applied), ``rel`` grade >= relevance level (bool). Per query (length ``nq``): ``num_rel``
+    (int64) relevant lines, ``safe_rel`` = max(num_rel, 1), ``min_rank`` (float64, ``inf`` when no
+    relevant page was retrieved). Relevant retrieved lines ordered by (query, rank): ``rq_``,
+    ``rr_`` and ``r_prec`` (precision at that rank, float64), for average precision.
+    """
+
+    def __init__(self, qd: Mapping[str, Mapping[str, int]], run: Run, qids: Sequence[str], level: int) -> None:
+        nq = self.nq = len(qids)
+        rd = run._data
+        empty: dict = {}
+        runs = [rd.get(q, empty) for q in qids]
+        # qrels lines as arrays: query index, grade, and the run's score (NaN: not retrieved; run scores are finite)
+        qlens = np.fromiter((len(qd[q]) for q in qids), dtype=np.int64, count=nq)
+        n_lines = int(qlens.sum())
+        q_all = np.repeat(np.arange(nq), qlens)
+        g_all = np.fromiter(chain.from_iterable(qd[q].values() for q in qids), dtype=np.int64, count=n_lines)
+        s_all = np.fromiter(
+            chain.from_iterable(map(rq.get, qd[q], repeat(math.nan)) for q, rq in zip(qids, runs)), dtype=np.float64, count=n_lines
+        )
+        self.num_rel = np.bincount(q_all[g_all >= level], minlength=nq)
+        self.safe_rel = np.maximum(self.num_rel, 1)
+        pos_mask = g_all > 0
+        self._pq, self._pg = q_all[pos_mask], g_all[pos_mask]
+        j_idx = np.nonzero(~np.isnan(s_all))[0]
+        self.jq, self.jg = q_all[j_idx], g_all[j_idx]
+        js = s_all[j_idx]
+
+        flat, starts, qpos = run._columns()
+        r_pos = np.fromiter((qpos.get(q, -1) for q in qids), dtype=np.int64, count=nq)
+        self._lens = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
+        self._starts = np.zeros(nq, dtype=np.int64)
+        self._starts[r_pos >= 0] = starts[r_pos[r_pos >= 0]]
+        self._flat = flat
+        jr, tied = _ranks(flat, self._starts, self._lens, self.jq, js)
+        if tied.any():
+            _break_ties(jr, tied, self.jq, js, j_idx, np.cumsum(qlens) - qlens, qd, qids, runs)
+        self.jr = jr
+        self.rel = self.jg >= level
+        self._relevant_order()
+
+    def _relevant_order(self) -> None:
+        nq, jq, jr = self.nq, self.jq, self.jr
+        # relevant retrieved entries ordered by (query, rank): the j-th has precision j / rank (AP)
+        r_idx = np.nonzero(self.rel)[0]
+        r_idx = r_idx[np.lexsort((jr[r_idx], jq[r_idx]))]
+        self.rq_, self.rr_ = jq[r_idx], jr[r_idx]
+        r_first = np.searchsorted(self.rq_, np.arange(nq))
+        self.r_prec = (np.arange(len(self.rq_)) - r_first[self.rq_] + 1) / self.rr_
+        self.min_rank = np.full(nq, np.inf)
+        np.minimum.at(self.min_rank, self.rq_, self.rr_.astype(np.float64))
+
+    def count(self, mask: np.ndarray, q: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+        """Per query, the number (or the sum of ``w``) of the entries selected by ``mask``: float64 ``(nq,)``."""
+        return np.bincount(q[mask], weights=None if w is None else w[mask], minlength=self.nq).astype(np.float64)
+
+    def ndcg(self, k: int, *, gain: str, ideal: str) -> np.ndarray:
+        """nDCG@k per query, float64 ``(nq,)``: ``gain`` ``"linear"`` (grade) or ``"exp"`` (2^grade - 1),
+        ``ideal`` ``"qrels"`` (all the query's positive grades) or ``"run"`` (the retrieved top-k gains);
+        0 where the ideal DCG is 0. Discount 1/log2(rank + 1) (Jarvelin & Kekalainen 2002)."""
+        jq, jg, nq = self.jq, self.jg, self.nq
+        jdisc = 1.0 / np.log2(self.jr + 1.0)
+        jgain = np.where(jg > 0, jg, 0).astype(np.float64) if gain == "linear" else np.where(jg > 0, np.exp2(jg.astype(np.float64)) - 1.0, 0.0)
+        inK = self.jr <= k
+        dcg = self.count(inK, jq, jgain * jdisc)
+        if ideal == "qrels":  # ideal order: per query, positive grades descending
+            order = np.lexsort((-self._pg, self._pq))
+            pq_s, pg_s = self._pq[order], self._pg[order]
+            pos_in_q = np.arange(len(pq_s)) - np.searchsorted(pq_s, np.arange(nq))[pq_s]
+            idisc = 1.0 / np.log2(pos_in_q + 2.0)
+            pgain = pg_s.astype(np.float64) if gain == "linear" else np.exp2(pg_s.astype(np.float64)) - 1.0
+            idcg = self.count(pos_in_q < k, pq_s, pgain * idisc)
+        else:  # ideal from the retrieved top-k gains, sorted descending
+            sel = np.nonzero(inK & (jg > 0))[0]
+            sel = sel[np.lexsort((-jgain[sel], jq[sel]))]
+            sq = jq[sel]
+            p = np.arange(len(sel)) - np.searchsorted(sq, np.arange(nq))[sq]
+            idcg = self.count(np.ones(len(sel), dtype=bool), sq, jgain[sel] / np.log2(p + 2.0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(idcg > 0, dcg / idcg, 0.0)
+
+    def tie_groups(self, k: int) -> np.ndarray:
+        """Per query, the number of tied score groups in the top ``k``: int64 ``(nq,)``."""
+        return _tie_groups(self._flat, self._starts, self._lens, k)
+
+
+def _break_ties(jr, tied, jq, js, j_idx, q_first, qd, qids, runs) -> None:
+    """trec_eval breaks score ties by corpus id, descending: add to each tied entry's rank (in place)
+    the number of pages with the same score and a greater corpus id."""
+    by_query: dict[int, list[int]] = {}
+    for t in np.nonzero(tied)[0].tolist():
+        by_query.setdefault(int(jq[t]), []).append(t)
+    for i, ts in by_query.items():
+        want = {float(js[t]) for t in ts}
+        groups: dict[float, list[str]] = {}
+        for d, v in runs[i].items():
+            fv = float(v)
+            if fv in want:
+                groups.setdefault(fv, []).append(d)
+        judged_ids = list(qd[qids[i]])
+        for t in ts:
+            d = judged_ids[int(j_idx[t] - q_first[i])]
+            jr[t] += sum(1 for other in groups[float(js[t])] if other > d)
+
+
+def _query_set(qd: Mapping, queries_without_relevant: str) -> tuple[list[str], list[str], list[str]]:
+    """``(query ids averaged, ids skipped for an empty judgment set, ids without a grade > 0)``."""
+    empty = sorted(q for q, docs in qd.items() if not len(docs))
+    no_rel = [q for q, docs in qd.items() if len(docs) and not any(g > 0 for g in docs.values())]
+    out = set(empty) | (set(no_rel) if queries_without_relevant == "exclude" else set())
+    qids = sorted(q for q in qd if q not in out)
+    if not qids:
+        why = " with a qrels line" + (" and a grade > 0" if queries_without_relevant == "exclude" else "")
+        raise InputError("no queries to evaluate: the qrels hold no query" + why)
+    return qids, empty, no_rel
 
 
 def evaluate_run(
@@ -298,24 +479,28 @@ def evaluate_run(
     *,
     relevance_level: int = 1,
     queries_without_relevant: Literal["zero", "exclude"] = "zero",
+    allow_unjudged: bool = False,
 ) -> MetricsResult:
     """Compute per-query metrics of ``run`` against ``qrels`` (trec_eval semantics, see module doc).
 
     Args:
         qrels: :class:`~vdr.types.Qrels` or a ``{query_id: {corpus_id: int grade}}`` dict.
         run: :class:`~vdr.types.Run` or a ``{query_id: {corpus_id: float score}}`` dict.
-        metrics: metric names (``"ndcg@3"``...); default :func:`default_metrics` at 1, 3, 5, 10.
+        metrics: metric names in any accepted spelling (``"ndcg@3"``, ``"nDCG@3"``, ``"ndcg_at_3"``);
+            results use the canonical names. Default :func:`default_metrics` at 1, 3, 5, 10.
         relevance_level: minimum grade that counts as relevant for the binary metrics
             (recall, precision, hit, mrr, map); nDCG uses the grades themselves.
         queries_without_relevant: ``"zero"`` (default) averages queries whose qrels hold no grade > 0
             as 0; ``"exclude"`` leaves them out. Either way they are counted in ``policy``.
+        allow_unjudged: score a run none of whose retrieved pages has a qrels line (see
+            :func:`check_judged_overlap`) instead of raising.
 
     Returns:
         :class:`MetricsResult` with one float64 value per evaluated query and metric.
 
     Raises:
-        InputError: unknown metric names, bad ids/grades/scores in dict input, a bad policy, or a
-            query set that is empty.
+        InputError: unknown metric names, bad ids/grades/scores in dict input, a bad policy, a
+            query set that is empty, or no judged overlap at all (unless ``allow_unjudged``).
     """
     if not isinstance(qrels, Qrels):
         qrels = Qrels(qrels)
@@ -330,119 +515,10 @@ def evaluate_run(
     level = int(relevance_level)
 
     qd, rd = qrels._data, run._data
-    no_rel = [q for q, docs in qd.items() if not any(g > 0 for g in docs.values())]
-    excluded = set(no_rel) if queries_without_relevant == "exclude" else set()
-    qids = sorted(q for q in qd if q not in excluded)
-    if not qids:
-        raise InputError("no queries to evaluate: the qrels hold no query" + (" with a grade > 0" if excluded else ""))
-    nq = len(qids)
-    empty: dict = {}
-    runs = [rd.get(q, empty) for q in qids]
-
-    # qrels lines as arrays: query index, grade, and the run's score (NaN: not retrieved; run scores are finite)
-    qlens = np.fromiter((len(qd[q]) for q in qids), dtype=np.int64, count=nq)
-    n_lines = int(qlens.sum())
-    q_all = np.repeat(np.arange(nq), qlens)
-    g_all = np.fromiter(chain.from_iterable(qd[q].values() for q in qids), dtype=np.int64, count=n_lines)
-    s_all = np.fromiter(
-        chain.from_iterable(map(rq.get, qd[q], repeat(math.nan)) for q, rq in zip(qids, runs)), dtype=np.float64, count=n_lines
-    )
-    num_rel = np.bincount(q_all[g_all >= level], minlength=nq)
-    pos_mask = g_all > 0
-    pq, pg = q_all[pos_mask], g_all[pos_mask]
-    j_idx = np.nonzero(~np.isnan(s_all))[0]
-    jq, js, jg = q_all[j_idx], s_all[j_idx], g_all[j_idx]
-
-    flat, starts, qpos = run._columns()
-    r_pos = np.fromiter((qpos.get(q, -1) for q in qids), dtype=np.int64, count=nq)
-    r_lens = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
-    r_starts = np.zeros(nq, dtype=np.int64)
-    r_starts[r_pos >= 0] = starts[r_pos[r_pos >= 0]]
-    jr, tied = _ranks(flat, r_starts, r_lens, jq, js)
-    if tied.any():  # trec_eval breaks score ties by corpus id, descending: count tied ids greater than ours
-        q_first = np.cumsum(qlens) - qlens
-        by_query: dict[int, list[int]] = {}
-        for t in np.nonzero(tied)[0].tolist():
-            by_query.setdefault(int(jq[t]), []).append(t)
-        for i, ts in by_query.items():
-            want = {float(js[t]) for t in ts}
-            groups: dict[float, list[str]] = {}
-            for d, v in runs[i].items():
-                fv = float(v)
-                if fv in want:
-                    groups.setdefault(fv, []).append(d)
-            judged_ids = list(qd[qids[i]])
-            for t in ts:
-                d = judged_ids[int(j_idx[t] - q_first[i])]
-                jr[t] += sum(1 for other in groups[float(js[t])] if other > d)
-
-    rel = jg >= level
-    jgain_lin = np.where(jg > 0, jg, 0).astype(np.float64)
-    jdisc = 1.0 / np.log2(jr + 1.0)
-    # ideal order: per query, positive grades descending
-    order = np.lexsort((-pg, pq))
-    pq_s, pg_s = pq[order], pg[order]
-    first = np.searchsorted(pq_s, np.arange(nq))
-    pos_in_q = np.arange(len(pq_s)) - first[pq_s]
-    idisc = 1.0 / np.log2(pos_in_q + 2.0)
-    # relevant retrieved entries ordered by (query, rank): the j-th has precision j / rank (AP)
-    r_idx = np.nonzero(rel)[0]
-    r_idx = r_idx[np.lexsort((jr[r_idx], jq[r_idx]))]
-    rq_, rr_ = jq[r_idx], jr[r_idx]
-    r_first = np.searchsorted(rq_, np.arange(nq))
-    r_prec = (np.arange(len(rq_)) - r_first[rq_] + 1) / rr_
-    min_rank = np.full(nq, np.inf)
-    np.minimum.at(min_rank, rq_, rr_.astype(np.float64))
-
-    def count(mask: np.ndarray, q: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
-        return np.bincount(q[mask], weights=None if w is None else w[mask], minlength=nq).astype(np.float64)
-
-    def ndcg(k: int, gain: str, ideal: str) -> np.ndarray:
-        jgain = jgain_lin if gain == "linear" else np.where(jg > 0, np.exp2(jg.astype(np.float64)) - 1.0, 0.0)
-        inK = jr <= k
-        dcg = count(inK, jq, jgain * jdisc)
-        if ideal == "qrels":
-            pgain = pg_s.astype(np.float64) if gain == "linear" else np.exp2(pg_s.astype(np.float64)) - 1.0
-            idcg = count(pos_in_q < k, pq_s, pgain * idisc)
-        else:  # ideal from the retrieved top-k gains, sorted descending
-            sel = np.nonzero(inK & (jg > 0))[0]
-            sel = sel[np.lexsort((-jgain[sel], jq[sel]))]
-            sq = jq[sel]
-            p = np.arange(len(sel)) - np.searchsorted(sq, np.arange(nq))[sq]
-            idcg = count(np.ones(len(sel), dtype=bool), sq, jgain[sel] / np.log2(p + 2.0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(idcg > 0, dcg / idcg, 0.0)
-
-    values: dict[str, np.ndarray] = {}
-    safe_rel = np.maximum(num_rel, 1)
-    for m in mlist:
-        k = m.k
-        f = m.family
-        if f == "ndcg":
-            v = ndcg(k, "linear", "qrels")
-        elif f == "ndcg_exp":
-            v = ndcg(k, "exp", "qrels")
-        elif f == "ndcg_run":
-            v = ndcg(k, "linear", "run")
-        elif f == "mrr":
-            lim = np.inf if k is None else k
-            v = np.where(min_rank <= lim, 1.0 / min_rank, 0.0)
-        elif f == "recall":
-            v = np.where(num_rel > 0, count(rel & (jr <= k), jq) / safe_rel, 0.0)
-        elif f == "precision":
-            v = count(rel & (jr <= k), jq) / k
-        elif f == "hit":
-            v = (count(rel & (jr <= k), jq) > 0).astype(np.float64)
-        elif f == "map":
-            lim = np.iinfo(np.int64).max if k is None else k
-            v = np.where(num_rel > 0, count(rr_ <= lim, rq_, r_prec) / safe_rel, 0.0)
-        elif f == "judged":
-            v = count(jr <= k, jq) / k
-        elif f == "hole":
-            v = 1.0 - count(jr <= k, jq) / k
-        else:  # pragma: no cover - the registry and this switch are kept in step by tests
-            raise InputError(f"metric {m} is registered but not implemented")
-        values[str(m)] = v
+    qids, empty, no_rel = _query_set(qd, queries_without_relevant)
+    unjudged = check_judged_overlap(qrels, run, allow_unjudged=allow_unjudged, query_ids=qids)
+    ctx = Ranked(qd, run, qids, level)
+    values = {str(m): METRICS[m.family].compute(ctx, m.k) for m in mlist}
 
     policy = {
         "relevance_level": level,
@@ -450,36 +526,33 @@ def evaluate_run(
         "tie_break": "score descending, then corpus id descending in byte order (trec_eval)",
         "missing_run_queries": "zero (trec_eval -c)",
         "queries_without_relevant": queries_without_relevant,
+        "empty_judgment_sets": "skipped: not in the query set, listed in queries_skipped_no_judgments",
         "num_queries_in_qrels": len(qd),
-        "num_queries_averaged": nq,
+        "num_queries_averaged": len(qids),
         "num_queries_without_relevant": len(no_rel),
         "num_queries_missing_from_run": sum(1 for q in qids if q not in rd),
         "num_run_queries_without_qrels": sum(1 for q in rd if q not in qd),
+        "num_queries_skipped_no_judgments": len(empty),
+        "queries_skipped_no_judgments": empty,
+        "allow_unjudged": bool(allow_unjudged),
+        "num_queries_all_unjudged": len(unjudged),
+        "queries_all_unjudged": unjudged,
     }
+    ties = {str(m): int(values[str(m)].sum()) for m in mlist if METRICS[m.family].kind == "count"}
+    if ties:
+        policy["tied_groups"] = ties
     return MetricsResult(tuple(qids), values, policy)
-
-
-def _parse_ks(k: str | Iterable[int]) -> list[int]:
-    if isinstance(k, str):
-        try:
-            ks = [int(x) for x in k.replace(" ", "").split(",") if x]
-        except ValueError:
-            raise InputError(f"--k must be comma-separated integers like 1,3,5,10, got {k!r}") from None
-    else:
-        ks = [int(x) for x in k]
-    if not ks or any(x < 1 for x in ks):
-        raise InputError(f"cutoffs must be integers >= 1, got {k!r}")
-    return sorted(dict.fromkeys(ks))
 
 
 def metrics(
     qrels: Qrels | Mapping | str | Path,
     run: Run | Mapping | str | Path,
-    k: str | Iterable[int] = (1, 3, 5, 10),
+    k: str | int | Iterable[int] = (1, 3, 5, 10),
     metric_names: Sequence[str] | None = None,
     *,
     relevance_level: int = 1,
     queries_without_relevant: Literal["zero", "exclude"] = "zero",
+    allow_unjudged: bool = False,
     json_path: str | Path | None = None,
     per_query_path: str | Path | None = None,
 ) -> MetricsResult:
@@ -489,10 +562,12 @@ def metrics(
         qrels: a :class:`~vdr.types.Qrels`, a dict, or a path (TREC, BEIR TSV or JSON; see
             :func:`vdr.io.load_qrels`).
         run: a :class:`~vdr.types.Run`, a dict, or a path (TREC run or JSON).
-        k: cutoffs, as ``"1,3,5,10"`` or integers; used with the default metric families
-            (ndcg, mrr, recall, precision, hit, map, judged) unless ``metric_names`` is given.
-        metric_names: explicit metric names (``["ndcg@3", "hole@3", "mrr"]``); overrides ``k``.
-        relevance_level, queries_without_relevant: see :func:`evaluate_run`.
+        k: cutoffs, as ``"1,3,5,10"`` or integers (:func:`parse_cutoffs`); used with the default
+            metric families (ndcg, mrr, recall, precision, hit, map, judged) and ``ties@k``
+            unless ``metric_names`` is given.
+        metric_names: explicit metric names in any accepted spelling (``["ndcg@3", "P@5", "RR"]``);
+            overrides ``k``.
+        relevance_level, queries_without_relevant, allow_unjudged: see :func:`evaluate_run`.
         json_path: if given, write ``{"aggregate", "per_query", "num_queries", "policy"}`` there.
         per_query_path: if given, write a per-query CSV there.
 
@@ -500,14 +575,22 @@ def metrics(
         :class:`MetricsResult`.
 
     Raises:
-        InputError: bad files, ids, grades, scores, cutoffs or metric names (file and line named).
+        InputError: bad files, ids, grades, scores, cutoffs or metric names (file and line named);
+            no judged overlap between run and qrels (unless ``allow_unjudged``).
+
+    >>> res = metrics({"q1": {"d1": 0, "d2": 1}}, {"q1": {"d1": 0.9, "d2": 0.9}}, k=2)
+    >>> res.aggregate["ndcg@2"], res.policy["tied_groups"]
+    (1.0, {'ties@2': 1})
     """
     if isinstance(qrels, (str, Path)):
         qrels = load_qrels(qrels)
     if isinstance(run, (str, Path)):
         run = load_run(run)
-    names = metric_names if metric_names else default_metrics(_parse_ks(k))
-    res = evaluate_run(qrels, run, names, relevance_level=relevance_level, queries_without_relevant=queries_without_relevant)
+    names = metric_names if metric_names else default_metrics(k) + diagnostic_metrics(k)
+    res = evaluate_run(
+        qrels, run, names,
+        relevance_level=relevance_level, queries_without_relevant=queries_without_relevant, allow_unjudged=allow_unjudged,
+    )
     if json_path is not None:
         res.write_json(json_path)
     if per_query_path is not None:
