@@ -6,18 +6,18 @@ from __future__ import annotations
 import collections
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import shared_path
 
 import vdr
 from vdr.errors import InputError
 from vdr.metrics import METRICS, Metric, default_metrics, evaluate_run, parse_metric
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "trec_eval_ref"
+SHARED = shared_path("trec_eval_ref")
 L2 = math.log2
 
 
@@ -238,6 +238,7 @@ def _read_ref(name):
 
 
 @pytest.mark.crosscheck
+@pytest.mark.shared("trec_eval_ref")
 @pytest.mark.parametrize(
     "expected, qrels_file, run_file, level, depth",
     [
@@ -248,8 +249,6 @@ def _read_ref(name):
     ],
 )
 def test_trec_eval_conformance(expected, qrels_file, run_file, level, depth):
-    if not SHARED.is_dir():
-        pytest.skip("../shared/trec_eval_ref is not present")
     ref = _read_ref(expected)
     pairs = []
     for m in ref:
