@@ -422,6 +422,7 @@ def test_batch_script_runs_text_backends(tmp_path):
 
 
 # --------------------------------------------------------------------------- the prepared GPU check
+@pytest.mark.model
 def test_gpu_check_runs_small_on_cpu(tmp_path):
     """benchmarks/gpu_check.py on the CPU (``--small`` is chosen without CUDA): one JSON line, < 60 s."""
     import time
@@ -439,6 +440,7 @@ def test_gpu_check_runs_small_on_cpu(tmp_path):
     assert ms["gflops"] > 0 and ms["pages"] == 64 and {"bf16", "fp32", "maxsim_block_shape"} <= set(ms["matmul_tflops"])
 
 
+@pytest.mark.model
 def test_gpu_check_full_size_matches_colqwen2_5_3b():
     """The full-size model has Qwen2.5-VL-3B's dimensions (built on the meta device: no memory, no time)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
