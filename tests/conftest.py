@@ -14,17 +14,18 @@ when the repository tree gained files during the run.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
-from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from report_fixtures import lexical_results, sample_corpus  # noqa: F401
 from shared_data import REPO_ROOT, missing_reason
 from tiny_models import colpali_dir, colqwen, colqwen_dir  # noqa: F401
 
-# hypothesis keeps its example database in ./.hypothesis by default: inside the repository
-settings.register_profile("vdr", database=None)
-settings.load_profile("vdr")
+# hypothesis keeps its example database and caches in ./.hypothesis by default: inside the repository
+_HYPOTHESIS_HOME = tempfile.TemporaryDirectory(prefix="vdr-hypothesis-")  # removed at exit
+set_hypothesis_home_dir(_HYPOTHESIS_HOME.name)
 
 #: fixtures that build or load a torch model: a test using any of them is marked ``model``
 MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir"})
