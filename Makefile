@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.vdr-installed
 APT_PACKAGES := poppler-utils tesseract-ocr tesseract-ocr-eng chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test sysdeps venv bench clean
+.PHONY: demo test test-fast sysdeps venv bench clean
 
 SAMPLE := assets/sample_corpus
 
@@ -26,8 +26,13 @@ demo: sysdeps $(STAMP)
 		$(if $(MODEL),--model $(MODEL)) --quiet --out out/demo/results
 	$(VENV)/bin/vdr report out/demo/results
 
+# Every test (tests marked `shared` skip, naming the path, when ../shared is absent).
 test: sysdeps $(STAMP)
 	$(PY) -m pytest
+
+# The quick tier: no torch model is built or loaded (marker `model`) and no `slow` test runs.
+test-fast: sysdeps $(STAMP)
+	$(PY) -m pytest -m "not model and not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/metrics.py
@@ -54,4 +59,4 @@ $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .hypothesis
+	rm -rf $(VENV) out .pytest_cache .hypothesis test-artifacts

@@ -74,7 +74,11 @@ RDZV_PORT=${RDZV_PORT:-29500}
 
 # The launcher: torchrun on one node; srun + torchrun (c10d rendezvous on the first node) on several.
 if [[ "$NNODES" -gt 1 ]]; then
-    HEAD=$(scontrol show hostnames "${SLURM_JOB_NODELIST:?multi-node runs need SLURM}" | head -n 1)
+    # the first host name, read without a pipe into `head` (under pipefail, head exiting early can kill
+    # scontrol with SIGPIPE and fail the job with status 141)
+    HOSTS=$(scontrol show hostnames "${SLURM_JOB_NODELIST:?multi-node runs need SLURM}")
+    HEAD=${HOSTS%%$'\n'*}
+    [[ -n "$HEAD" ]] || { echo "scontrol gave no host name for $SLURM_JOB_NODELIST" >&2; exit 1; }
     LAUNCH=(srun --nodes "$NNODES" --ntasks-per-node 1 $TORCHRUN --nnodes "$NNODES" --nproc_per_node "$NPROC_PER_NODE"
             --rdzv_id "$JOB_ID" --rdzv_backend c10d --rdzv_endpoint "$HEAD:$RDZV_PORT")
 else

@@ -187,6 +187,7 @@ def dense():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_dense_paraphrase_retrieval_and_normalised(dense):
     with warnings.catch_warnings():
         warnings.simplefilter("error", VdrWarning)  # no page here is long enough to be truncated
@@ -214,6 +215,7 @@ def test_dense_paraphrase_retrieval_and_normalised(dense):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_dense_truncation_counted_and_batch_size_invariant(dense):
     from vdr.retrieve.semantic import DenseBackend
 
@@ -230,6 +232,7 @@ def test_dense_truncation_counted_and_batch_size_invariant(dense):
     assert np.array_equal(one.page_embeddings, e4)  # bitwise, whatever the batch size
 
 
+@pytest.mark.slow  # imports sentence-transformers (and torch, transformers)
 def test_dense_bad_arguments():
     pytest.importorskip("sentence_transformers")
     from vdr.retrieve.semantic import DenseBackend

@@ -405,6 +405,23 @@ def test_batch_script_multi_node_dry_run(tmp_path):
                               " --nproc_per_node 8 --rdzv_id 9 --rdzv_backend c10d --rdzv_endpoint node-a:29500 -m vdr embed /c")
 
 
+def test_batch_script_first_host_without_sigpipe(tmp_path):
+    """A long host list: the script reads scontrol's whole output (a pipe into ``head -n 1`` under
+    ``pipefail`` failed with status 141 when head exited before scontrol finished writing)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text("#!/bin/sh\nseq -f 'node-%g' 1 200000\n")
+    (fake / "scontrol").chmod(0o755)
+    env = _script_env(DRY_RUN=1, SLURM_JOB_ID=9, SLURM_JOB_NUM_NODES=3, SLURM_JOB_NODELIST="node-[1-200000]",
+                      NPROC_PER_NODE=1, CORPUS="/c", MODELS="/m/colqwen", PYTHON="python3", PATH=f"{fake}:{os.environ['PATH']}")
+    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    cmds = [line[2:] for line in p.stdout.splitlines() if line.startswith("+ ")]
+    assert len(cmds) == 2 and all("--rdzv_endpoint node-1:29500 " in c for c in cmds)
+    body = [ln for ln in SCRIPT.read_text().splitlines() if not ln.lstrip().startswith("#")]
+    assert not [ln for ln in body if "| head" in ln or "|head" in ln]
+
+
 @pytest.mark.slow
 def test_batch_script_runs_text_backends(tmp_path):
     """A real (not dry) run: one process, lexical backend, logs and results in the job folder."""
@@ -422,6 +439,7 @@ def test_batch_script_runs_text_backends(tmp_path):
 
 
 # --------------------------------------------------------------------------- the prepared GPU check
+@pytest.mark.model
 def test_gpu_check_runs_small_on_cpu(tmp_path):
     """benchmarks/gpu_check.py on the CPU (``--small`` is chosen without CUDA): one JSON line, < 60 s."""
     import time
@@ -439,6 +457,7 @@ def test_gpu_check_runs_small_on_cpu(tmp_path):
     assert ms["gflops"] > 0 and ms["pages"] == 64 and {"bf16", "fp32", "maxsim_block_shape"} <= set(ms["matmul_tflops"])
 
 
+@pytest.mark.model
 def test_gpu_check_full_size_matches_colqwen2_5_3b():
     """The full-size model has Qwen2.5-VL-3B's dimensions (built on the meta device: no memory, no time)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -52,6 +52,7 @@ def test_query_template_explicit_and_golden(colqwen, colpali):
     assert colqwen.encode_queries(["carbon"])[0].shape[0] == len(want)
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("which", ["colqwen", "colpali"])
 def test_query_shapes_and_augmentation_kept(which, request):
     """Padding is removed by the attention mask: the augmentation tokens (the pad token itself for
@@ -71,6 +72,7 @@ def test_query_shapes_and_augmentation_kept(which, request):
     assert enc.max_query_tokens == max(v.shape[0] for v in vecs)
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("which", ["colqwen", "colpali"])
 def test_batch_size_invariance(which, request):
     enc = request.getfixturevalue(which)
@@ -220,6 +222,16 @@ def test_fingerprint_stable_and_sensitive(colqwen_dir, colqwen):
     assert LateInteractionEncoder.load(colqwen_dir, device="cpu", n_augmentation=5).fingerprint != colqwen.fingerprint
 
 
+def test_embed_defaults_are_the_encoder_defaults():
+    import inspect
+
+    from vdr.encode import N_AUGMENTATION_TOKENS, embed
+
+    params = inspect.signature(embed).parameters
+    assert params["query_prefix"].default == DEFAULT_QUERY_PREFIX == "Query: "
+    assert params["n_augmentation"].default == N_AUGMENTATION_TOKENS == 10
+
+
 def test_import_vdr_stays_light():
     import subprocess
 
@@ -257,6 +269,7 @@ def test_query_vectors_are_bit_identical_at_any_batch_size(family, colqwen, colp
     assert [v.shape[0] for v in ref[:5]] == [v.shape[0] for v in ref[5:10]]
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("which", ["colqwen", "colpali"])
 def test_corpus_page_vectors_are_bit_identical_at_any_batch_size(which, request, tmp_path):
     # batches of a corpus end where the page size changes: no page is padded, so batch size changes nothing

@@ -7,19 +7,19 @@ import collections
 import math
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import shared_path
 
 import vdr
 import vdr.errors
 from vdr.errors import InputError
 from vdr.metrics import METRICS, Metric, default_metrics, evaluate_run, parse_metric
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "trec_eval_ref"
+SHARED = shared_path("trec_eval_ref")
 L2 = math.log2
 
 
@@ -484,6 +484,7 @@ def _read_ref(name):
 
 
 @pytest.mark.crosscheck
+@pytest.mark.shared("trec_eval_ref")
 @pytest.mark.parametrize(
     "expected, qrels_file, run_file, level, depth",
     [
@@ -494,8 +495,6 @@ def _read_ref(name):
     ],
 )
 def test_trec_eval_conformance(expected, qrels_file, run_file, level, depth):
-    if not SHARED.is_dir():
-        pytest.skip("../shared/trec_eval_ref is not present")
     ref = _read_ref(expected)
     pairs = []
     for m in ref:

@@ -1,21 +1,21 @@
-"""End-to-end `vdr evaluate` on real PDFs from ../shared/pdfs with every backend (multimodal through a
-tiny local ColQwen2.5), checked against pytrec_eval on the written TREC run files."""
+"""End-to-end `vdr evaluate` on two of the bundled sample's PDFs (assets/sample_corpus) with every
+backend (multimodal through a tiny local ColQwen2.5), checked against pytrec_eval on the written TREC
+run files."""
 
 from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 import vdr
+from report_fixtures import SAMPLE
 from vdr.errors import AlignmentError, InputError
 from vdr.experiment import evaluate
 
-
-PDFS = Path(__file__).resolve().parents[2] / "shared" / "pdfs"
-SMALL = ["pdflatex-4-pages.pdf", "minimal-document.pdf", "google-doc-document.pdf", "pdflatex-image.pdf", "habibi-rotated.pdf"]
+PDFS = ["state-crime-brief.pdf", "environment-factbook.pdf"]
+N_PAGES = 15  # 5 + 10
 
 
 @pytest.fixture(scope="module")
@@ -23,12 +23,12 @@ def corpus(tmp_path_factory):
     from vdr.ingest import ingest_pdfs
 
     src = tmp_path_factory.mktemp("pdfs")
-    for name in SMALL:
-        shutil.copy(PDFS / name, src / name)
+    for name in PDFS:
+        shutil.copy(SAMPLE / "pdfs" / name, src / name)
     out = tmp_path_factory.mktemp("corpus")
     ingest_pdfs(src, out, dpi=40, ocr="never", workers=1, progress=False)
     c = vdr.Corpus.load(out)
-    assert len(c) == 11  # 4 + 1 + 1 + 1 + 4 pages
+    assert len(c) == N_PAGES
     # queries from each text page's own words; rewrites: more words (keywords) and a vaguer form
     qdir = tmp_path_factory.mktemp("queries")
     pages = [p for p in c.pages() if len(p.text.split()) >= 8][:8]
@@ -96,7 +96,7 @@ def test_all_backends_end_to_end(corpus, colqwen_dir, tmp_path):  # noqa: F811
             assert r["aggregate"][ours] == pytest.approx(mean, abs=1e-12), (r["backend"], r["variant"], ours)
     # the same inputs again (page vectors now reused from the store), another batch size: same bytes
     res2 = run_eval(corpus, tmp_path / "b", model=str(colqwen_dir), batch_size=1)
-    assert res2.backend_reports["multimodal"]["reused"] == 11 and res2.backend_reports["multimodal"]["encoded"] == 0
+    assert res2.backend_reports["multimodal"]["reused"] == N_PAGES and res2.backend_reports["multimodal"]["encoded"] == 0
     a = json.loads((tmp_path / "a" / "results.json").read_text())
     b = json.loads((tmp_path / "b" / "results.json").read_text())
     for d in (a, b):

@@ -4,7 +4,7 @@ Two loads of the sample report:
 
 1. the report file itself, with Chromium's console logged to stderr: no console message at all
    (a blocked network load, a CSP violation or a script error would each log one), and a
-   screenshot written to ``test-artifacts/report.png``;
+   screenshot written to ``report.png`` in the test's temporary folder;
 2. a copy with a small checking script injected (the report's own CSP forbids scripts, so the copy
    relaxes it for that script only) dumped with ``--dump-dom`` after the load event: every
    ``<img>`` decoded (``naturalWidth > 0``) and no error event. A negative control with one
@@ -20,13 +20,10 @@ import subprocess
 
 import pytest
 
-from report_fixtures import ROOT  # noqa: F401
-
 import vdr
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (make sysdeps installs it)")
-ARTIFACTS = ROOT / "test-artifacts"
 
 CHECK = """<script>window.__errs=[];addEventListener('error',e=>{window.__errs.push(String(e.message||(e.target&&e.target.outerHTML||'').slice(0,80)))},true);
 addEventListener('load',()=>{const imgs=[...document.images];const bad=imgs.filter(i=>!(i.complete&&i.naturalWidth>0)).map(i=>i.alt);
@@ -57,9 +54,7 @@ def test_report_in_headless_chromium(lexical_results, tmp_path):
     n_img = html.count("<img ")
     assert n_img > 20
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "report.png"
-    shot.unlink(missing_ok=True)
+    shot = tmp_path / "report.png"
     r = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--window-size=1280,4000",
                   f"--screenshot={shot}", paths.html.as_uri())
     assert r.returncode == 0, r.stderr[-3000:]

@@ -48,6 +48,7 @@ def _images(outputs) -> int:
     return sum("image/png" in o.get("data", {}) for o in outputs)
 
 
+@pytest.mark.model  # the sample is evaluated with the semantic backend (sentence-transformers)
 def test_notebook_without_model(sample_results, monkeypatch):
     outs = _run(monkeypatch, sample_results)
     assert not [o for o in outs if o.output_type == "error"]

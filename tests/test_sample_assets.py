@@ -167,6 +167,7 @@ def _pdf_texts(pdf: Path) -> list[str]:
         doc.close()
 
 
+@pytest.mark.slow  # regenerates the 4 sample PDFs with matplotlib
 def test_generator_reproduces_committed_files(tmp_path):
     gen = _load_generator()
     gen.generate(tmp_path)

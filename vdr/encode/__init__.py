@@ -1,6 +1,8 @@
 """Encoders: page images and queries -> multi-vectors; :func:`embed` fills an :class:`~vdr.encode.store.EmbeddingStore`.
 
-Importing this package imports torch; ``import vdr`` does not (``vdr.embed`` imports it lazily).
+Importing this package does not import torch (so ``import vdr``, which imports
+:mod:`vdr.encode.store`, does not): :mod:`vdr.encode.colpali` and its names here
+(``LateInteractionEncoder``, ``QueryTemplate``, ...) are imported on first use.
 """
 
 from __future__ import annotations
@@ -12,9 +14,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from .colpali import DEFAULT_QUERY_PREFIX, N_AUGMENTATION_TOKENS, LateInteractionEncoder, QueryTemplate
 
 __all__ = ["embed", "EmbedReport", "LateInteractionEncoder", "QueryTemplate", "DEFAULT_QUERY_PREFIX", "page_content_hash"]
+
+#: names of :mod:`vdr.encode.colpali` (which imports torch) served lazily by this package
+_COLPALI = ("LateInteractionEncoder", "QueryTemplate", "DEFAULT_QUERY_PREFIX", "N_AUGMENTATION_TOKENS")
+
+
+def __getattr__(name: str):
+    if name in _COLPALI:
+        from . import colpali
+
+        return getattr(colpali, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -82,8 +94,8 @@ def embed(
     model_dtype: str | None = None,
     trust_remote_code: bool = False,
     attn_implementation: str | None = None,
-    query_prefix: str = DEFAULT_QUERY_PREFIX,
-    n_augmentation: int = N_AUGMENTATION_TOKENS,
+    query_prefix: str = "Query: ",  # = colpali.DEFAULT_QUERY_PREFIX (literal: no torch import here)
+    n_augmentation: int = 10,  # = colpali.N_AUGMENTATION_TOKENS
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     revision: str | None = None,
@@ -133,6 +145,7 @@ def embed(
     """
     from .. import distributed as D
     from ..corpus import Corpus
+    from .colpali import LateInteractionEncoder
     from .store import EmbeddingStore
 
     t0 = time.perf_counter()
