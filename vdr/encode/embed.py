@@ -1,6 +1,16 @@
 """:func:`embed`: every page of a corpus into the embedding store, once per page content.
 
 This module imports torch only when :func:`embed` runs (through the encoder).
+
+Under ``torchrun`` (a :mod:`vdr.distributed` process group of more than one rank) every rank calls
+:func:`embed` with the same arguments: the ranks hash their contiguous share of the pages and
+exchange the hashes; rank 0 opens the store, merges what an interrupted run left, drops stale pages,
+copies duplicates of stored pages and plans the pages to encode; each rank encodes its share of that
+list in whole batches (:func:`vdr.distributed.shard_batches`, so each batch is the one a single
+process forms) into its own rank journal and shards, storing each encoded page's duplicates with
+it; after a barrier rank 0 merges the rank journals. The store is then the one a single process
+writes (same page ids in the same order, bit-identical vectors on the CPU); the report counts all
+ranks' pages. A device ``None``/``"cuda"`` means ``cuda:LOCAL_RANK``.
 """
 
 from __future__ import annotations
@@ -191,15 +201,7 @@ def embed(
     uninterrupted run gives. Folders of an older key scheme under ``store_dir`` are never reused;
     a :class:`~vdr.errors.VdrWarning` names them.
 
-    Under ``torchrun`` (a :mod:`vdr.distributed` process group of more than one rank) every rank calls
-    this with the same arguments: the ranks hash their contiguous share of the pages and exchange the
-    hashes; rank 0 opens the store, merges what an interrupted run left, drops stale pages, copies
-    duplicates of stored pages and plans the pages to encode; each rank encodes its share of that
-    list in whole batches (:func:`vdr.distributed.shard_batches`, so each batch is the one a single
-    process forms) into its own rank journal and shards; after a barrier rank 0 merges the rank
-    journals. The store is then the one a single process writes (same page ids in the same order,
-    bit-identical vectors on the CPU); the report counts all ranks' pages. ``device`` ``None``/
-    ``"cuda"`` means ``cuda:LOCAL_RANK``.
+    Under ``torchrun`` every rank calls it with the same arguments (see the module docstring).
 
     Args:
         corpus_dir: a corpus folder (``pages.jsonl`` + ``images/``, see :mod:`vdr.corpus`).
