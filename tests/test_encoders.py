@@ -349,3 +349,17 @@ def test_corpus_page_vectors_are_bit_identical_at_any_batch_size(which, request,
     for bs in (2, 3, 8):
         got = enc.encode_pages(corpus, batch_size=bs)
         assert all(torch.equal(a, b) for a, b in zip(ref, got)), bs
+
+
+def test_mteb_wrapper_takes_encoder_settings(colqwen_dir):
+    """The MTEB model wrapper is configured by the same EncoderSettings; its ModelMeta reloads them."""
+    pytest.importorskip("mteb")
+    from vdr.encode import EncoderSettings
+    from vdr.integrations.mteb import VdrColPaliModel
+
+    s = EncoderSettings(colqwen_dir, device="cpu", query_prefix="", max_pixels=28 * 28 * 8)
+    vm = VdrColPaliModel(s)
+    assert vm.encoder.encoder_settings == s and vm.encoder.query_template.prefix == ""
+    assert vm.mteb_model_meta.revision == vm.encoder.fingerprint
+    again = vm.mteb_model_meta.load_model()
+    assert again.encoder.encoder_settings == s and again.encoder.fingerprint == vm.encoder.fingerprint
