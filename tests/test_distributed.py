@@ -211,9 +211,13 @@ _KILL_RANK1 = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def embed_ref(tmp_path_factory, colqwen_dir):  # noqa: F811
-    """The corpus and a single-process store (batch size 2, one page per shard)."""
+    """The corpus (page 4 a byte copy of page 1) and a single-process store (batch size 2, one page per shard)."""
+    from vdr.corpus import Corpus
+
     root = tmp_path_factory.mktemp("embed")
     corpus = make_corpus(root / "corpus", SIZES)
+    c = Corpus.load(corpus)
+    shutil.copyfile(c.image_path("doc.pdf#1"), c.image_path("doc.pdf#4"))  # a duplicate page: encoded once
     p = single(["embed", str(corpus), "--model", str(colqwen_dir), "--store", str(root / "ref"), "--batch-size", "2",
                 "--shard-pages", "1", "--quiet"], root)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -228,7 +232,8 @@ def test_torchrun_embed_equals_single_process(embed_ref, colqwen_dir):  # noqa: 
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.count(" pages: ") == 1  # only rank 0 prints
     rep = json.loads((root / "dist.json").read_text())
-    assert (rep["pages"], rep["encoded"], rep["reused"]) == (len(SIZES), len(SIZES), 0)
+    assert (rep["pages"], rep["encoded"], rep["copied"], rep["reused"]) == (len(SIZES), len(SIZES) - 1, 1, 0)
+    assert rep["duplicate_of"] == {"doc.pdf#4": "doc.pdf#1"}
     assert_same_store(root / "ref", root / "dist")
     shards = os.listdir(EmbeddingStore.open(root / "dist").path / SHARDS_DIR)
     assert {n[:3] for n in shards} == {"r0-", "r1-"}  # both ranks wrote their own shards
@@ -250,7 +255,7 @@ def test_torchrun_rank_killed_then_resumed(embed_ref, colqwen_dir, tmp_path):  #
     p = torchrun(args + ["--json", str(tmp_path / "r.json")], tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["reused"] == len(partial) and rep["encoded"] == len(SIZES) - len(partial)
+    assert rep["reused"] == len(partial) and rep["encoded"] + rep["copied"] == len(SIZES) - len(partial)
     a, b = EmbeddingStore.open(root / "ref"), EmbeddingStore.open(tmp_path / "s")
     assert sorted(a.ids()) == sorted(b.ids())
     for pid in a.ids():

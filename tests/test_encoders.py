@@ -216,10 +216,90 @@ def test_missing_local_folder(tmp_path):
 
 
 def test_fingerprint_stable_and_sensitive(colqwen_dir, colqwen):
+    """Page settings change both fingerprints; the query template changes the query fingerprint only."""
     again = LateInteractionEncoder.load(colqwen_dir, device="cpu")
-    assert again.fingerprint == colqwen.fingerprint
-    assert LateInteractionEncoder.load(colqwen_dir, device="cpu", dtype="bfloat16").fingerprint != colqwen.fingerprint
-    assert LateInteractionEncoder.load(colqwen_dir, device="cpu", n_augmentation=5).fingerprint != colqwen.fingerprint
+    assert (again.fingerprint, again.page_fingerprint) == (colqwen.fingerprint, colqwen.page_fingerprint)
+    assert colqwen.fingerprint == colqwen.query_fingerprint != colqwen.page_fingerprint
+    bf16 = LateInteractionEncoder.load(colqwen_dir, device="cpu", dtype="bfloat16")
+    assert bf16.page_fingerprint != colqwen.page_fingerprint and bf16.query_fingerprint != colqwen.query_fingerprint
+    for kw in ({"n_augmentation": 5}, {"query_prefix": ""}):
+        other = LateInteractionEncoder.load(colqwen_dir, device="cpu", **kw)
+        assert other.query_fingerprint != colqwen.query_fingerprint
+        assert other.page_fingerprint == colqwen.page_fingerprint
+        assert other.page_settings() == colqwen.page_settings() and "query_template" not in other.page_settings()
+    assert colqwen.settings["format"] == 2 and colqwen.describe()["page_fingerprint"] == colqwen.page_fingerprint
+
+
+def test_encoder_settings_load_and_json(colqwen_dir, colqwen):
+    from vdr.encode import EncoderSettings
+
+    s = EncoderSettings(colqwen_dir, device="cpu", compute_dtype="fp32", max_pixels=QWEN_MAX_PIXELS, batch_size=3)
+    assert s.model == str(colqwen_dir) and s.compute_dtype == "float32"  # Path -> str, fp32 -> float32
+    assert EncoderSettings.from_json(json.dumps(s.to_json())) == s
+    enc = LateInteractionEncoder.load(s)
+    assert enc.encoder_settings == s and enc.page_fingerprint == colqwen.page_fingerprint  # same resolved settings
+    assert LateInteractionEncoder.from_settings(s).fingerprint == enc.fingerprint
+    with pytest.raises(InputError, match="not both.*device"):
+        LateInteractionEncoder.load(s, device="cpu")
+    assert s.queries_per_batch == 12 and s.replace(query_batch_size=5).queries_per_batch == 5
+    assert set(s.PAGE_FIELDS) | set(s.QUERY_FIELDS) | set(s.RUN_FIELDS) == set(s.to_json())
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batch_size=0), "batch_size must be an integer >= 1"),
+    (dict(store_dtype="bfloat16"), "float16 or float32"),
+    (dict(compute_dtype="int8"), "compute_dtype"),
+    (dict(min_pixels=10, max_pixels=5), "larger than max_pixels"),
+    (dict(n_augmentation=-1), "n_augmentation must be an integer >= 0"),
+    (dict(trust_remote_code="yes"), "trust_remote_code"),
+    (dict(model=""), "model"),
+])
+def test_encoder_settings_validated(bad, match):
+    from vdr.encode import EncoderSettings
+
+    with pytest.raises(InputError, match=match):
+        EncoderSettings(**{"model": "m", **bad})
+
+
+def test_encoder_settings_from_json_rejects_unknown():
+    from vdr.encode import EncoderSettings
+
+    with pytest.raises(InputError, match=r"unknown key\(s\) \['dpi'\]"):
+        EncoderSettings.from_json({"model": "m", "dpi": 3})
+    with pytest.raises(InputError, match="no 'model'"):
+        EncoderSettings.from_json({})
+    with pytest.raises(InputError, match="unknown encoder setting"):
+        EncoderSettings("m").replace(colour=1)
+
+
+def test_cli_evaluate_finds_the_store_embed_wrote(colqwen_dir, tmp_path):
+    """`vdr evaluate` takes the same encoder options as `vdr embed`: with non-default options it
+    reuses every page vector `embed` stored; another query prefix still reuses them."""
+    from vdr.cli import main
+
+    corpus = make_corpus(tmp_path / "c", [(100, 80), (56, 56), (300, 200)])
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "revenue"}\n{"_id": "q2", "text": "carbon"}\n')
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdoc.pdf#1\t1\nq2\tdoc.pdf#3\t1\n")
+    opts = ["--model", str(colqwen_dir), "--store", str(tmp_path / "s"), "--device", "cpu", "--batch-size", "2",
+            "--dtype", "float32", "--max-pixels", str(28 * 28 * 8), "--query-prefix", "", "--quiet"]
+    assert main(["embed", str(corpus), *opts, "--json", str(tmp_path / "e.json")]) == 0
+    emb = json.loads((tmp_path / "e.json").read_text())
+    assert emb["encoded"] == 3 and emb["settings"]["max_pixels"] == 28 * 28 * 8 and emb["dtype"] == "float32"
+    ev = ["evaluate", str(corpus), "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "qrels.tsv"),
+          "--backend", "multimodal", "--depth", "3", "--k", "1,3"]
+    for prefix, out in (("", "r1"), ("Query: ", "r2")):
+        o = [x if x != "" else prefix for x in opts]
+        assert main([*ev, *o, "--augmentation-tokens", "10", "--out", str(tmp_path / out)]) == 0
+    r1, r2 = (json.loads((tmp_path / o / "results.json").read_text()) for o in ("r1", "r2"))
+    for r in (r1, r2):
+        rep = r["backend_reports"]["multimodal"]
+        assert (rep["encoded"], rep["reused"]) == (0, 3)  # the store embed wrote, found and reused
+        cfg = r["config"]["backend_config"]["multimodal"]
+        assert cfg["store"] == emb["store"] and cfg["page_fingerprint"] == emb["fingerprint"]
+        assert r["config"]["encoder"]["store_dtype"] == "float32" and cfg["device"] == "cpu"
+    c1, c2 = (r["config"]["backend_config"]["multimodal"] for r in (r1, r2))
+    assert c1["query_fingerprint"] == emb["query_fingerprint"] != c2["query_fingerprint"]
+    assert (c1["query_template"]["prefix"], c2["query_template"]["prefix"]) == ("", "Query: ")
 
 
 def test_embed_defaults_are_the_encoder_defaults():
@@ -282,3 +362,17 @@ def test_corpus_page_vectors_are_bit_identical_at_any_batch_size(which, request,
     for bs in (2, 3, 8):
         got = enc.encode_pages(corpus, batch_size=bs)
         assert all(torch.equal(a, b) for a, b in zip(ref, got)), bs
+
+
+def test_mteb_wrapper_takes_encoder_settings(colqwen_dir):
+    """The MTEB model wrapper is configured by the same EncoderSettings; its ModelMeta reloads them."""
+    pytest.importorskip("mteb")
+    from vdr.encode import EncoderSettings
+    from vdr.integrations.mteb import VdrColPaliModel
+
+    s = EncoderSettings(colqwen_dir, device="cpu", query_prefix="", max_pixels=28 * 28 * 8)
+    vm = VdrColPaliModel(s)
+    assert vm.encoder.encoder_settings == s and vm.encoder.query_template.prefix == ""
+    assert vm.mteb_model_meta.revision == vm.encoder.fingerprint
+    again = vm.mteb_model_meta.load_model()
+    assert again.encoder.encoder_settings == s and again.encoder.fingerprint == vm.encoder.fingerprint

@@ -107,6 +107,22 @@ def test_no_pickle_in_store_code():
     assert "pickle" not in src.replace("pickle-free", "") and "torch.load" not in src
 
 
+def test_embed_plan_dedups_and_reuses():
+    """The plan from hashes alone: stale dropped, stored content copied, new duplicates encoded once."""
+    from vdr.encode.embed import _duplicates, _plan
+
+    ids = ["p1", "p2", "p3", "p4", "p5"]
+    hashes = {"p1": "a", "p2": "b", "p3": "a", "p4": "c", "p5": "b"}
+    plan = _plan(ids, hashes, {"p1": "a", "p2": "x", "p9": "z"})
+    assert plan.stale == ["p9"]
+    assert plan.encode == ["p2", "p4"]  # p2 changed (x -> b), p4 new
+    assert plan.from_store == [("p3", "p1")]  # p3 has p1's stored content
+    assert plan.copies == {"p2": ["p5"]} and plan.copied == 2
+    assert _duplicates(ids, hashes) == {"p3": "p1", "p5": "p2"}
+    again = _plan(ids, hashes, {pid: hashes[pid] for pid in ids})
+    assert (again.stale, again.encode, again.copies, again.from_store) == ([], [], {}, [])
+
+
 # ---------------------------------------------------------------------------------- with a model
 
 
@@ -132,20 +148,138 @@ def test_changed_page_reencoded_unchanged_reused_removed_dropped(tmp_path, colqw
     assert (r3.encoded, r3.reused) == (0, 3)
 
 
-def test_different_fingerprint_never_reused(tmp_path, colqwen_dir):
+def test_different_page_settings_never_reused(tmp_path, colqwen_dir):
     from vdr.encode import LateInteractionEncoder
 
     corpus = make_corpus(tmp_path / "c", SIZES[:2])
     a = LateInteractionEncoder.load(colqwen_dir, device="cpu")
-    b = LateInteractionEncoder.load(colqwen_dir, device="cpu", query_prefix="")
     c = LateInteractionEncoder.load(colqwen_dir, device="cpu", max_pixels=28 * 28 * 8)
-    assert len({a.fingerprint, b.fingerprint, c.fingerprint}) == 3
+    d = LateInteractionEncoder.load(colqwen_dir, device="cpu", dtype="bfloat16")
+    assert len({a.page_fingerprint, c.page_fingerprint, d.page_fingerprint}) == 3
     ra = embed(corpus, a, tmp_path / "s", progress=False)
-    rb = embed(corpus, b, tmp_path / "s", progress=False)
-    rc = embed(corpus, c, tmp_path / "s", dtype="float32", progress=False)
-    rd = embed(corpus, a, tmp_path / "s", dtype="float32", progress=False)
-    assert [r.encoded for r in (ra, rb, rc, rd)] == [2, 2, 2, 2]
-    assert len({ra.store, rb.store, rc.store, rd.store}) == 4
+    rc = embed(corpus, c, tmp_path / "s", store_dtype="float32", progress=False)
+    rd = embed(corpus, a, tmp_path / "s", store_dtype="float32", progress=False)
+    re_ = embed(corpus, d, tmp_path / "s", progress=False)
+    assert [r.encoded for r in (ra, rc, rd, re_)] == [2, 2, 2, 2]
+    assert len({ra.store, rc.store, rd.store, re_.store}) == 4
+    assert (rd.dtype, EmbeddingStore.open(rd.store).dtype) == ("float32", torch.float32)
+
+
+class _CountPageForwards:
+    """Counts forward passes over page batches (those with pixel values) of every encoder."""
+
+    def __init__(self, monkeypatch):
+        from vdr.encode.colpali import LateInteractionEncoder
+
+        self.pages = self.queries = 0
+        real = LateInteractionEncoder._forward
+
+        def counting(enc, batch):
+            if "pixel_values" in batch:
+                self.pages += 1
+            else:
+                self.queries += 1
+            return real(enc, batch)
+
+        monkeypatch.setattr(LateInteractionEncoder, "_forward", counting)
+
+
+def test_new_query_template_reuses_every_page_vector(tmp_path, colqwen_dir, monkeypatch):
+    """The store key covers only page settings: another query prefix (or augmentation count)
+    performs 0 page forward passes and finds the same store folder; the query fingerprint changes."""
+    from vdr.encode import EncoderSettings, LateInteractionEncoder
+
+    corpus = make_corpus(tmp_path / "c", SIZES[:4])
+    count = _CountPageForwards(monkeypatch)
+    base = EncoderSettings(colqwen_dir, device="cpu", batch_size=2)
+    r1 = embed(corpus, base, tmp_path / "s", progress=False)
+    assert (r1.encoded, count.pages) == (4, 4)  # four page sizes: four batches of one page
+    st1 = EmbeddingStore.open(r1.store)
+    before = {k: st1.get(k).clone() for k in st1.ids()}
+    count.pages = 0
+    r2 = embed(corpus, base.replace(query_prefix="", n_augmentation=3), tmp_path / "s", progress=False)
+    assert count.pages == 0 and (r2.encoded, r2.reused, r2.copied) == (0, 4, 0)
+    assert r2.store == r1.store and r2.fingerprint == r1.fingerprint
+    assert r2.query_fingerprint != r1.query_fingerprint
+    assert r2.encoder["query_template"]["prefix"] == "" and r2.encoder["query_template"]["n_augmentation"] == 3
+    st = EmbeddingStore.open(tmp_path / "s")  # one folder only
+    assert all(torch.equal(st.get(k), before[k]) for k in before)
+    assert "query_template" not in st.meta["encoder"] and st.meta["key_scheme"] == 2
+    # the query vectors do change with the template
+    enc1 = LateInteractionEncoder.load(base)
+    enc2 = enc1.with_query_template(query_prefix="", n_augmentation=3)
+    assert enc2.page_fingerprint == enc1.page_fingerprint and enc2.query_fingerprint == r2.query_fingerprint
+    tok = enc1.processor.tokenizer
+    assert enc1.encode_queries(["carbon"])[0].shape[0] == len(tok("Query: carbon" + "<|endoftext|>" * 10)["input_ids"])
+    assert enc2.encode_queries(["carbon"])[0].shape[0] == len(tok("carbon" + "<|endoftext|>" * 3)["input_ids"])
+
+
+def test_duplicate_pages_encoded_once(tmp_path, colqwen_dir, monkeypatch):
+    """Pages with the same image bytes: one forward pass, the same vectors under every id, counted."""
+    import shutil
+
+    from vdr.corpus import Corpus
+    from vdr.encode import EncoderSettings
+
+    corpus = make_corpus(tmp_path / "c", [(100, 80), (100, 80), (100, 80), (56, 56)])
+    c = Corpus.load(corpus)
+    shutil.copyfile(c.image_path("doc.pdf#1"), c.image_path("doc.pdf#3"))  # p3 == p1
+    count = _CountPageForwards(monkeypatch)
+    s = EncoderSettings(colqwen_dir, device="cpu", batch_size=1)
+    r = embed(corpus, s, tmp_path / "s", progress=False)
+    assert count.pages == 3 and (r.encoded, r.copied, r.reused, r.duplicates) == (3, 1, 0, 1)
+    assert r.duplicate_of == {"doc.pdf#3": "doc.pdf#1"}
+    st = EmbeddingStore.open(r.store)
+    assert st.ids() == ["doc.pdf#1", "doc.pdf#3", "doc.pdf#2", "doc.pdf#4"]
+    assert torch.equal(st.get("doc.pdf#1"), st.get("doc.pdf#3"))
+    # a new page that duplicates a stored one is copied from the store: no forward pass
+    from vdr.corpus import write_pages
+    import dataclasses
+
+    pages = c.pages()
+    shutil.copyfile(c.image_path("doc.pdf#4"), corpus / "images" / "extra.png")
+    write_pages(corpus / "pages.jsonl", pages + [dataclasses.replace(pages[3], corpus_id="doc.pdf#5", page=5, image="images/extra.png")])
+    count.pages = 0
+    r2 = embed(corpus, s, tmp_path / "s", progress=False)
+    assert count.pages == 0 and (r2.encoded, r2.copied, r2.reused, r2.duplicates) == (0, 1, 4, 2)
+    st = EmbeddingStore.open(r2.store)
+    assert torch.equal(st.get("doc.pdf#5"), st.get("doc.pdf#4"))
+
+
+def test_duplicate_vectors_equal_encoding_each_page(tmp_path, colqwen):
+    """The copied vectors are exactly those encoding the duplicate on its own gives."""
+    import shutil
+
+    from vdr.corpus import Corpus
+
+    corpus = make_corpus(tmp_path / "c", [(100, 80), (300, 200), (100, 80)])
+    c = Corpus.load(corpus)
+    shutil.copyfile(c.image_path("doc.pdf#1"), c.image_path("doc.pdf#3"))
+    r = embed(corpus, colqwen, tmp_path / "s", store_dtype="float32", progress=False)
+    alone = colqwen.encode_pages([c.image_path("doc.pdf#3")])[0]
+    assert r.copied == 1 and torch.equal(EmbeddingStore.open(r.store).get("doc.pdf#3"), alone)
+
+
+def test_legacy_key_folder_never_reused_and_named(tmp_path, colqwen):
+    """A folder written with the old key (query template included; no key_scheme) is not reused:
+    the pages are encoded once more, a warning and the report name the old folder."""
+    from vdr.encode.store import META_FILE, legacy_folders
+    from vdr.errors import VdrWarning
+
+    corpus = make_corpus(tmp_path / "c", SIZES[:2])
+    old = EmbeddingStore.open_for_writing(tmp_path / "s", encoder_fingerprint="0" * 64, encoder_settings={"format": 1},
+                                          dtype="float16", dim=colqwen.dim)
+    old.add("doc.pdf#1", "sha256:whatever", torch.ones(3, colqwen.dim))
+    old.close()
+    meta = json.loads((old.path / META_FILE).read_text())
+    del meta["key_scheme"]
+    (old.path / META_FILE).write_text(json.dumps(meta))
+    assert legacy_folders(tmp_path / "s") == [old.path]
+    with pytest.warns(VdrWarning, match="older vdr.*not reused"):
+        r = embed(corpus, colqwen, tmp_path / "s", progress=False)
+    assert (r.encoded, r.reused) == (2, 0) and r.legacy_stores == [str(old.path)]
+    assert EmbeddingStore.open(tmp_path / "s").path == Path(r.store)  # the current folder is preferred
+    assert EmbeddingStore.open(tmp_path / "s", fingerprint=old.path.name).ids() == ["doc.pdf#1"]  # still readable
 
 
 _CHILD = textwrap.dedent("""

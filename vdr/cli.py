@@ -97,6 +97,50 @@ def _metric_help() -> str:
     )
 
 
+# ---------------------------------------------------------------------------------- encoder options
+# One definition of every encoder option, used by `embed` and `evaluate` (and turned into one
+# EncoderSettings by encoder_settings_from_options), so both commands find the same store.
+_ENCODER_OPTIONS = {
+    "batch_size": lambda: typer.Option(8, "--batch-size", help="Pages per forward pass (halved on CUDA out-of-memory)."),
+    "device": lambda: typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)."),
+    "dtype": lambda: typer.Option("float16", "--dtype", help="Stored page-vector dtype: float16 or float32."),
+    "model_dtype": lambda: typer.Option(None, "--model-dtype", help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
+    "trust_remote_code": lambda: typer.Option(False, "--trust-remote-code", help="Allow the checkpoint's own Python code (only for checkpoints you trust)."),
+    "revision": lambda: typer.Option(None, "--revision", help="Model hub revision (branch, tag or commit)."),
+    "query_prefix": lambda: typer.Option("Query: ", "--query-prefix", help="Text before every query (keyed with the query template, not the page store)."),
+    "augmentation_tokens": lambda: typer.Option(10, "--augmentation-tokens", help="Query-augmentation tokens appended to every query."),
+    "min_pixels": lambda: typer.Option(None, "--min-pixels", help="Qwen families: minimum image area in pixels."),
+    "max_pixels": lambda: typer.Option(None, "--max-pixels", help="Qwen families: maximum image area in pixels."),
+    "attn_implementation": lambda: typer.Option(None, "--attn-implementation", help="flash_attention_2, sdpa or eager (default: flash-attention 2 on CUDA when installed, else sdpa)."),
+    "workers": lambda: typer.Option(None, "--workers", help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
+    "shard_pages": lambda: typer.Option(256, "--shard-pages", help="Pages per committed store shard (the unit of resumption)."),
+}
+
+
+def encoder_settings_from_options(
+    model: str | None, *, batch_size: int, device: str | None, dtype: str, model_dtype: str | None, trust_remote_code: bool,
+    revision: str | None, query_prefix: str, augmentation_tokens: int, min_pixels: int | None, max_pixels: int | None,
+    attn_implementation: str | None, workers: int | None, shard_pages: int,
+):
+    """The :class:`~vdr.encode.settings.EncoderSettings` of the encoder options shared by ``vdr embed``
+    and ``vdr evaluate`` (``--dtype`` is the stored dtype, ``--model-dtype`` the compute dtype);
+    ``None`` when no ``--model`` was given.
+
+    Raises:
+        InputError: an invalid option value (the setting is named).
+    """
+    if model is None:
+        return None
+    from .encode.settings import EncoderSettings
+
+    return EncoderSettings(
+        model, revision=revision, compute_dtype=model_dtype, min_pixels=min_pixels, max_pixels=max_pixels,
+        store_dtype=dtype, query_prefix=query_prefix, n_augmentation=augmentation_tokens, device=device,
+        attn_implementation=attn_implementation, trust_remote_code=trust_remote_code, batch_size=batch_size,
+        num_workers=workers, shard_pages=shard_pages,
+    )
+
+
 @app.command("metrics")
 def metrics_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
@@ -212,9 +256,19 @@ def evaluate_command(
     out: Path = typer.Option(..., "--out", "-o", help="Results folder (results.json, per_query.csv, runs/)."),
     vidore: Optional[str] = typer.Option(None, "--vidore", help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR."),
     store: Optional[Path] = typer.Option(None, "--store", help="Embedding store folder (default CORPUS_DIR/embeddings)."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Multimodal encoder batch size."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda, cpu, ... (default: cuda when available)."),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the model's own code (only for checkpoints you trust)."),
+    batch_size: int = _ENCODER_OPTIONS["batch_size"](),
+    device: Optional[str] = _ENCODER_OPTIONS["device"](),
+    dtype: str = _ENCODER_OPTIONS["dtype"](),
+    model_dtype: Optional[str] = _ENCODER_OPTIONS["model_dtype"](),
+    trust_remote_code: bool = _ENCODER_OPTIONS["trust_remote_code"](),
+    revision: Optional[str] = _ENCODER_OPTIONS["revision"](),
+    query_prefix: str = _ENCODER_OPTIONS["query_prefix"](),
+    augmentation_tokens: int = _ENCODER_OPTIONS["augmentation_tokens"](),
+    min_pixels: Optional[int] = _ENCODER_OPTIONS["min_pixels"](),
+    max_pixels: Optional[int] = _ENCODER_OPTIONS["max_pixels"](),
+    attn_implementation: Optional[str] = _ENCODER_OPTIONS["attn_implementation"](),
+    workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
+    shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
     depth: int = typer.Option(100, "--depth", help="Pages retrieved per query."),
     macro_average: bool = typer.Option(False, "--macro-average", help="Add a labelled macro-average row across backends."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
@@ -231,6 +285,11 @@ def evaluate_command(
         except ImportError:  # pragma: no cover
             pass
     rw = _parse_rewrites(rewrites)
+    settings = encoder_settings_from_options(
+        model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
+        revision=revision, query_prefix=query_prefix, augmentation_tokens=augmentation_tokens, min_pixels=min_pixels,
+        max_pixels=max_pixels, attn_implementation=attn_implementation, workers=workers, shard_pages=shard_pages,
+    )
     res = evaluate(
         corpus_dir,
         queries=queries,
@@ -238,14 +297,12 @@ def evaluate_command(
         rewrites=rw,
         out=out,
         backends=backend,
-        model=model,
+        encoder=settings,
         k=k,
         seed=seed,
         vidore=vidore,
         store=store,
-        batch_size=batch_size,
         device=device,
-        trust_remote_code=trust_remote_code,
         depth=depth,
         macro_average=macro_average,
         progress=not quiet,
@@ -300,18 +357,20 @@ def mteb_task_command(
 def embed_command(
     corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
     model: str = typer.Option(..., "--model", help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder."),
-    store: Path = typer.Option(..., "--store", help="Embedding store folder (vectors go to a sub-folder per model/settings)."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Pages per forward pass (halved on CUDA out-of-memory)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)."),
-    dtype: str = typer.Option("float16", "--dtype", help="Stored vector dtype: float16 or float32."),
-    model_dtype: Optional[str] = typer.Option(None, "--model-dtype", help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the checkpoint's own Python code."),
-    revision: Optional[str] = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)."),
-    query_prefix: str = typer.Option("Query: ", "--query-prefix", help="Text before every query (recorded in the fingerprint)."),
-    min_pixels: Optional[int] = typer.Option(None, "--min-pixels", help="Qwen families: minimum image area in pixels."),
-    max_pixels: Optional[int] = typer.Option(None, "--max-pixels", help="Qwen families: maximum image area in pixels."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
-    shard_pages: int = typer.Option(256, "--shard-pages", help="Pages per committed shard (the unit of resumption)."),
+    store: Path = typer.Option(..., "--store", help="Embedding store folder (vectors go to a sub-folder per model/page settings)."),
+    batch_size: int = _ENCODER_OPTIONS["batch_size"](),
+    device: Optional[str] = _ENCODER_OPTIONS["device"](),
+    dtype: str = _ENCODER_OPTIONS["dtype"](),
+    model_dtype: Optional[str] = _ENCODER_OPTIONS["model_dtype"](),
+    trust_remote_code: bool = _ENCODER_OPTIONS["trust_remote_code"](),
+    revision: Optional[str] = _ENCODER_OPTIONS["revision"](),
+    query_prefix: str = _ENCODER_OPTIONS["query_prefix"](),
+    augmentation_tokens: int = _ENCODER_OPTIONS["augmentation_tokens"](),
+    min_pixels: Optional[int] = _ENCODER_OPTIONS["min_pixels"](),
+    max_pixels: Optional[int] = _ENCODER_OPTIONS["max_pixels"](),
+    attn_implementation: Optional[str] = _ENCODER_OPTIONS["attn_implementation"](),
+    workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
+    shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the embed report as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -322,15 +381,19 @@ def embed_command(
     from .encode import embed
     from .io.atomic import write_text_atomic
 
-    r = embed(corpus_dir, model, store, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype,
-              trust_remote_code=trust_remote_code, revision=revision, query_prefix=query_prefix,
-              min_pixels=min_pixels, max_pixels=max_pixels, num_workers=workers, shard_pages=shard_pages,
-              progress=not quiet)
+    settings = encoder_settings_from_options(
+        model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
+        revision=revision, query_prefix=query_prefix, augmentation_tokens=augmentation_tokens, min_pixels=min_pixels,
+        max_pixels=max_pixels, attn_implementation=attn_implementation, workers=workers, shard_pages=shard_pages,
+    )
+    r = embed(corpus_dir, settings, store, progress=not quiet)
     if not D.is_main():
         return
     t = r.tokens_per_page
-    typer.echo(f"{r.pages} pages: {r.encoded} encoded, {r.reused} reused, {r.removed} removed; tokens/page"
-               f" {t['min']}-{t['max']} (mean {t['mean']}); {r.pages_per_second} pages/s; {r.seconds} s -> {r.store}")
+    dup = f", {r.copied} copied from duplicate pages" if r.copied else ""
+    typer.echo(f"{r.pages} pages: {r.encoded} encoded, {r.reused} reused{dup}, {r.removed} removed"
+               f" ({r.duplicates} duplicate page images in the corpus); tokens/page {t['min']}-{t['max']} (mean {t['mean']});"
+               f" {r.pages_per_second} pages/s; {r.seconds} s -> {r.store}")
     if json_out is not None:
         write_text_atomic(json_out, json.dumps(r.to_json(), indent=1) + "\n")
         typer.echo(f"wrote {json_out}")

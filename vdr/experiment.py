@@ -293,6 +293,7 @@ def evaluate(
     out: str | Path,
     backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid"),
     model: str | None = None,
+    encoder=None,
     k: str | Sequence[int] = (3, 5, 10),
     seed: int = 0,
     depth: int = 100,
@@ -326,7 +327,13 @@ def evaluate(
         backends: any of ``multimodal, lexical, semantic, hybrid`` (comma-separated or a list).
             ``hybrid`` is reciprocal rank fusion (k = ``rrf_k``) of the other backends that ran.
         model: ColPali-family model (hub name or local path) for ``multimodal``; without one, or
-            when it cannot be loaded, the backend is reported as skipped with the reason.
+            when it cannot be loaded, the backend is reported as skipped with the reason. A
+            shorthand for ``encoder=EncoderSettings(model, batch_size=..., device=...,
+            trust_remote_code=...)``.
+        encoder: every option of the multimodal encoder
+            (:class:`~vdr.encode.settings.EncoderSettings`, the same object ``vdr embed`` uses, so
+            the store written by ``embed`` with the same settings is found and reused); replaces
+            ``model``, ``batch_size`` and ``trust_remote_code``.
         k: cutoffs of the metrics (default 3, 5, 10); nDCG@3 is the primary metric.
         seed: seed of the randomization test and the bootstrap.
         depth: pages retrieved per query and written to each run.
@@ -334,7 +341,8 @@ def evaluate(
             ``queries``/``qrels``; it is ingested into ``out/corpus`` first.
         store: embedding store folder for ``multimodal`` (default ``corpus_dir/embeddings``); page
             embeddings are computed once per model and corpus and reused.
-        batch_size, device, trust_remote_code: for the multimodal encoder.
+        batch_size, device, trust_remote_code: for the multimodal encoder when ``encoder`` is not
+            given (``device`` is also the semantic backend's).
         semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
         bm25: BM25 parameters (``k1``, ``b``, ``method``, ``stemmer``, ``stopwords``).
         concat: add the history-concatenation baseline (default: when queries carry history).
@@ -369,6 +377,8 @@ def evaluate(
         raise InputError(f"depth {depth} is smaller than the largest cutoff {max(ks)}")
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
+    model = None if encoder is None else encoder.model
 
     vidore_info = None
     if vidore is not None:
@@ -411,14 +421,10 @@ def evaluate(
             try:
                 if engine == "mteb":  # MTEB runs its own loop: rank 0 alone under torchrun
                     runs, cfg, rep = (None, None, None) if not D.is_main() else _mteb_multimodal_runs(
-                        corpus_dir, variants, qrels_obj, model, out, depth, ks,
-                        batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
+                        corpus_dir, variants, qrels_obj, encoder, out, depth, ks, progress=progress,
                     )
                 else:
-                    runs, cfg, rep = _multimodal_runs(
-                        corpus_dir, corpus, variants, model, store, depth,
-                        batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress,
-                    )
+                    runs, cfg, rep = _multimodal_runs(corpus_dir, corpus, variants, encoder, store, depth, progress=progress)
                 if runs is not None:
                     runs_by_backend["multimodal"], configs["multimodal"], reports["multimodal"] = runs, cfg, rep
             except VdrError as e:
@@ -501,6 +507,7 @@ def evaluate(
         "variants": list(variants),
         "backends": wanted,
         "model": model,
+        "encoder": None if encoder is None else encoder.to_json(),
         "engine": engine,
         "k": ks,
         "depth": depth,
@@ -580,9 +587,31 @@ def _write_per_query_csv(path: Path, results: EvaluationResults, metric_names: l
         f.write(buf.getvalue())
 
 
-def _multimodal_runs(corpus_dir, corpus, variants, model, store, depth, *, batch_size, device, trust_remote_code, progress):
+def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, trust_remote_code: bool):
+    """The multimodal encoder's :class:`~vdr.encode.settings.EncoderSettings` (``None``: no model).
+
+    Raises:
+        InputError: ``encoder`` is not EncoderSettings, or ``model`` names another model.
+    """
+    from .encode.settings import EncoderSettings
+
+    if encoder is None:
+        return None if model is None else EncoderSettings(model, batch_size=batch_size, device=device,
+                                                           trust_remote_code=trust_remote_code)
+    if not isinstance(encoder, EncoderSettings):
+        raise InputError(f"encoder must be EncoderSettings, got {type(encoder).__name__}")
+    if model is not None and str(model) != encoder.model:
+        raise InputError(f"model {str(model)!r} differs from the encoder settings' model {encoder.model!r}; give one")
+    return encoder
+
+
+def _multimodal_runs(corpus_dir, corpus, variants, settings, store, depth, *, progress):
     """Embed the pages once (reusing vectors already in the store), encode each distinct query text
     once across all variants, and score with streaming MaxSim top-k.
+
+    Args:
+        settings: the :class:`~vdr.encode.settings.EncoderSettings` (batch sizes, device, query
+            template, resolution, stored dtype ...).
 
     Returns:
         ``({variant: Run}, config, report)``; ``(None, None, None)`` on ranks other than 0 under torchrun.
@@ -595,32 +624,34 @@ def _multimodal_runs(corpus_dir, corpus, variants, model, store, depth, *, batch
     from .encode.colpali import LateInteractionEncoder
     from .encode.store import EmbeddingStore
 
-    enc = LateInteractionEncoder.load(model, device=D.device_for_rank(device), trust_remote_code=trust_remote_code)
+    enc = LateInteractionEncoder.from_settings(settings.replace(device=D.device_for_rank(settings.device)))
     store_dir = Path(store) if store is not None else Path(corpus_dir) / "embeddings"
-    rep = embed(corpus_dir, enc, store_dir, batch_size=batch_size, device=device, progress=progress)
+    rep = embed(corpus_dir, enc, store_dir, progress=progress)
     st = EmbeddingStore.open(rep.store)
     texts = list(dict.fromkeys(q.text for qs in variants.values() for q in qs.values()))
-    qbs = max(1, batch_size * 4)
+    qbs = settings.queries_per_batch
     # under torchrun: whole batches per rank (the batches a single process forms), gathered everywhere
     parts = D.all_gather_object(enc.encode_queries(D.shard_batches(texts, qbs), batch_size=qbs, progress=progress))
     embs = [e for part in parts for e in part]
+    device = settings.device
     score_device = D.device_for_rank(device) if device and device.startswith("cuda") else None
     top = D.sharded_maxsim_topk(embs, st, min(depth, len(st)), device=score_device)
     if top is None:  # not rank 0
         return None, None, None
     by_text = {t: dict(zip(ids, scores)) for t, ids, scores in zip(texts, top.ids, top.scores.tolist())}
     runs = {name: Run._trusted({qid: dict(by_text[q.text]) for qid, q in qs.items()}, name=f"multimodal-{name}") for name, qs in variants.items()}
-    config = dict(enc.settings, fingerprint=enc.fingerprint, query_template=enc.query_template, batch_size=batch_size,
+    config = dict(enc.describe(), batch_size=settings.batch_size,
                   store=str(rep.store), stored_dtype=rep.dtype)
     report = {
-        "pages": rep.pages, "encoded": rep.encoded, "reused": rep.reused, "removed": rep.removed,
+        "pages": rep.pages, "encoded": rep.encoded, "reused": rep.reused, "copied": rep.copied,
+        "duplicate_pages": rep.duplicates, "removed": rep.removed,
         "tokens_per_page": rep.tokens_per_page, "batch_size_final": rep.batch_size_final,
         "distinct_query_texts_encoded": len(texts),
     }
     return runs, config, report
 
 
-def _mteb_multimodal_runs(corpus_dir, variants, qrels, model, out, depth, ks, *, batch_size, device, trust_remote_code, progress):
+def _mteb_multimodal_runs(corpus_dir, variants, qrels, settings, out, depth, ks, *, progress):
     """``engine="mteb"``: the multimodal runs from ``mteb.evaluate`` (TaskResult JSON in ``out/mteb/``).
 
     Returns and raises as :func:`vdr.integrations.mteb.mteb_multimodal_runs`; a missing mteb
@@ -630,5 +661,4 @@ def _mteb_multimodal_runs(corpus_dir, variants, qrels, model, out, depth, ks, *,
         from .integrations.mteb import mteb_multimodal_runs
     except ImportError as e:
         raise VdrError(str(e)) from None
-    return mteb_multimodal_runs(corpus_dir, variants, qrels, model, Path(out) / "mteb", depth, ks=ks,
-                                batch_size=batch_size, device=device, trust_remote_code=trust_remote_code, progress=progress)
+    return mteb_multimodal_runs(corpus_dir, variants, qrels, settings, Path(out) / "mteb", depth, ks=ks, progress=progress)

@@ -2,20 +2,24 @@
 
 :class:`LateInteractionEncoder` loads any checkpoint that the installed colpali-engine can run
 (ColPali, ColQwen2, ColQwen2.5, ColQwen3, ColQwen3.5, ColQwen2.5-Omni, ColIdefics3/ColSmol,
-ColModernVBert, ColGemma3) by hub name or local folder. The model and processor classes are chosen
-from the checkpoint's ``config.json`` (``architectures`` first, then ``model_type``); the user never
-names a class.
+ColModernVBert, ColGemma3) by hub name or local folder, from one
+:class:`~vdr.encode.settings.EncoderSettings`. The model and processor classes are chosen from the
+checkpoint's ``config.json`` (``architectures`` first, then ``model_type``); the user never names a
+class.
 
 Every setting that changes vectors is explicit and recorded in :attr:`LateInteractionEncoder.settings`
-and in the :attr:`~LateInteractionEncoder.fingerprint`:
+and in two fingerprints:
 
-* the query template (:class:`QueryTemplate`): ``prefix + text + augmentation_token * n_augmentation``,
-  tokenised by the processor's ``process_texts`` without truncation. colpali-engine's
-  ``process_queries`` hides both parts (its default prefix changed from ``"Query: "`` to ``""`` in
-  0.3.13); vdr never calls it.
-* the image resolution (min/max pixels for the Qwen families), checked page by page against the
-  number of image tokens the processor produced;
-* the compute dtype (bf16 on CUDA, fp32 on CPU by default) and the exact checkpoint files.
+* :attr:`~LateInteractionEncoder.page_fingerprint` (keys the page store): the exact checkpoint files
+  and weights, revision, classes, the image resolution (min/max pixels for the Qwen families,
+  checked page by page against the number of image tokens the processor produced), the padding
+  side, the compute dtype and the colpali-engine version;
+* :attr:`~LateInteractionEncoder.query_fingerprint`: the page fingerprint plus the query template
+  (:class:`QueryTemplate`): ``prefix + text + augmentation_token * n_augmentation``, tokenised by
+  the processor's ``process_texts`` without truncation. colpali-engine's ``process_queries`` hides
+  both parts (its default prefix changed from ``"Query: "`` to ``""`` in 0.3.13); vdr never calls it.
+
+A new query template therefore changes the query fingerprint only: stored page vectors are reused.
 
 Output vectors are ``float32`` CPU tensors of shape ``(n_tokens, dim)``, one per input, with padding
 removed by the attention mask (never by token id: the query-augmentation tokens of ColPali/ColQwen
@@ -37,6 +41,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ..errors import InputError, ModelLoadError
+from .settings import DEFAULT_QUERY_PREFIX, N_AUGMENTATION_TOKENS, EncoderSettings
 
 __all__ = [
     "LateInteractionEncoder",
@@ -44,14 +49,13 @@ __all__ = [
     "DEFAULT_QUERY_PREFIX",
     "N_AUGMENTATION_TOKENS",
     "FAMILIES",
+    "SETTINGS_FORMAT",
     "resolve_family",
 ]
 
-#: The query prefix MTEB's ColPali/ColQwen/ColSmol evaluations use (and colpali-engine < 0.3.13's
-#: default). Numbers are comparable with the MTEB/ViDoRe leaderboards only with this prefix.
-DEFAULT_QUERY_PREFIX = "Query: "
-#: Number of query-augmentation tokens appended to every query (colpali-engine's default).
-N_AUGMENTATION_TOKENS = 10
+#: Version of the :attr:`LateInteractionEncoder.settings` record. 2: the query template is keyed
+#: apart from the page settings (format 1 keyed both together, so a new query prefix re-encoded pages).
+SETTINGS_FORMAT = 2
 
 #: model_type -> (colpali-engine model class, processor class, family uses min/max pixels)
 FAMILIES: dict[str, tuple[str, str, bool]] = {
@@ -228,6 +232,74 @@ def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).removeprefix("torch.")
 
 
+def _fingerprints(settings: dict) -> tuple[str, str]:
+    """``(page fingerprint, query fingerprint)`` of an encoder settings record (sha256 hex each)."""
+    page = {k: v for k, v in settings.items() if k != "query_template"}
+    page_fp = hashlib.sha256(json.dumps(page, sort_keys=True).encode("utf-8")).hexdigest()
+    query = {"page_fingerprint": page_fp, "query_template": settings.get("query_template")}
+    return page_fp, hashlib.sha256(json.dumps(query, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _read_config(local: Path) -> dict:
+    """The checkpoint's ``config.json`` (an adapter's: its base model's).
+
+    Raises:
+        ModelLoadError: no config, or an adapter without a base model.
+    """
+    cfg_path = local / "config.json"
+    adapter = local / "adapter_config.json"
+    if cfg_path.is_file():
+        return json.loads(cfg_path.read_text(encoding="utf-8"))
+    if adapter.is_file():
+        base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        if not base:
+            raise ModelLoadError(f"{adapter}: adapter without base_model_name_or_path")
+        base_dir, _ = _resolve_checkpoint(base, None)
+        return json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
+    raise ModelLoadError(f"{local}: no config.json (not a transformers checkpoint)")
+
+
+def _load_model(model_cls, local: Path, name: str, device: str, tdtype: torch.dtype, settings: EncoderSettings):
+    """``(model on device in eval mode, attention implementation used)``; refuses newly initialised weights.
+
+    Raises:
+        ModelLoadError: weights that cannot be loaded, or missing/unexpected/mismatched keys.
+    """
+    attn = settings.attn_implementation
+    if attn is None:
+        attn = "sdpa"
+        if device.startswith("cuda"):
+            from transformers.utils import is_flash_attn_2_available
+
+            if is_flash_attn_2_available():
+                attn = "flash_attention_2"
+    kw: dict[str, Any] = dict(dtype=tdtype, output_loading_info=True, use_safetensors=True)
+    if settings.trust_remote_code:
+        kw["trust_remote_code"] = True
+    model_name = model_cls.__name__
+    try:
+        try:
+            model, info = model_cls.from_pretrained(str(local), attn_implementation=attn, **kw)
+        except ValueError as e:
+            if "attn" not in str(e).lower() and "sdpa" not in str(e).lower():
+                raise
+            model, info = model_cls.from_pretrained(str(local), attn_implementation="eager", **kw)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise ModelLoadError(f"cannot load {model_name} weights from {name}: {e}") from None
+    bad = {k: sorted(info.get(k) or []) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    bad = {k: v for k, v in bad.items() if v}
+    if bad or info.get("error_msgs"):
+        detail = "; ".join(f"{k.replace('_', ' ')} ({len(v)}): {', '.join(map(str, v[:5]))}{' ...' if len(v) > 5 else ''}"
+                           for k, v in bad.items())
+        raise ModelLoadError(
+            f"{name}: {model_name} would run with newly initialised weights ({detail or info.get('error_msgs')});"
+            " refusing to encode with random parameters"
+        )
+    _materialise_or_fail(model, name, model_name)
+    model = model.to(device).eval()
+    return model, getattr(model.config, "_attn_implementation", attn)
+
+
 class _Pages(Dataset):
     """Index -> (index, page id, RGB PIL image); images are opened lazily (in the DataLoader workers)."""
 
@@ -265,7 +337,7 @@ def _is_oom(e: BaseException) -> bool:
 class LateInteractionEncoder:
     """A loaded colpali-engine late-interaction model and its processor.
 
-    Build it with :meth:`load`. Attributes:
+    Build it with :meth:`load` / :meth:`from_settings` (an :class:`EncoderSettings`).
 
     Attributes:
         model: the colpali-engine model (eval mode) on :attr:`device`.
@@ -273,22 +345,36 @@ class LateInteractionEncoder:
         device: ``"cuda"``, ``"cuda:1"``, ``"cpu"`` ...
         dtype: the compute dtype of the model.
         query_template: the explicit :class:`QueryTemplate`.
-        settings: JSON-able record of everything that determines the vectors.
-        fingerprint: sha256 hex of :attr:`settings` (model files, revision, classes, resolution,
-            query template, compute dtype, colpali-engine version).
+        encoder_settings: the :class:`EncoderSettings` it was loaded with (run options such as
+            ``batch_size`` included; :func:`vdr.encode.embed` uses them).
+        settings: JSON-able record of everything that determines the vectors (model files,
+            revision, classes, resolution, padding side, compute dtype, colpali-engine version,
+            ``query_template``; ``format`` :data:`SETTINGS_FORMAT`).
+        page_fingerprint: sha256 hex of :attr:`settings` without ``query_template``: identifies
+            page vectors and keys the embedding store.
+        query_fingerprint: sha256 hex of the page fingerprint and the query template: identifies
+            query vectors (recorded in results).
+        fingerprint: the whole encoder's fingerprint (= :attr:`query_fingerprint`, which covers
+            the page settings too); the MTEB model revision.
         max_query_tokens: longest query (in tokens, augmentation included) encoded so far.
         page_tokens: ``(min, max)`` tokens per page seen so far, or ``None``.
     """
 
     def __init__(self, model, processor, *, device: str, dtype: torch.dtype, query_template: QueryTemplate,
-                 settings: dict, pixel_budget: bool) -> None:
+                 settings: dict, pixel_budget: bool, encoder_settings: EncoderSettings | None = None) -> None:
         self.model = model
         self.processor = processor
         self.device = device
         self.dtype = dtype
         self.query_template = query_template
-        self.settings = settings
-        self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
+        self.settings = {**settings, "query_template": query_template.to_json()}
+        self.page_fingerprint, self.query_fingerprint = _fingerprints(self.settings)
+        self.fingerprint = self.query_fingerprint
+        if encoder_settings is None:
+            encoder_settings = EncoderSettings(str(settings.get("model") or "in-memory model"), device=str(device),
+                                               compute_dtype=_dtype_name(dtype), query_prefix=query_template.prefix,
+                                               n_augmentation=query_template.n_augmentation)
+        self.encoder_settings = encoder_settings
         self._pixel_budget = pixel_budget
         self._batch_cap: int | None = None
         self._prefix_token_types = settings.get("classes", [""])[0] == "ColPali"
@@ -300,7 +386,7 @@ class LateInteractionEncoder:
     @classmethod
     def load(
         cls,
-        name_or_path: str | Path,
+        model: "str | Path | EncoderSettings",
         *,
         device: str | None = None,
         dtype: str | torch.dtype | None = None,
@@ -314,8 +400,12 @@ class LateInteractionEncoder:
     ) -> "LateInteractionEncoder":
         """Load a checkpoint (hub name or local folder) with the colpali-engine classes its config names.
 
+        Either pass an :class:`EncoderSettings` alone (``load(settings)``, the same as
+        :meth:`from_settings`), or a model name with keyword options, which become the
+        :class:`EncoderSettings` fields of the same meaning (``dtype`` is ``compute_dtype``).
+
         Args:
-            name_or_path: a local checkpoint folder or a hub repository id.
+            model: an :class:`EncoderSettings`, a local checkpoint folder or a hub repository id.
             device: ``"cuda"``, ``"cuda:N"``, ``"cpu"``; default CUDA when available.
             dtype: compute dtype; default bfloat16 on CUDA, float32 on CPU.
             trust_remote_code: allow the checkpoint's own Python code (off unless asked).
@@ -328,6 +418,25 @@ class LateInteractionEncoder:
             revision: hub revision (branch, tag or commit).
 
         Raises:
+            ModelLoadError: see :meth:`from_settings`.
+            InputError: keyword options given together with an :class:`EncoderSettings`; invalid values.
+        """
+        kw = dict(device=device, compute_dtype=_dtype_name(dtype) if isinstance(dtype, torch.dtype) else dtype,
+                  trust_remote_code=trust_remote_code, attn_implementation=attn_implementation, query_prefix=query_prefix,
+                  n_augmentation=n_augmentation, min_pixels=min_pixels, max_pixels=max_pixels, revision=revision)
+        if isinstance(model, EncoderSettings):
+            defaults = EncoderSettings("x")
+            given = sorted(k for k, v in kw.items() if v != getattr(defaults, k))
+            if given:
+                raise InputError(f"give either EncoderSettings or keyword options, not both (got {', '.join(given)})")
+            return cls.from_settings(model)
+        return cls.from_settings(EncoderSettings(model, **kw))
+
+    @classmethod
+    def from_settings(cls, settings: EncoderSettings) -> "LateInteractionEncoder":
+        """Load the checkpoint ``settings.model`` with every option of ``settings``.
+
+        Raises:
             ModelLoadError: unknown family, missing/unexpected/mismatched weights (newly initialised
                 parameters), a hub name that cannot be fetched (offline: names the model and how to
                 pass a local folder), or ``.bin``-only (pickle) weights.
@@ -336,64 +445,23 @@ class LateInteractionEncoder:
         import colpali_engine.models as cem
         from importlib.metadata import version
 
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        tdtype = _torch_dtype(dtype, device)
-        local, src = _resolve_checkpoint(name_or_path, revision)
-        cfg_path = local / "config.json"
-        adapter = local / "adapter_config.json"
-        if cfg_path.is_file():
-            config = json.loads(cfg_path.read_text(encoding="utf-8"))
-        elif adapter.is_file():
-            base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
-            if not base:
-                raise ModelLoadError(f"{adapter}: adapter without base_model_name_or_path")
-            base_dir, _ = _resolve_checkpoint(base, None)
-            config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
-        else:
-            raise ModelLoadError(f"{local}: no config.json (not a transformers checkpoint)")
-        model_name, proc_name, pixel_budget = resolve_family(config)
+        if not isinstance(settings, EncoderSettings):
+            raise InputError(f"from_settings needs EncoderSettings, got {type(settings).__name__}")
+        name = settings.model
+        device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        tdtype = _torch_dtype(settings.compute_dtype, device)
+        local, src = _resolve_checkpoint(name, settings.revision)
+        model_name, proc_name, pixel_budget = resolve_family(_read_config(local))
         if not (any(local.glob("*.safetensors"))):
-            raise ModelLoadError(f"{name_or_path}: no *.safetensors weights in {local} (vdr never loads pickle .bin weights)")
-        model_cls = getattr(cem, model_name)
-        proc_cls = getattr(cem, proc_name)
-
-        if attn_implementation is None:
-            attn_implementation = "sdpa"
-            if device.startswith("cuda"):
-                from transformers.utils import is_flash_attn_2_available
-
-                if is_flash_attn_2_available():
-                    attn_implementation = "flash_attention_2"
-        kw: dict[str, Any] = dict(dtype=tdtype, output_loading_info=True, use_safetensors=True)
-        if trust_remote_code:
-            kw["trust_remote_code"] = True
+            raise ModelLoadError(f"{name}: no *.safetensors weights in {local} (vdr never loads pickle .bin weights)")
+        model, attn = _load_model(getattr(cem, model_name), local, name, device, tdtype, settings)
+        pkw: dict[str, Any] = {"trust_remote_code": True} if settings.trust_remote_code else {}
         try:
-            try:
-                model, info = model_cls.from_pretrained(str(local), attn_implementation=attn_implementation, **kw)
-            except ValueError as e:
-                if "attn" not in str(e).lower() and "sdpa" not in str(e).lower():
-                    raise
-                model, info = model_cls.from_pretrained(str(local), attn_implementation="eager", **kw)
-        except (OSError, ValueError, RuntimeError) as e:
-            raise ModelLoadError(f"cannot load {model_name} weights from {name_or_path}: {e}") from None
-        bad = {k: sorted(info.get(k) or []) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-        bad = {k: v for k, v in bad.items() if v}
-        if bad or info.get("error_msgs"):
-            detail = "; ".join(f"{k.replace('_', ' ')} ({len(v)}): {', '.join(map(str, v[:5]))}{' ...' if len(v) > 5 else ''}"
-                               for k, v in bad.items())
-            raise ModelLoadError(
-                f"{name_or_path}: {model_name} would run with newly initialised weights ({detail or info.get('error_msgs')});"
-                " refusing to encode with random parameters"
-            )
-        _materialise_or_fail(model, name_or_path, model_name)
-        model = model.to(device).eval()
-        pkw: dict[str, Any] = {"trust_remote_code": True} if trust_remote_code else {}
-        try:
-            processor = proc_cls.from_pretrained(str(local), **pkw)
+            processor = getattr(cem, proc_name).from_pretrained(str(local), **pkw)
         except (OSError, ValueError, TypeError) as e:
-            raise ModelLoadError(f"cannot load {proc_name} from {name_or_path}: {e}") from None
+            raise ModelLoadError(f"cannot load {proc_name} from {name}: {e}") from None
 
-        resolution = _apply_resolution(processor, pixel_budget, min_pixels, max_pixels, model_name)
+        resolution = _apply_resolution(processor, pixel_budget, settings.min_pixels, settings.max_pixels, model_name)
         # Batch-size invariance: the Qwen families derive positions from the attention mask, so
         # colpali-engine's left padding is harmless there; the others (PaliGemma, Idefics3, Gemma3,
         # ModernVBert) number positions 0..L-1 whatever the mask, so left padding would shift a short
@@ -404,11 +472,9 @@ class LateInteractionEncoder:
         aug = processor.query_augmentation_token
         if not isinstance(aug, str) or not aug:
             raise ModelLoadError(f"{proc_name} has no query augmentation token")
-        if n_augmentation < 0:
-            raise InputError(f"n_augmentation must be >= 0, got {n_augmentation}")
-        template = QueryTemplate(query_prefix, aug, n_augmentation)
-        settings = {
-            "format": 1,
+        template = QueryTemplate(settings.query_prefix, aug, settings.n_augmentation)
+        record = {
+            "format": SETTINGS_FORMAT,
             "model": src["repo"],
             "revision": src["revision"],
             "classes": [model_name, proc_name],
@@ -417,20 +483,49 @@ class LateInteractionEncoder:
             "weights": _weights_digest(local),
             "resolution": resolution,
             "padding_side": padding_side,
-            "query_template": template.to_json(),
             "compute_dtype": _dtype_name(tdtype),
         }
-        enc = cls(model, processor, device=device, dtype=tdtype, query_template=template, settings=settings,
-                  pixel_budget=pixel_budget)
-        enc.name_or_path = str(name_or_path)
-        enc.attn_implementation = getattr(model.config, "_attn_implementation", attn_implementation)
+        enc = cls(model, processor, device=device, dtype=tdtype, query_template=template, settings=record,
+                  pixel_budget=pixel_budget, encoder_settings=settings)
+        enc.name_or_path = str(name)
+        enc.attn_implementation = attn
+        return enc
+
+    def with_query_template(self, query_prefix: str | None = None, n_augmentation: int | None = None) -> "LateInteractionEncoder":
+        """The same loaded model with another query template (no reload): same :attr:`page_fingerprint`,
+        a new :attr:`query_fingerprint`. ``None`` keeps the current value.
+
+        Raises:
+            InputError: a non-string prefix or a negative ``n_augmentation``.
+        """
+        es = self.encoder_settings.replace(
+            query_prefix=self.query_template.prefix if query_prefix is None else query_prefix,
+            n_augmentation=self.query_template.n_augmentation if n_augmentation is None else n_augmentation)
+        template = QueryTemplate(es.query_prefix, self.query_template.augmentation_token, es.n_augmentation)
+        enc = type(self)(self.model, self.processor, device=self.device, dtype=self.dtype, query_template=template,
+                         settings=self.settings, pixel_budget=self._pixel_budget, encoder_settings=es)
+        for attr in ("name_or_path", "attn_implementation"):
+            if hasattr(self, attr):
+                setattr(enc, attr, getattr(self, attr))
         return enc
 
     # ------------------------------------------------------------------ helpers
+    def page_settings(self) -> dict:
+        """:attr:`settings` without the query template: what determines page vectors."""
+        return {k: v for k, v in self.settings.items() if k != "query_template"}
+
     def describe(self) -> dict:
-        """Settings plus run facts (device, attention implementation, name given) as a JSON-able dict."""
+        """Settings plus run facts (device, attention implementation, name given, the three
+        fingerprints) as a JSON-able dict."""
         return {**self.settings, "name_or_path": getattr(self, "name_or_path", None), "device": self.device,
-                "attn_implementation": getattr(self, "attn_implementation", None), "fingerprint": self.fingerprint}
+                "attn_implementation": getattr(self, "attn_implementation", None), "fingerprint": self.fingerprint,
+                "page_fingerprint": self.page_fingerprint, "query_fingerprint": self.query_fingerprint}
+
+    def describe_pages(self) -> dict:
+        """:meth:`page_settings` plus run facts and the page fingerprint (what a page store records)."""
+        return {**self.page_settings(), "name_or_path": getattr(self, "name_or_path", None), "device": self.device,
+                "attn_implementation": getattr(self, "attn_implementation", None),
+                "page_fingerprint": self.page_fingerprint}
 
     def query_limit(self) -> int | None:
         """Longest accepted query in tokens (the tokenizer's ``model_max_length`` or the text config's

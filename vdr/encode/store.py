@@ -33,9 +33,18 @@ lines. A rank killed mid-run leaves its committed shards in its journal; the nex
 or not) merges them and re-encodes only what is missing. With contiguous sharding the merged journal
 lists pages in the order a single process writes them.
 
-A different encoder fingerprint or stored dtype gets a different folder (key), so vectors are
-never reused across models or settings; a page whose content hash changed is re-encoded (its new
-journal line supersedes the old entry).
+A different encoder *page* fingerprint (:attr:`vdr.encode.LateInteractionEncoder.page_fingerprint`:
+checkpoint files and weights, resolution, compute dtype, ...) or stored dtype gets a different
+folder (key), so vectors are never reused across models or page settings; the query template is not
+part of the key (it does not change page vectors), so a new query prefix reuses every stored page.
+A page whose content hash changed is re-encoded (its new journal line supersedes the old entry).
+
+Key schemes: ``store.json`` records ``key_scheme`` (:data:`KEY_SCHEME`, 2). Folders written before
+it (no ``key_scheme``) were keyed by a fingerprint that also covered the query template; no current
+encoder computes their key, so they are never reused (the pages are encoded once more into a new
+folder). :func:`legacy_folders` lists them; :func:`vdr.encode.embed` warns about them and names them
+in its report so that they can be deleted; :meth:`EmbeddingStore.open` without a fingerprint skips
+them when a current folder is there.
 """
 
 from __future__ import annotations
@@ -53,9 +62,12 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-__all__ = ["EmbeddingStore", "store_key", "STORE_FORMAT"]
+__all__ = ["EmbeddingStore", "store_key", "legacy_folders", "STORE_FORMAT", "KEY_SCHEME"]
 
 STORE_FORMAT = 1
+#: How key folders are keyed: 2 = the encoder's page fingerprint + stored dtype (the query template
+#: is not part of it). Folders without ``key_scheme`` in ``store.json`` used scheme 1.
+KEY_SCHEME = 2
 META_FILE = "store.json"
 JOURNAL_FILE = "journal.jsonl"
 SHARDS_DIR = "shards"
@@ -75,10 +87,39 @@ _DTYPES = ("float16", "float32")
 
 
 def store_key(encoder_fingerprint: str, dtype: str) -> str:
-    """sha256 hex of the encoder fingerprint and the stored dtype: the store's folder key."""
+    """sha256 hex of the encoder's page fingerprint and the stored dtype: the store's folder key.
+
+    Raises:
+        StoreError: a dtype other than float16 / float32.
+    """
     if dtype not in _DTYPES:
         raise StoreError(f"stored dtype must be one of {_DTYPES}, got {dtype!r}")
     return hashlib.sha256(json.dumps({"encoder": encoder_fingerprint, "dtype": dtype}, sort_keys=True).encode()).hexdigest()
+
+
+def _is_legacy(meta: dict) -> bool:
+    return meta.get("key_scheme") != KEY_SCHEME
+
+
+def legacy_folders(store_dir: str | Path) -> list[Path]:
+    """Key folders under ``store_dir`` written with an older key scheme (see the module docstring):
+    their vectors are never reused by :func:`vdr.encode.embed`. Unreadable folders are skipped.
+
+    Returns:
+        The folders, sorted by name (empty when ``store_dir`` does not exist).
+    """
+    root = Path(store_dir)
+    if not root.is_dir():
+        return []
+    out = []
+    for p in sorted(root.iterdir()):
+        if (p / META_FILE).is_file():
+            try:
+                if _is_legacy(_load_meta(p)):
+                    out.append(p)
+            except StoreError:
+                continue
+    return out
 
 
 @dataclass(frozen=True)
@@ -242,8 +283,9 @@ class EmbeddingStore:
 
         Args:
             store_dir: a store folder (``vdr embed --store``) or one of its key folders.
-            fingerprint: a prefix of the key (folder name) or of the encoder fingerprint; needed when
-                the store holds vectors of several encoders/settings.
+            fingerprint: a prefix of the key (folder name) or of the encoder's page fingerprint;
+                needed when the store holds vectors of several encoders/settings (folders of an older
+                key scheme are left out when a current one is there).
 
         Raises:
             StoreError: no store there, several candidates and no (matching) ``fingerprint``, or an
@@ -259,11 +301,14 @@ class EmbeddingStore:
         if fingerprint is not None:
             cand = [p for p in cand if p.name.startswith(fingerprint[:16]) or
                     _load_meta(p).get("encoder_fingerprint", "").startswith(fingerprint)]
+        elif len(cand) > 1 and any(not _is_legacy(_load_meta(p)) for p in cand):
+            cand = [p for p in cand if not _is_legacy(_load_meta(p))]  # older key scheme: see the module docstring
         if not cand:
             raise StoreError(f"{root}: no embedding store{'' if fingerprint is None else f' with fingerprint {fingerprint!r}'}")
         if len(cand) > 1:
             desc = "; ".join(f"{p.name} ({_load_meta(p).get('encoder', {}).get('model') or 'local model'},"
-                             f" {_load_meta(p).get('dtype')})" for p in cand)
+                             f" {_load_meta(p).get('dtype')}{', older key scheme' if _is_legacy(_load_meta(p)) else ''})"
+                             for p in cand)
             raise StoreError(f"{root} holds vectors of {len(cand)} encoder settings ({desc}); pass fingerprint= (a folder name)")
         path = cand[0]
         meta = _load_meta(path)
@@ -273,6 +318,7 @@ class EmbeddingStore:
     def open_for_writing(cls, store_dir: str | Path, *, encoder_fingerprint: str, encoder_settings: dict, dtype: str = "float16",
                          dim: int, rank: int | None = None) -> "EmbeddingStore":
         """Open (creating when needed) the key folder of ``(encoder_fingerprint, dtype)`` under ``store_dir``
+        (``encoder_fingerprint``: the encoder's page fingerprint)
         for writing; take its lock; merge rank journals left by a distributed run; remove leftovers of
         an interrupted run (temporary files, shards no journal line names, a torn journal tail).
 
@@ -301,8 +347,8 @@ class EmbeddingStore:
                     raise StoreError(f"{path}: store.json (key {meta.get('key')}, dim {meta.get('dim')}) does not match"
                                      f" this encoder (key {key}, dim {dim})")
             else:
-                meta = {"format": STORE_FORMAT, "key": key, "encoder_fingerprint": encoder_fingerprint, "dtype": dtype,
-                        "dim": int(dim), "encoder": encoder_settings, "tensor": TENSOR_NAME}
+                meta = {"format": STORE_FORMAT, "key_scheme": KEY_SCHEME, "key": key, "encoder_fingerprint": encoder_fingerprint,
+                        "dtype": dtype, "dim": int(dim), "encoder": encoder_settings, "tensor": TENSOR_NAME}
                 from ..io.atomic import write_text_atomic
 
                 write_text_atomic(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -370,7 +416,7 @@ class EmbeddingStore:
 
     @property
     def encoder_fingerprint(self) -> str:
-        """The fingerprint of the encoder whose vectors these are."""
+        """The page fingerprint of the encoder whose vectors these are."""
         return self.meta["encoder_fingerprint"]
 
     def lengths(self) -> list[int]:
@@ -529,6 +575,13 @@ class EmbeddingStore:
         self._pending.append((page_id, content_hash, v))
         self._pending_tokens += int(v.shape[0])
 
+    def discard_pending(self) -> int:
+        """Drop the queued, uncommitted pages (after an error: what was committed stays, the rest is
+        encoded again on resume). Returns how many were dropped."""
+        n = len(self._pending)
+        self._pending, self._pending_tokens = [], 0
+        return n
+
     @property
     def pending(self) -> int:
         """Pages queued but not yet committed."""
@@ -622,8 +675,7 @@ class EmbeddingStore:
 
     def __exit__(self, *exc) -> None:
         if exc[0] is not None and self._writable:
-            # keep what was committed; drop the queue (it will be re-encoded on resume)
-            self._pending = []
+            self.discard_pending()  # keep what was committed; the queue is re-encoded on resume
         self.close()
 
     def __repr__(self) -> str:

@@ -481,7 +481,8 @@ class VdrColPaliModel(AbsEncoder):
     """vdr's ColPali-family encoder as an MTEB encoder (multi-vector, MaxSim).
 
     Args:
-        model: a local checkpoint folder, a hub name, or an already loaded
+        model: a local checkpoint folder, a hub name, an :class:`~vdr.encode.settings.EncoderSettings`
+            (every option; then the keyword options below must be left unset), or an already loaded
             :class:`~vdr.encode.colpali.LateInteractionEncoder`.
         name: ModelMeta name (``org/name``); default ``vdr/<folder or repo name>``.
         device, dtype, trust_remote_code, query_prefix, min_pixels, max_pixels, revision,
@@ -498,10 +499,19 @@ class VdrColPaliModel(AbsEncoder):
                  max_pixels: int | None = None, revision: str | None = None, attn_implementation: str | None = None,
                  **kwargs: Any) -> None:
         from ..encode.colpali import DEFAULT_QUERY_PREFIX, LateInteractionEncoder
+        from ..encode.settings import EncoderSettings
 
+        if isinstance(model, dict) and "model" in model:  # ModelMeta.load_model(): settings as JSON
+            model = EncoderSettings.from_json(model)
         if isinstance(model, LateInteractionEncoder):
             enc = model
-            loader_kwargs = {"model": str(getattr(enc, "name_or_path", "")), "device": enc.device}
+            loader_kwargs = {"model": enc.encoder_settings.to_json()}
+        elif isinstance(model, EncoderSettings):
+            enc = LateInteractionEncoder.load(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                                              query_prefix=DEFAULT_QUERY_PREFIX if query_prefix is None else query_prefix,
+                                              min_pixels=min_pixels, max_pixels=max_pixels, revision=revision,
+                                              attn_implementation=attn_implementation)
+            loader_kwargs = {"model": model.to_json()}
         else:
             enc = LateInteractionEncoder.load(
                 model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
@@ -700,12 +710,12 @@ def mteb_multimodal_runs(
     corpus_dir: str | Path,
     variants: Mapping[str, QuerySet],
     qrels: Qrels,
-    model: str | Path,
+    model: "str | Path | EncoderSettings",
     out_dir: str | Path,
     depth: int,
     *,
     ks: Sequence[int] = (3, 5, 10),
-    batch_size: int = 8,
+    batch_size: int | None = None,
     device: str | None = None,
     trust_remote_code: bool = False,
     progress: bool = True,
@@ -713,6 +723,10 @@ def mteb_multimodal_runs(
     """The multimodal backend of ``vdr evaluate --engine mteb``: every query variant is an MTEB task
     (same corpus and qrels), run with :func:`mteb.evaluate` and :class:`VdrColPaliModel`; MTEB's
     TaskResult JSON goes to ``out_dir/<task>.json`` and its predictions to ``out_dir/predictions/``.
+
+    ``model`` is a model name or path (with ``batch_size`` default 8, ``device``,
+    ``trust_remote_code``), or an :class:`~vdr.encode.settings.EncoderSettings` holding every
+    encoder option (``batch_size`` and ``device``, when given, override its fields).
 
     Returns:
         ``({variant: Run}, config, report)``: the runs (MTEB's retrieval output cut to ``depth``),
@@ -739,7 +753,16 @@ def mteb_multimodal_runs(
     others = {v: qs for v, qs in variants.items() if v != ORIGINAL}
     classes = make_tasks(corpus_dir, name=base, queries=originals, qrels=qrels, rewrites=others,
                          k_values=k_values, main_score=f"ndcg_at_{3 if 3 in k_values else min(ks)}")
-    vm = VdrColPaliModel(model, device=device, trust_remote_code=trust_remote_code)
+    from ..encode.settings import EncoderSettings
+
+    if isinstance(model, EncoderSettings):  # every encoder option, as `vdr embed` takes them
+        if batch_size is not None:
+            model = model.replace(batch_size=batch_size)
+        vm = VdrColPaliModel(model.replace(device=device) if device is not None else model)
+        batch_size = model.batch_size
+    else:
+        vm = VdrColPaliModel(model, device=device, trust_remote_code=trust_remote_code)
+        batch_size = 8 if batch_size is None else batch_size
     tasks = [cls() for cls in classes.values()]
     pred_dir = out_dir / "predictions"
     res = mteb.evaluate(vm, tasks, cache=None, prediction_folder=pred_dir, encode_kwargs={"batch_size": batch_size},
