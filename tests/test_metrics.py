@@ -7,6 +7,7 @@ import collections
 import math
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
