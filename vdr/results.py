@@ -771,7 +771,7 @@ def _optional(recorded: str | None, root: Path, what: str, loader, consequence: 
     """``loader(path)`` of a recorded input, or ``None`` with a warning when it is gone or unreadable."""
     p = _resolve(recorded, root)
     if p is None:
-        warnings.append(f"{what} not found ({recorded}); {consequence}")
+        warnings.append(f"{what} not found ({recorded}); {consequence}" if recorded else f"no {what} recorded; {consequence}")
         return None
     try:
         return loader(p)
