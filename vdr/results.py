@@ -175,7 +175,7 @@ class Table:
 # records
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunResult:
     """One backend x variant: its run file, its metrics and (when in memory) its ranking.
 
@@ -186,13 +186,15 @@ class RunResult:
         metrics: per-query values and their means (:class:`~vdr.metrics.MetricsResult`).
         ranking: the :class:`~vdr.types.Run` itself when it is in memory (``evaluate``), else
             ``None`` (read on demand from ``run_file`` by :meth:`Results.ranking`).
+
+    Records compare by identity (their metrics hold arrays).
     """
 
     backend: str
     variant: str
     run_file: str | None
-    metrics: MetricsResult
-    ranking: Run | None = field(default=None, compare=False, repr=False)
+    metrics: MetricsResult = field(repr=False)
+    ranking: Run | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -251,7 +253,7 @@ def _nan_to_none(x):
 # the artifact
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Results:
     """An evaluation's results: returned by :func:`vdr.evaluate`, written by :meth:`save`, read
     back by :meth:`load`.
@@ -282,8 +284,13 @@ class Results:
     qrels: Qrels | None = None
     corpus: Corpus | None = None
     warnings: list[str] = field(default_factory=list)
-    _rankings: dict = field(default_factory=dict, repr=False, compare=False)
-    _extra: dict = field(default_factory=dict, repr=False, compare=False)
+    _rankings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _extra: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        n_q = len(self.runs[0].metrics.query_ids) if self.runs else 0
+        return (f"Results({len(self.runs)} runs; backends {', '.join(self.backends)}; variants {', '.join(self.variants)};"
+                f" {n_q} queries; root {self.root})")
 
     # ---------------------------------------------------------------- names
 

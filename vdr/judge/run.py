@@ -150,6 +150,36 @@ def _write(out_dir: Path, document: dict, cal: Calibration, query_ids, qrels_obj
         f.write("\n")
 
 
+def _document(k: int, client: JudgeClient, details: dict, pools: dict, cal: Calibration, rows: list, comparisons: list,
+              results_path: Path) -> dict:
+    """The ``rcp.json`` document: method, judge, calls, schedule, pools, calibration, rows, comparisons."""
+    pool_sizes = [len(p) for p in pools.values()]
+    document = {
+        "method": {
+            "name": "RCP-nDCG (Rubric-Calibrated Preferences)",
+            "sources": ["arXiv 2609.35739", "github.com/cohere-ai/rcp-ndcg (docs/concepts)"],
+            "gain": "linear g(theta) = sum_c gamma_c sigmoid(gamma_c (theta - beta_c)) / sum_c gamma_c; ideal from the query's calibrated pool",
+            "pool": f"union of the top {k} of every backend x variant run + every qrels-judged page of the query",
+            "outside_pool": "pages of a top k outside the calibrated pool gain 0 and are counted (outside_pool)",
+        },
+        "k": k,
+        "prompt_version": PROMPT_VERSION,
+        "prompts_fingerprint": prompts_fingerprint(),
+        "judge": client.config(),
+        "calls": client.stats.to_dict(),
+        "schedule": details["schedule"],
+        "windows": details["windows"],
+        "pools": {"queries": len(pools), "pages": sum(pool_sizes), "min": min(pool_sizes, default=0),
+                  "max": max(pool_sizes, default=0), "mean": (sum(pool_sizes) / len(pool_sizes)) if pool_sizes else 0.0},
+        "calibration": cal.to_dict(),
+        "runs": rows,
+        "comparisons": [dict(c.to_dict(), backend=b) for b, c in comparisons],
+        "gains_file": "gains.tsv",
+        "results": str(results_path),
+    }
+    return document
+
+
 def judge(
     results_dir: str | Path,
     *,
@@ -226,30 +256,7 @@ def judge(
     cal, details = judge_pools(pools, texts, CorpusPages(corpus, max_chars), client, schedule, priors)
     rows, comparisons = _score_runs(res, entries, runs, cal, query_ids, k)
 
-    pool_sizes = [len(p) for p in pools.values()]
-    document = {
-        "method": {
-            "name": "RCP-nDCG (Rubric-Calibrated Preferences)",
-            "sources": ["arXiv 2609.35739", "github.com/cohere-ai/rcp-ndcg (docs/concepts)"],
-            "gain": "linear g(theta) = sum_c gamma_c sigmoid(gamma_c (theta - beta_c)) / sum_c gamma_c; ideal from the query's calibrated pool",
-            "pool": f"union of the top {k} of every backend x variant run + every qrels-judged page of the query",
-            "outside_pool": "pages of a top k outside the calibrated pool gain 0 and are counted (outside_pool)",
-        },
-        "k": k,
-        "prompt_version": PROMPT_VERSION,
-        "prompts_fingerprint": prompts_fingerprint(),
-        "judge": client.config(),
-        "calls": client.stats.to_dict(),
-        "schedule": details["schedule"],
-        "windows": details["windows"],
-        "pools": {"queries": len(pools), "pages": sum(pool_sizes), "min": min(pool_sizes, default=0),
-                  "max": max(pool_sizes, default=0), "mean": (sum(pool_sizes) / len(pool_sizes)) if pool_sizes else 0.0},
-        "calibration": cal.to_dict(),
-        "runs": rows,
-        "comparisons": [dict(c.to_dict(), backend=b) for b, c in comparisons],
-        "gains_file": "gains.tsv",
-        "results": str(results_dir / RESULTS_FILE),
-    }
+    document = _document(k, client, details, pools, cal, rows, comparisons, results_dir / RESULTS_FILE)
     out_dir.mkdir(parents=True, exist_ok=True)
     _write(out_dir, document, cal, query_ids, qrels_obj)
     return JudgeResult(out_dir, k, rows, comparisons, cal, document)

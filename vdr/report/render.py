@@ -107,6 +107,7 @@ class _Thumbs:
         self.missing: set[str] = set()
 
     def cls(self, corpus_id: str) -> str | None:
+        """The CSS class showing the page's thumbnail (made on first use), or ``None`` when its image is missing."""
         if corpus_id not in self.classes:
             im = self.res.page_image(corpus_id)
             if im is None:
@@ -127,6 +128,7 @@ class _Thumbs:
         return "\n".join(self.rules)
 
     def figure(self, corpus_id: str, caption: str, grade: int | None, relevance_level: int) -> str:
+        """A ``<figure>``: the thumbnail (or a placeholder), the caption, the id and the relevance mark (frame colour)."""
         if grade is None:
             cls, mark = "unjudged", "unjudged"
         elif grade >= relevance_level:
