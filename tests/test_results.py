@@ -8,6 +8,7 @@ bundled sample's lexical results (session fixture) check the round trip at full 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -263,3 +264,15 @@ def test_one_original_constant_and_no_module_class_hacks():
     assert not [p for p, s in sources.items() if "sys.modules[__name__]" in s]
     # plain-text tables are padded in one place (the Table model)
     assert [p.relative_to(VDR).as_posix() for p, s in sources.items() if ".ljust(" in s] == ["results.py"]
+
+
+def test_rich_rendering_holds_the_same_cells():
+    from rich.console import Console
+
+    res = _tiny()
+    console = Console(width=250, record=True, file=io.StringIO())
+    console.print(res)  # Results.__rich__: the summary table
+    text = console.export_text()
+    for row in res.summary_table().rows:
+        assert all(cell in text for cell in row if cell is not None)
+    assert "d mrr@3" in text and "multimodal: skipped: no --model given" in text
