@@ -16,7 +16,7 @@ from .ingest import IngestReport, VidoreReport, ingest, ingest_vidore
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
 from .encode.store import EmbeddingStore
 from .types import Qrels, Query, QuerySet, Run
-from . import judge, report  # noqa: E402  (the light packages; see below)
+from . import judge, report  # the two light packages, see below
 
 # Importing a subpackage binds it as an attribute of its parent: ``vdr.report`` would be the
 # package. The verbs ``vdr.report`` and ``vdr.judge`` share those names, so the two packages (whose
