@@ -116,9 +116,12 @@ def test_deterministic_and_skips_multimodal_without_a_model(corpus, tmp_path):
     assert (tmp_path / "a" / "results.json").read_bytes() == (tmp_path / "b" / "results.json").read_bytes()
     table = res.table()
     assert "multimodal: skipped" in table and "lexical" in table and "Holm" in table
-    head = (tmp_path / "a" / "per_query.csv").read_text().splitlines()[0].split(",")
-    assert head[:5] == ["query-id", "text[original]", "text[concat]", "text[kw]", "text[vague]"]
-    assert "lexical/kw/ndcg@3" in head and "chars[kw]" in head and "tokens[vague]" in head
+    lines = (tmp_path / "a" / "per_query.csv").read_text().splitlines()  # long form: one row per value
+    assert lines[0] == "backend,variant,query_id,metric,value"
+    n_q, n_m = len(res.query_ids), len(res.metric_names)
+    assert len(lines) - 1 == 4 * n_q * n_m  # lexical x (original, concat, kw, vague) x queries x metrics
+    kw = res.run("lexical", "kw").metrics
+    assert f"lexical,kw,{kw.query_ids[0]},ndcg@3,{float(kw.values['ndcg@3'][0])!r}" in lines
     data = json.loads((tmp_path / "a" / "results.json").read_text())
     assert data["variants"]["vague"]["whitespace_tokens"]["mean"] == 4.0
     # a model that cannot be loaded is skipped with the reason, never faked

@@ -1,4 +1,5 @@
-"""vdr report: the self-contained HTML report, its Markdown summary, and vdr.report.load_results."""
+"""vdr report: the self-contained HTML report (each page image embedded once), its Markdown and LaTeX summaries,
+and the Results API it reads through (vdr.Results.load)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -38,9 +40,21 @@ def test_import_vdr_does_not_import_matplotlib():
     assert r.stdout.strip() == "ok"
 
 
-def test_report_is_callable_module_and_paths(built, lexical_results):
+def test_verbs_are_plain_functions_also_after_importing_the_subpackages():
+    code = ("import vdr.report.render, vdr.judge.run, vdr.report.plots, types, vdr; from vdr.report import report; "
+            "from vdr.judge import judge; from vdr.results import Results; "
+            "assert isinstance(vdr.report, types.FunctionType) and vdr.report is report; "
+            "assert isinstance(vdr.judge, types.FunctionType) and vdr.judge is judge; "
+            "assert vdr.Results is Results; assert type(__import__('sys').modules['vdr.report']) is types.ModuleType; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+def test_report_paths(built, lexical_results):
     paths, html, md = built
-    assert callable(vdr.report) and vdr.report.load_results is vdr.report.data.load_results
+    assert isinstance(vdr.report, types.FunctionType) and vdr.report.__module__ == "vdr.report.render"
     assert paths.html.name == "report.html" and paths.markdown == paths.html.with_suffix(".md")
     assert paths.missing_images == 0 and paths.warnings == []
     # default output: inside the results folder; no temporary files left behind
@@ -55,12 +69,9 @@ def test_html_has_every_section_and_only_data_images(built):
     for s in SECTIONS:
         assert f'id="{s}"' in html, s
     srcs = re.findall(r'<img [^>]*src="([^"]*)"', html)
-    # 1 bar chart for the single backend, distribution, scatter, hole bars + page thumbnails
-    plots = [s for s in srcs if s.startswith("data:image/png;base64,")]
-    thumbs = [s for s in srcs if s.startswith("data:image/jpeg;base64,")]
-    assert len(plots) == 4
-    assert len(thumbs) >= 20
-    assert len(plots) + len(thumbs) == len(srcs) == html.count("<img ")
+    # 1 bar chart for the single backend, distribution, scatter, hole bars; page thumbnails are CSS classes
+    assert len(srcs) == html.count("<img ") == 4 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(re.findall(r"data:[^;]+;base64", html)) == 4 + html.count("data:image/jpeg;base64,")
     assert "http://" not in html and "https://" not in html
     assert "<script" not in html.lower() and "<link" not in html.lower()
     assert "default-src 'none'" in html
@@ -73,9 +84,37 @@ def test_user_text_is_escaped(built):
     assert "<script" not in md and "&lt;script&gt;" in md
 
 
+def test_each_page_image_is_embedded_once(built):
+    _, html, _ = built
+    style = html.split("<style>", 1)[1].split("</style>", 1)[0]
+    rules = dict(re.findall(r"\.(pg\d+)\{background-image:url\((data:image/jpeg;base64,[A-Za-z0-9+/=]+)\);height:\d+px\}", style))
+    body = html.split("</head>", 1)[1]
+    used = re.findall(r'<div class="pg (pg\d+)" role="img" aria-label="([^"]+)">', body)
+    assert len(used) >= 20 and "data:image/jpeg" not in body  # thumbnails only in the stylesheet
+    assert {c for c, _ in used} == set(rules)  # every class used, every used class defined
+    assert len(set(rules.values())) == len(rules) == html.count("data:image/jpeg;base64,")  # each image once
+    by_page: dict = {}
+    for c, page in used:
+        by_page.setdefault(page, set()).add(c)
+    assert all(len(cs) == 1 for cs in by_page.values()) and len(by_page) == len(rules)  # one class per page
+    assert len(used) > len(rules)  # pages shown several times, embedded once
+
+
+def test_no_none_in_report(built, lexical_results):
+    _, html, md = built
+    text = re.sub(r"data:[^)\"]+", "", html)
+    assert "None" not in text and "None" not in md  # the model is None here: shown as a dash
+    assert "<th>model</th><td>—</td>" in html
+
+
+def test_report_size_of_the_sample(built):
+    paths, html, _ = built
+    assert len(html.encode("utf-8")) <= 600_000, len(html.encode("utf-8"))
+
+
 def test_largest_regression_is_the_script_rewrite(lexical_results):
-    res = vdr.report.load_results(lexical_results)
-    reg, gain = vdr.report.largest_changes(res, "lexical", top=5)
+    res = vdr.Results.load(lexical_results)
+    reg, gain = res.largest_changes("lexical", top=5)
     assert len(reg) == 5 and len(gain) == 5
     assert all(c.delta < 0 for c in reg) and all(c.delta > 0 for c in gain)
     assert [c.delta for c in reg] == sorted(c.delta for c in reg)
@@ -83,9 +122,9 @@ def test_largest_regression_is_the_script_rewrite(lexical_results):
     assert q01 and q01[0].original == 1.0 and q01[0].rewritten == 0.0 and q01[0].delta == -1.0
     pq = res.per_query("lexical", "evil")
     assert pq["q01"]["ndcg@3"] == 0.0
-    assert res.queries["evil"]["q01"].text == EVIL
-    assert res.queries["evil"]["q01"].history == (EVIL_HISTORY,)
-    assert res.queries["conversational"]["q01"].history  # conversational rewrites carry history
+    assert res.variants["evil"]["q01"].text == EVIL
+    assert res.variants["evil"]["q01"].history == (EVIL_HISTORY,)
+    assert res.variants["conversational"]["q01"].history  # conversational rewrites carry history
 
 
 def test_markdown_table_matches_results_json(built, lexical_results):
@@ -106,7 +145,7 @@ def test_markdown_table_matches_results_json(built, lexical_results):
         assert int(row[2 + len(tm)]) == run["num_queries"] == 42
         c = comps.get((run["backend"], run["variant"], tm[0]))
         if c is None:
-            assert row[3 + len(tm)] == ""
+            assert row[3 + len(tm):] == ["—"] * 6
         else:
             assert row[3 + len(tm)] == f"{c['delta']:+.4f}"
             assert row[-1] == f"{c['wins']}/{c['ties']}/{c['losses']}"
@@ -139,9 +178,9 @@ def test_hole_section(built, lexical_results):
     assert vals == [f"{r['aggregate']['hole@3']:.4f}" for r in doc["runs"]]
 
 
-def test_load_results_api(lexical_results):
-    res = vdr.report.load_results(lexical_results)
-    assert res.backends == ["lexical"] and res.variants == ["original", "conversational", "evil"]
+def test_results_api(lexical_results):
+    res = vdr.Results.load(lexical_results)
+    assert res.backends == ["lexical"] and list(res.variants) == ["original", "conversational", "evil"]
     assert res.primary == "ndcg@3" and len(res.query_ids) == 42 and res.warnings == []
     assert res.skipped == {}  # only lexical was asked for
     rows = res.rows()
@@ -158,7 +197,8 @@ def test_load_results_api(lexical_results):
     assert d["q01"] == -1.0 and len(d) == 42
     im = res.page_image(top[0][0])
     assert im is not None and im.mode == "RGB" and im.size[0] > 100
-    assert "| lexical | original | 0.6977" in res.table()
+    assert "| lexical | original | 0.6977" in res.to_markdown()
+    assert res.table().splitlines()[1].split()[:3] == ["lexical", "original", "0.6977"]
     with pytest.raises(KeyError):
         res.ranked("semantic", "original", "q01")
 
@@ -185,15 +225,15 @@ def test_corpus_gone_and_qrels_gone(lexical_results, tmp_path):
     doc["config"]["qrels"] = str(tmp_path / "gone.tsv")
     doc["skipped"] = {"multimodal": "no --model given <test>"}
     (r / "results.json").write_text(json.dumps(doc))
-    (r / "per_query.csv").unlink()
+    (r / "per_query.csv").unlink()  # not needed: the texts are in results.json
     paths = vdr.report(r)
     html = paths.html.read_text(encoding="utf-8")
     assert any("corpus folder not found" in w for w in paths.warnings)
     assert any("qrels file not found" in w for w in paths.warnings)
-    assert any("per_query.csv" in w for w in paths.warnings)
+    assert not any("per_query.csv" in w for w in paths.warnings) and len(paths.warnings) == 3  # + the missing images
     assert "qrels file could not be read" in html and "image missing" in html
-    assert "Skipped backends" in html and "multimodal: no --model given &lt;test&gt;" in html
-    # texts still there (from the query files)
+    assert "multimodal: skipped: no --model given &lt;test&gt;" in html
+    # texts still there (from results.json)
     assert "How much did US real GDP grow" in html
 
 
@@ -209,7 +249,7 @@ def test_not_a_results_dir(tmp_path):
         vdr.report(tmp_path)
     (tmp_path / "results.json").write_text("{")
     with pytest.raises(InputError, match="invalid JSON"):
-        vdr.report.load_results(tmp_path)
+        vdr.Results.load(tmp_path)
 
 
 def test_cli(lexical_results, tmp_path, capsys):
@@ -221,3 +261,22 @@ def test_cli(lexical_results, tmp_path, capsys):
     assert main(["report", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "results.json is missing" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_latex_and_primary_metric(lexical_results, tmp_path, capsys):
+    tex = tmp_path / "summary.tex"
+    args = ["report", str(lexical_results), "--out", str(tmp_path / "r.html"), "--latex", str(tex), "--primary-metric", "mrr@3"]
+    assert main(args) == 0
+    assert f"wrote {tex}" in capsys.readouterr().out
+    doc = _doc(lexical_results)
+    c = next(c for c in doc["comparisons"] if c["variant"] == "conversational" and c["metric"] == "mrr@3")
+    agg = doc["runs"][1]["aggregate"]
+    row = next(ln for ln in tex.read_text().splitlines() if ln.startswith("lexical & conversational &"))
+    # the primary metric's column comes first, then the other table metrics; its change and W/T/L
+    assert row.startswith(f"lexical & conversational & {agg['mrr@3']:.4f} & {agg['ndcg@3']:.4f} & ")
+    assert f" & {c['delta']:+.4f} & " in row and row.endswith(f" & {c['wins']}/{c['ties']}/{c['losses']} \\\\")
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<th>d mrr@3</th>" in html and "Change in mrr@3 per query" in html
+    assert main(["report", str(lexical_results), "--out", str(tmp_path / "x.html"), "--primary-metric", "ndcg@7"]) == 2
+    err = capsys.readouterr().err
+    assert "metric 'ndcg@7' was not evaluated" in err and not (tmp_path / "x.html").exists()

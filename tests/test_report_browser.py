@@ -4,11 +4,13 @@ Two loads of the sample report:
 
 1. the report file itself, with Chromium's console logged to stderr: no console message at all
    (a blocked network load, a CSP violation or a script error would each log one), and a
-   screenshot written to ``report.png`` in the test's temporary folder;
+   screenshot (written under the test's ``tmp_path``, never into the repository);
 2. a copy with a small checking script injected (the report's own CSP forbids scripts, so the copy
    relaxes it for that script only) dumped with ``--dump-dom`` after the load event: every
-   ``<img>`` decoded (``naturalWidth > 0``) and no error event. A negative control with one
-   broken image proves the check sees failures.
+   ``<img>`` (the plots) decoded (``naturalWidth > 0``), every page thumbnail (a ``.pg`` element
+   whose CSS background is the page's JPEG, embedded once per page) laid out with a height and its
+   background image decoded, and no error event. Negative controls with one broken plot image and
+   one broken thumbnail class prove the check sees failures.
 """
 
 from __future__ import annotations
@@ -26,8 +28,15 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (make sysdeps installs it)")
 
 CHECK = """<script>window.__errs=[];addEventListener('error',e=>{window.__errs.push(String(e.message||(e.target&&e.target.outerHTML||'').slice(0,80)))},true);
-addEventListener('load',()=>{const imgs=[...document.images];const bad=imgs.filter(i=>!(i.complete&&i.naturalWidth>0)).map(i=>i.alt);
-const d=document.createElement('pre');d.id='imgcheck';d.textContent=JSON.stringify({n:imgs.length,broken:bad,errors:window.__errs});document.body.appendChild(d)});</script>"""
+addEventListener('load',()=>{const ok=i=>i.complete&&i.naturalWidth>0;const imgs=[...document.images].filter(i=>i.className!=='chk');
+const bad=imgs.filter(i=>!ok(i)).map(i=>i.alt);const chk=new Map([...document.querySelectorAll('img.chk')].map(i=>[i.alt,i]));let thumbs=0;
+for(const el of document.querySelectorAll('.pg')){const c=[...el.classList].find(x=>chk.has(x));const i=c&&chk.get(c);
+if(i&&ok(i)&&el.offsetHeight>0&&getComputedStyle(el).backgroundImage.includes(i.src)){thumbs++}else{bad.push(el.getAttribute('aria-label'))}}
+const d=document.createElement('pre');d.id='imgcheck';d.textContent=JSON.stringify({n:imgs.length,thumbs:thumbs,broken:bad,errors:window.__errs});document.body.appendChild(d)});</script>"""
+# The page thumbnails are CSS backgrounds (each page's JPEG embedded once, in a class rule): the checked copy adds one
+# <img class="chk"> per class rule with the same data URI, so that the load event waits for it and its decoding can be
+# read synchronously; the script then checks that each thumbnail element shows its class's image, with a height.
+RULE = re.compile(r"\.(pg\d+)\{background-image:url\((data:[^)]*)\)")
 
 
 def _chromium(tmp_path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -40,6 +49,8 @@ def _image_check(tmp_path, html: str, name: str) -> dict:
     csp = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
     assert csp in html
     page = html.replace(csp, csp + "; script-src 'unsafe-inline'", 1).replace("<style>", CHECK + "<style>", 1)
+    rules = dict(RULE.findall(page.split("</style>", 1)[0]))  # the last rule of a class wins, as in CSS
+    page = page.replace("</body>", "".join(f'<img class="chk" alt="{c}" src="{u}" hidden>' for c, u in rules.items()) + "</body>", 1)
     p = tmp_path / name
     p.write_text(page, encoding="utf-8")
     r = _chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", p.as_uri())
@@ -52,7 +63,8 @@ def test_report_in_headless_chromium(lexical_results, tmp_path):
     paths = vdr.report(lexical_results, tmp_path / "report.html")
     html = paths.html.read_text(encoding="utf-8")
     n_img = html.count("<img ")
-    assert n_img > 20
+    n_thumbs = html.count('<div class="pg ')
+    assert n_img == 4 and n_thumbs > 20
 
     shot = tmp_path / "report.png"
     r = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--window-size=1280,4000",
@@ -68,7 +80,7 @@ def test_report_in_headless_chromium(lexical_results, tmp_path):
         assert len(im.convert("RGB").getcolors(1 << 24)) > 100  # plots and pages, not a blank page
 
     check = _image_check(tmp_path, html, "checked.html")
-    assert check == {"n": n_img, "broken": [], "errors": []}
+    assert check == {"n": n_img, "thumbs": n_thumbs, "broken": [], "errors": []}
 
 
 def test_image_check_sees_a_broken_image(lexical_results, tmp_path):
@@ -76,3 +88,13 @@ def test_image_check_sees_a_broken_image(lexical_results, tmp_path):
     html = html.replace("<h1>", '<img src="data:image/png;base64,AAAA" alt="broken-on-purpose"><h1>', 1)
     check = _image_check(tmp_path, html, "broken.html")
     assert check["broken"] == ["broken-on-purpose"] and len(check["errors"]) == 1
+
+
+def test_image_check_sees_a_broken_thumbnail(lexical_results, tmp_path):
+    html = vdr.report(lexical_results, tmp_path / "report.html").html.read_text(encoding="utf-8")
+    pages = re.findall(r'<div class="pg pg0" role="img" aria-label="([^"]+)">', html)
+    assert pages
+    html = html.replace("</style>", ".pg0{background-image:url(data:image/jpeg;base64,AAAA)}</style>", 1)
+    check = _image_check(tmp_path, html, "broken-thumb.html")
+    assert check["broken"] == pages and check["thumbs"] == html.count('<div class="pg ') - len(pages)
+    assert check["n"] == 4 and len(check["errors"]) == 1  # the broken image's error event

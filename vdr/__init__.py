@@ -16,6 +16,13 @@ from .ingest import IngestReport, VidoreReport, ingest, ingest_vidore
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
 from .encode.store import EmbeddingStore
 from .types import Qrels, Query, QuerySet, Run
+from . import judge, report  # the two light packages, see below
+
+# Importing a subpackage binds it as an attribute of its parent: ``vdr.report`` would be the
+# package. The verbs ``vdr.report`` and ``vdr.judge`` share those names, so the two packages (whose
+# __init__ imports nothing) are imported here, once, and their attributes dropped: the names then
+# resolve through __getattr__ below to the functions, also after ``import vdr.report.render``.
+del judge, report
 
 __version__ = "0.1.0"
 
@@ -23,23 +30,27 @@ _LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder
 
 
 def __getattr__(name: str):
-    """``vdr.evaluate`` (the main job), ``vdr.judge`` (RCP-nDCG), ``vdr.embed``, ``vdr.EmbedReport``,
-    ``vdr.LateInteractionEncoder``: imported on first use, so
-    that ``import vdr`` does not import torch; ``vdr.report`` (the callable :mod:`vdr.report`
-    package: ``vdr.report(results_dir)`` writes a report, ``vdr.report.load_results`` loads one)
-    likewise, so that ``import vdr`` does not import matplotlib."""
+    """``vdr.evaluate`` (the main job), ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`),
+    ``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
+    that ``import vdr`` does not import torch; ``vdr.report`` (:func:`vdr.report.render.report`,
+    writes a report) and ``vdr.Results`` (:class:`vdr.results.Results`; ``vdr.Results.load(dir)``
+    reads one) likewise, so that ``import vdr`` does not import matplotlib."""
     if name == "report":
-        import importlib
+        from .report.render import report
 
-        return importlib.import_module(".report", __name__)
+        return report
+    if name == "Results":
+        from .results import Results
+
+        return Results
     if name == "evaluate":
         from .experiment import evaluate
 
         return evaluate
-    if name == "judge":  # the callable vdr.judge package: vdr.judge(results_dir, ...) runs the judge
-        import importlib
+    if name == "judge":
+        from .judge.run import judge
 
-        return importlib.import_module(".judge", __name__)
+        return judge
     if name in _LAZY:
         from . import encode
 
@@ -69,6 +80,7 @@ __all__ = [
     "Page",
     "evaluate_run",
     "report",
+    "Results",
     "parse_metric",
     "load_qrels",
     "load_run",

@@ -319,15 +319,20 @@ def report_command(
     results_dir: Path = typer.Argument(..., help="Results folder written by `vdr evaluate --out`."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default RESULTS_DIR/report.html); the Markdown summary goes beside it (.md)."),
     top: int = typer.Option(5, "--top", help="Largest regressions and gains shown per backend."),
+    primary_metric: Optional[str] = typer.Option(
+        None, "--primary-metric", help="Metric of the change columns, changes and cases (default: the evaluation's, ndcg@3; e.g. ndcg@5, ndcg@10, mrr@3)."
+    ),
+    latex: Optional[Path] = typer.Option(None, "--latex", help="Also write the summary table as a LaTeX table (booktabs) to this file."),
 ) -> None:
     """Write a self-contained HTML report and a Markdown summary of a results folder (see vdr.report)."""
-    from .report import report
+    from .report.render import report
 
-    paths = report(results_dir, out, top=top)
+    paths = report(results_dir, out, top=top, primary_metric=primary_metric, latex=latex)
     for w in paths.warnings:
         typer.echo(f"warning: {w}", err=True)
-    typer.echo(f"wrote {paths.html}")
-    typer.echo(f"wrote {paths.markdown}")
+    for p in (paths.html, paths.markdown, paths.latex):
+        if p is not None:
+            typer.echo(f"wrote {p}")
 
 
 @app.command("mteb-task")
@@ -413,9 +418,9 @@ def judge_command(
     max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (exponential backoff)."),
     json_mode: bool = typer.Option(False, "--json-mode", help="Ask the endpoint for JSON output (response_format json_object)."),
 ) -> None:
-    """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge.judge). The API key is read from
+    """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
     $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
-    from .judge import judge
+    from .judge.run import judge
 
     res = judge(results_dir, endpoint=endpoint, judge_model=judge_model, modality=modality, budget=budget, k=k,
                 concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .errors import AlignmentError, InputError
+from .types import ORIGINAL
 
 __all__ = [
     "Comparison",
@@ -61,6 +62,7 @@ __all__ = [
     "use_exact",
     "smallest_p",
     "describe_test",
+    "compare_variants",
     "MAX_EXACT_QUERIES",
 ]
 
@@ -602,3 +604,46 @@ def describe_test(comparisons: Sequence[Comparison]) -> str:
             seeds = "/".join(str(x) for x in sorted({c.seed for c in group}))
             parts.append(f"{b} random sign assignments, seed {seeds}; smallest attainable p {floor}")
     return "; ".join(parts)
+
+
+def compare_variants(
+    results: Mapping[str, Mapping[str, object]],
+    metrics: Sequence[str],
+    *,
+    baseline: str = ORIGINAL,
+    n_permutations: int = 10_000,
+    n_bootstrap: int = 10_000,
+    seed: int = 0,
+) -> list[tuple[str, Comparison]]:
+    """Every variant against ``baseline`` on each backend, Holm-adjusted per backend: the one
+    comparison loop of vdr (``vdr evaluate`` and ``vdr judge`` both use it).
+
+    For each backend (in ``results`` order), each variant other than ``baseline`` (in order) is
+    compared with :func:`compare` on ``metrics``; then the randomization p-values of all
+    variants x metrics of that backend are Holm-adjusted as one family (:func:`holm_adjust`).
+
+    Args:
+        results: ``{backend: {variant: MetricsResult}}``; every backend holds ``baseline``.
+        metrics: metric names to compare.
+        baseline: the variant the others are compared with (default ``"original"``).
+        n_permutations, n_bootstrap, seed: see :func:`compare`.
+
+    Returns:
+        ``[(backend, Comparison), ...]``: backends in order, within a backend variant-major then
+        ``metrics`` order; backends with only the baseline contribute nothing.
+
+    Raises:
+        InputError: a backend without the ``baseline`` variant; see also :func:`compare`.
+    """
+    out: list[tuple[str, Comparison]] = []
+    for backend, by_variant in results.items():
+        if baseline not in by_variant:
+            raise InputError(f"backend {backend!r} has no {baseline!r} run to compare the variants with")
+        comps: list[Comparison] = []
+        for variant, result in by_variant.items():
+            if variant != baseline:
+                comps += compare(by_variant[baseline], result, metrics, variant=variant,
+                                 n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        if comps:
+            out += [(backend, c) for c in holm_adjust(comps)]
+    return out

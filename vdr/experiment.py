@@ -3,14 +3,9 @@
 :func:`evaluate` runs every backend for every query variant over one page corpus, evaluates each
 run with trec_eval-exact metrics on the same query set (the qrels'), compares every rewrite variant
 with the originals on the same backend (paired randomization test, paired t-test, bootstrap CI,
-win/tie/loss, Holm over all variants x metrics of a backend), and writes::
-
-    RESULTS_DIR/results.json     config, versions, runs (aggregate + per query), comparisons
-    RESULTS_DIR/per_query.csv    query id, text and length of each variant, every metric per run
-    RESULTS_DIR/runs/<backend>.<variant>.trec   one TREC run per backend x variant
-
-All files are written atomically. ``results.json`` holds no timestamps or timings, so two runs
-with the same inputs write byte-identical files.
+win/tie/loss, Holm over all variants x metrics of a backend), and returns and writes a
+:class:`vdr.results.Results` (``results.json``, the tidy ``per_query.csv``, one TREC run per
+backend x variant in ``runs/``; see :mod:`vdr.results`), plus ``timing.json``.
 
 Under ``torchrun`` (see :mod:`vdr.distributed`) every rank runs the multimodal backend's heavy
 parts: page embedding (pages sharded across ranks), query encoding (distinct query texts in whole
@@ -22,172 +17,29 @@ the CPU.
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import hashlib
-import io
 import json
-import math
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from .corpus import PAGES_FILE, Corpus
 from .errors import InputError, VdrError
-from .compare import describe_test
 from .metrics import MetricsResult, check_judged_overlap, evaluate_run
-from .io.atomic import atomic_write, write_text_atomic
-from .io.formats import load_qrels, load_queries, load_rewrites, save_run
-from .types import Query, QuerySet, Run
+from .io.atomic import write_text_atomic
+from .io.formats import load_qrels, load_queries, load_rewrites
+from .results import Results, RunResult
+from .types import ORIGINAL, Query, QuerySet, Run
 
-__all__ = ["evaluate", "EvaluationResults", "RunResult", "BACKENDS", "build_variants", "check_inputs"]
+__all__ = ["evaluate", "BACKENDS", "build_variants", "check_inputs"]
 
 BACKENDS = ("multimodal", "lexical", "semantic", "hybrid")
 #: How the multimodal backend runs: vdr's own store + MaxSim, or through MTEB (``vdr[mteb]``).
 ENGINES = ("vdr", "mteb")
-ORIGINAL = "original"
 CONCAT = "concat"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One backend x variant: its run file and its metrics.
-
-    Attributes:
-        backend: ``"multimodal"``, ``"lexical"``, ``"semantic"``, ``"hybrid"`` or ``"macro"``.
-        variant: ``"original"``, ``"concat"`` or a rewrite variant's name.
-        run_file: path of the TREC run, relative to the results folder (``None`` for ``macro``).
-        metrics: per-query values and their means (:class:`~vdr.metrics.MetricsResult`).
-    """
-
-    backend: str
-    variant: str
-    run_file: str | None
-    metrics: MetricsResult
-
-
-@dataclass(frozen=True)
-class EvaluationResults:
-    """What :func:`evaluate` returns and writes.
-
-    Attributes:
-        out_dir: the results folder.
-        config: every option as used (JSON-ready).
-        versions: library, model, dataset and corpus versions (JSON-ready).
-        runs: one :class:`RunResult` per backend x variant, backends in :data:`BACKENDS` order.
-        comparisons: :class:`~vdr.compare.Comparison` of each rewrite variant against the originals
-            per backend and metric.
-        skipped: backends that did not run, with the reason.
-        variants: the query sets evaluated, by name.
-        table_metrics: metric names shown in :meth:`table`.
-    """
-
-    out_dir: Path
-    config: dict
-    versions: dict
-    runs: list[RunResult]
-    comparisons: list
-    skipped: dict[str, str]
-    variants: dict[str, QuerySet]
-    table_metrics: list[str]
-    backend_reports: dict = field(default_factory=dict)
-
-    def run(self, backend: str, variant: str) -> RunResult:
-        """The :class:`RunResult` of ``backend`` x ``variant``.
-
-        Raises:
-            KeyError: no such run.
-        """
-        for r in self.runs:
-            if r.backend == backend and r.variant == variant:
-                return r
-        raise KeyError(f"no run for backend {backend!r}, variant {variant!r}")
-
-    def to_dict(self) -> dict:
-        """The ``results.json`` document."""
-        return {
-            "config": self.config,
-            "versions": self.versions,
-            "skipped": self.skipped,
-            "backend_reports": self.backend_reports,
-            "variants": {name: _length_stats(qs) for name, qs in self.variants.items()},
-            "runs": [
-                {
-                    "backend": r.backend,
-                    "variant": r.variant,
-                    "run_file": r.run_file,
-                    "num_queries": r.metrics.num_queries,
-                    "policy": dict(r.metrics.policy),
-                    "aggregate": r.metrics.aggregate,
-                    "per_query": r.metrics.per_query,
-                }
-                for r in self.runs
-            ],
-            "comparisons": [dict(c.to_dict(), backend=b) for b, c in self.comparisons],
-        }
-
-    def table(self) -> str:
-        """The summary table: rows backend x variant; the table metrics, the number of queries and,
-        for rewrite variants, the change against the originals on the same backend."""
-        primary = self.table_metrics[0]
-        comp = {(b, c.variant, c.metric): c for b, c in self.comparisons}
-        head = ["backend", "variant"] + self.table_metrics + ["queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI", "W/T/L"]
-        rows = []
-        for r in self.runs:
-            agg = r.metrics.aggregate
-            row = [r.backend, r.variant] + [f"{agg[m]:.4f}" for m in self.table_metrics] + [str(r.metrics.num_queries)]
-            c = comp.get((r.backend, r.variant, primary))
-            if c is None:
-                row += [""] * 6
-            else:
-                row += [
-                    f"{c.delta:+.4f}",
-                    _fmt_p(c.p_value),
-                    _fmt_p(c.p_value_holm),
-                    _fmt_p(c.p_value_ttest),
-                    f"[{c.ci95[0]:+.3f}, {c.ci95[1]:+.3f}]",
-                    f"{c.wins}/{c.ties}/{c.losses}",
-                ]
-            rows.append(row)
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-        for b, reason in self.skipped.items():
-            lines.append(f"{b}: skipped: {reason}")
-        n_tests = {b for b, _ in self.comparisons}
-        if self.comparisons:
-            fam = len(self.comparisons[0][1].holm_family)
-            lines.append(
-                f"d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
-                f" ({describe_test([c for _, c in self.comparisons])}); p (Holm): Holm-corrected over the"
-                f" {fam} tests (variants x {', '.join(self.config['compared_metrics'])}) of each backend; p (t): paired t-test;"
-                f" CI: bootstrap of the mean change. Backends reported separately ({len(n_tests)} compared)."
-            )
-        if any(r.backend == "macro" for r in self.runs):
-            lines.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
-        return "\n".join(lines)
-
-
-def _fmt_p(p: float) -> str:
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "n/a"
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
-
-
-def _length_stats(qs: QuerySet) -> dict:
-    chars = [len(q.text) for q in qs.values()]
-    toks = [len(q.text.split()) for q in qs.values()]
-
-    def stats(xs: list[int]) -> dict:
-        xs = sorted(xs)
-        n = len(xs)
-        return {"mean": sum(xs) / n, "median": (xs[(n - 1) // 2] + xs[n // 2]) / 2, "min": xs[0], "max": xs[-1]} if n else {}
-
-    return {"num_queries": len(qs), "chars": stats(chars), "whitespace_tokens": stats(toks), "source": qs.source}
 
 
 def _check_name(name: str, what: str) -> str:
@@ -314,7 +166,7 @@ def evaluate(
     n_bootstrap: int = 10_000,
     progress: bool = True,
     engine: str = "vdr",
-) -> EvaluationResults | None:
+) -> Results | None:
     """Evaluate original vs rewritten queries on each backend over one page corpus.
 
     Args:
@@ -355,7 +207,7 @@ def evaluate(
             evaluates MTEB's runs here like any other. The other backends are not affected.
 
     Returns:
-        :class:`EvaluationResults` (also written to ``out``); under torchrun, on rank 0 only
+        :class:`~vdr.results.Results` (also written to ``out`` by :meth:`~vdr.results.Results.save`); under torchrun, on rank 0 only
         (``None`` on the other ranks, which only compute).
 
     Raises:
@@ -363,7 +215,7 @@ def evaluate(
             variant names, misaligned or empty rewrites.
     """
     from . import distributed as D
-    from .compare import compare, holm_adjust
+    from .compare import compare_variants
     from .metrics import parse_cutoffs
 
     out = Path(out)
@@ -468,11 +320,8 @@ def evaluate(
             if b not in runs_by_backend:
                 continue
             run = runs_by_backend[b][name]
-            rel = f"runs/{b}.{name}.trec"
-            save_run(run, out / rel, tag=f"vdr-{b}-{name}")
-            # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
             res = evaluate_run(qrels_obj, run, metric_names, relevance_level=relevance_level, allow_unjudged=True)
-            run_results.append(RunResult(b, name, rel, res))
+            run_results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
 
@@ -484,20 +333,9 @@ def evaluate(
             pol = dict(parts[0].policy, macro_average_of=ran_backends)
             run_results.append(RunResult("macro", name, None, MetricsResult(parts[0].query_ids, vals, pol)))
 
-    comparisons = []
-    for b in [*ran_backends, *(["macro"] if macro_average and len(ran_backends) > 1 else [])]:
-        base = next(r for r in run_results if r.backend == b and r.variant == ORIGINAL)
-        comps = []
-        for name in variants:
-            if name == ORIGINAL:
-                continue
-            other = next(r for r in run_results if r.backend == b and r.variant == name)
-            comps += compare(
-                base.metrics, other.metrics, compared_metrics, variant=name,
-                n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed,
-            )
-        if comps:
-            comparisons += [(b, c) for c in holm_adjust(comps)]
+    compared = [*ran_backends, *(["macro"] if macro_average and len(ran_backends) > 1 else [])]
+    comparisons = compare_variants({b: {r.variant: r.metrics for r in run_results if r.backend == b} for b in compared},
+                                   compared_metrics, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
 
     config = {
         "corpus_dir": str(corpus_dir.resolve()),
@@ -530,61 +368,11 @@ def evaluate(
     if vidore_info is not None:
         versions["dataset"] = {"name": vidore, "revision": getattr(vidore_info, "revision", None)}
 
-    results = EvaluationResults(
-        out_dir=out,
-        config=config,
-        versions=versions,
-        runs=run_results,
-        comparisons=comparisons,
-        skipped=skipped,
-        variants=variants,
-        table_metrics=table_metrics,
-        backend_reports=reports,
-    )
-    with atomic_write(out / "results.json") as f:
-        json.dump(_json_safe(results.to_dict()), f, indent=1, ensure_ascii=False, sort_keys=False, allow_nan=False)
-        f.write("\n")
-    _write_per_query_csv(out / "per_query.csv", results, metric_names)
+    results = Results(config=config, versions=versions, runs=run_results, comparisons=comparisons, skipped=skipped,
+                      variants=variants, backend_reports=reports, root=out, qrels=qrels_obj, corpus=corpus)
+    results.save(out)
     write_text_atomic(out / "timing.json", json.dumps({b: round(t, 3) for b, t in timings.items()}, indent=1) + "\n")
     return results
-
-
-def _json_safe(obj):
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _json_safe(dataclasses.asdict(obj))
-    if obj is None or isinstance(obj, (str, int, bool)):
-        return obj
-    return str(obj)  # dtypes, devices and other library objects: their readable name
-
-
-def _write_per_query_csv(path: Path, results: EvaluationResults, metric_names: list[str]) -> None:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    names = list(results.variants)
-    runs = results.runs
-    head = ["query-id"]
-    head += [f"text[{n}]" for n in names]
-    head += [f"chars[{n}]" for n in names] + [f"tokens[{n}]" for n in names]
-    head += [f"{r.backend}/{r.variant}/{m}" for r in runs for m in metric_names]
-    w.writerow(head)
-    per = [r.metrics.per_query for r in runs]
-    for qid in runs[0].metrics.query_ids:
-        row = [qid]
-        row += [results.variants[n][qid].text if qid in results.variants[n] else "" for n in names]
-        row += [len(results.variants[n][qid].text) if qid in results.variants[n] else "" for n in names]
-        row += [len(results.variants[n][qid].text.split()) if qid in results.variants[n] else "" for n in names]
-        row += [repr(p[qid][m]) for p in per for m in metric_names]
-        w.writerow(row)
-    with atomic_write(path) as f:
-        f.write(buf.getvalue())
 
 
 def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, trust_remote_code: bool):

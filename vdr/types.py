@@ -22,7 +22,10 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Qrels", "Run", "Query", "QuerySet", "to_id"]
+__all__ = ["Qrels", "Run", "Query", "QuerySet", "to_id", "ORIGINAL"]
+
+ORIGINAL = "original"
+"""Name of the original queries' variant (the baseline every rewrite variant is compared with)."""
 
 
 def to_id(value: object, *, what: str = "id", path: str | None = None, line: int | None = None) -> str:
@@ -294,7 +297,7 @@ class QuerySet(Mapping):
     """
 
     queries: Mapping[str, Query]
-    name: str = "original"
+    name: str = ORIGINAL
     source: str | None = None
     lines: Mapping[str, int] = field(default_factory=dict)
 
@@ -311,7 +314,7 @@ class QuerySet(Mapping):
         object.__setattr__(self, "lines", MappingProxyType(dict(self.lines)))
 
     @classmethod
-    def from_texts(cls, texts: Mapping[object, str], name: str = "original") -> "QuerySet":
+    def from_texts(cls, texts: Mapping[object, str], name: str = ORIGINAL) -> "QuerySet":
         """Build a query set from ``{query_id: text}``."""
         return cls({q: Query(t) for q, t in texts.items()}, name=name)
 

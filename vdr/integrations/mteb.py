@@ -52,7 +52,7 @@ from typing import Any
 from ..corpus import PAGES_FILE, Corpus
 from ..errors import InputError
 from ..io.formats import load_qrels, load_queries, load_rewrites
-from ..types import Qrels, QuerySet, Run
+from ..types import ORIGINAL, Qrels, QuerySet, Run
 
 try:
     import mteb
@@ -91,7 +91,6 @@ MTEB_QUERY_POLICY = (
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SCORE_RE = re.compile(r"^(ndcg|map|recall|precision|mrr|hit_rate)_at_(\d+)$")
-ORIGINAL = "original"
 
 
 def _mteb():

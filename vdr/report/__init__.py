@@ -1,36 +1,26 @@
-"""Reports and exploration of a results folder written by :func:`vdr.evaluate`.
+"""Reports of a results folder written by :func:`vdr.evaluate`.
 
 ::
 
     import vdr
-    paths = vdr.report("out/demo/results")            # report.html + report.md
-    res = vdr.report.load_results("out/demo/results")  # for notebooks
-    res.rows()                                         # the summary table as dicts
-    res.ranked("lexical", "keywords", "q17", k=3)      # [(corpus id, score), ...]
+    paths = vdr.report("out/demo/results")        # report.html + report.md (vdr.report.render.report)
+    res = vdr.Results.load("out/demo/results")    # for notebooks: res.table(), res.to_pandas(), ...
 
-This module is callable: ``vdr.report(...)`` is :func:`report`, and ``vdr.report.load_results``,
-``vdr.report.Results`` ... are its helpers (the package and the verb share the name ``report``).
+The verb ``vdr.report`` is the function :func:`vdr.report.render.report`; this package holds its
+modules (:mod:`~vdr.report.render`, :mod:`~vdr.report.plots`). Importing the package imports
+nothing (``from vdr.report import report`` loads :mod:`~vdr.report.render` on first use), and
 matplotlib is imported only when a report is drawn.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-
-from .data import Results, load_results
-from .render import Case, ReportPaths, bar_metrics, largest_changes, report, table_html, table_markdown
-
-__all__ = ["report", "ReportPaths", "load_results", "Results", "Case", "largest_changes", "table_markdown", "table_html",
-           "bar_metrics"]
+__all__ = ["report", "ReportPaths"]
 
 
-class _CallableModule(types.ModuleType):
-    """``vdr.report`` both as a package and as the verb: calling the module calls :func:`report`."""
+def __getattr__(name: str):
+    """``report`` and ``ReportPaths`` from :mod:`vdr.report.render`, imported on first use."""
+    if name in __all__:
+        from . import render
 
-    def __call__(self, results_dir, out=None, **kwargs) -> ReportPaths:
-        """Same as :func:`report`."""
-        return report(results_dir, out, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+        return getattr(render, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
