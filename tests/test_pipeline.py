@@ -135,7 +135,7 @@ def test_bad_inputs(corpus, tmp_path):
     lines = (qdir / "kw.jsonl").read_text().splitlines()
     lines[2] = json.dumps({"_id": "q2", "text": "   "})
     bad.write_text("\n".join(lines) + "\n")
-    with pytest.raises(InputError, match=r"empty.jsonl:3.*whitespace-only"):
+    with pytest.raises(InputError, match=r"empty.jsonl:3: empty query text"):
         evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"x": bad}, out=tmp_path / "o", backends="lexical")
     short = tmp_path / "short.jsonl"
     short.write_text("\n".join(lines[:3]) + "\n")

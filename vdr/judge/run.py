@@ -229,9 +229,10 @@ def judge(
             every answer received is cached and a rerun resumes; no results file is written.
         InputError: a missing or malformed ``results.json``, run, corpus, queries or qrels file.
     """
+    from ..metrics import parse_cutoffs
+
     endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
-    if k < 1:
-        raise InputError(f"k must be >= 1, got {k}")
+    k = parse_cutoffs(k, single=True)[0]
     results_dir = Path(results_dir)
     out_dir = results_dir / "judge"
     client = JudgeClient(endpoint, judge_model, modality=modality, api_key=api_key,
