@@ -290,7 +290,8 @@ def ingest_pdfs(
     write_pages(out_dir / PAGES_FILE, all_pages)
     _remove_orphan_images(out_dir, {p.image for p in all_pages})
     report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0,
-                          {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers, "timeout": timeout})
+                          {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers, "timeout": timeout,
+                           "image_encoding": dict(_pdf.IMAGE_ENCODING)})
     with atomic_write(out_dir / REPORT_FILE) as f:
         json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
         f.write("\n")
