@@ -95,7 +95,7 @@ def vdr_ingest(pdf: Path, dpi: float, workers: int, tmp: Path) -> tuple[int, dic
     (doc,) = report.documents
     if doc.status != "ok":
         raise SystemExit(f"vdr failed on {pdf}: {doc.reason}")
-    return doc.pages, dict(report.extra)
+    return doc.pages, {"image_encoding": dict(report.image_encoding)}
 
 
 def main() -> None:

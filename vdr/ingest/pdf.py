@@ -20,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import struct
 import subprocess
-import zlib
 from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
@@ -482,6 +480,9 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
 
 
@@ -499,6 +500,9 @@ def write_png(f: BinaryIO, im) -> None:
     Raises:
         ValueError: ``im`` is not 8-bit RGB, or is empty.
     """
+    import struct
+    import zlib
+
     import numpy as np
 
     a = np.asarray(im)
