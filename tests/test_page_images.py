@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import io
 import json
 import struct
@@ -14,6 +16,8 @@ from PIL import Image
 from vdr.corpus import Corpus
 from vdr.ingest import ingest_pdfs
 from vdr.ingest.pdf import IMAGE_ENCODING, rasterize, write_png
+
+pdf_mod = importlib.import_module("vdr.ingest.pdf")  # `vdr.ingest` the attribute is the ingest function
 
 
 def _png(a) -> bytes:
@@ -28,8 +32,19 @@ def _decode(data: bytes) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
+@pytest.fixture(params=["isal", "zlib"])
+def deflate(request, monkeypatch):
+    """Each deflate library write_png may use."""
+    if request.param == "isal":
+        isal_zlib = pytest.importorskip("isal.isal_zlib")
+        monkeypatch.setattr(pdf_mod, "_deflate", lambda: (isal_zlib.compress, "isal"))
+    else:
+        monkeypatch.setattr(pdf_mod, "_deflate", lambda: (zlib.compress, "zlib"))
+    return request.param
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (1, 7), (5, 1), (3, 4), (64, 33)])
-def test_png_round_trips_every_pixel_value(shape):
+def test_png_round_trips_every_pixel_value(shape, deflate):
     g = np.random.default_rng(sum(shape))
     a = g.integers(0, 256, size=(*shape, 3), dtype=np.uint8)  # noise: every wrap-around of the Up filter
     a[0, 0] = (0, 128, 255)
@@ -37,9 +52,9 @@ def test_png_round_trips_every_pixel_value(shape):
     assert np.array_equal(_decode(_png(Image.fromarray(a))), a)  # a PIL image works too
 
 
-def test_png_layout_is_the_recorded_encoding():
+def test_png_layout_is_the_recorded_encoding(deflate):
     a = np.zeros((2, 2, 3), np.uint8)
-    a[1] = 200  # second row: Up filter stores 200 - 0
+    a[0], a[1] = 200, 100  # Up filter: first row as is (the row above is zeros), second 100 - 200 mod 256
     data = _png(a)
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     n, kind = struct.unpack(">I4s", data[8:16])
@@ -49,9 +64,13 @@ def test_png_layout_is_the_recorded_encoding():
     n2, kind2 = struct.unpack(">I4s", data[pos:pos + 8])
     assert kind2 == b"IDAT"
     raw = zlib.decompress(data[pos + 8:pos + 8 + n2])
-    assert raw == bytes([2] + [0] * 6 + [2] + [200] * 6)  # filter byte 2 ("Up") on each row
+    assert raw == bytes([2] + [200] * 6 + [2] + [156] * 6)  # filter byte 2 ("Up") on each row
     assert data.endswith(b"IEND\xaeB`\x82")
-    assert IMAGE_ENCODING == {"format": "png", "lossless": True, "png_filter": "up", "deflate": "zlib", "deflate_level": 1}
+
+
+def test_recorded_encoding_names_the_deflate_library_in_use():
+    expected = "isal" if importlib.util.find_spec("isal") is not None else "zlib"
+    assert IMAGE_ENCODING == {"format": "png", "lossless": True, "png_filter": "up", "deflate": expected, "deflate_level": 1}
 
 
 def test_png_rejects_what_is_not_8bit_rgb():
