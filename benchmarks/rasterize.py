@@ -15,8 +15,9 @@ lossless page images encoded in the workers and written atomically, pages.jsonl,
 writes to get the same page files, without a text layer).
 
 Each measurement is repeated ``--repeat`` times, interleaved, and the fastest run counts (the
-machine may be shared). The last line printed is JSON with all throughputs and ratios, and the
-page image encoding `vdr ingest` used (``image_encoding``, from its report).
+machine may be shared). The last line printed is JSON with all throughputs and ratios, the
+page image encoding `vdr ingest` used (``image_encoding``, from its report) and the bytes of page
+images each side wrote.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def vdr_ingest(pdf: Path, dpi: float, workers: int, tmp: Path) -> tuple[int, dic
     (doc,) = report.documents
     if doc.status != "ok":
         raise SystemExit(f"vdr failed on {pdf}: {doc.reason}")
-    return doc.pages, {"image_encoding": dict(report.image_encoding)}
+    size = sum(p.stat().st_size for p in (tmp / "out" / "images").glob("*.png"))
+    return doc.pages, {"image_encoding": dict(report.image_encoding), "image_bytes": size}
 
 
 def main() -> None:
@@ -130,6 +132,7 @@ def main() -> None:
             n, run_info = vdr_ingest(a.pdf, a.dpi, workers, run_dir)
             keep("ingest", time.perf_counter() - t, n)
             keep("p2i_png", *_timed(lambda: pdf2image_png(a.pdf, a.dpi, run_dir / "pdf2image")))
+            png_bytes = sum(p.stat().st_size for p in (run_dir / "pdf2image").glob("*.png"))
     n = counts["ingest"]
     if len(set(counts.values())) != 1:
         raise SystemExit(f"page counts differ: {counts}")
@@ -152,6 +155,8 @@ def main() -> None:
         "ratio_1proc": round(best["p2i"] / best["raster_1proc"], 2),
         "ratio_vs_pdf2image_threads": round(best["p2i_threads"] / best["raster_par"], 2),
         "ratio_end_to_end": round(best["p2i_png"] / best["ingest"], 2),
+        "vdr_image_bytes": run_info.get("image_bytes"),
+        "pdf2image_png_bytes": png_bytes,
     }
     print(f"best of {a.repeat}: vdr rasterize {best['raster_par']:.2f} s on {workers} processes ({best['raster_1proc']:.2f} s in one),"
           f" pdf2image {best['p2i']:.2f} s ({best['p2i_threads']:.2f} s with thread_count={workers});"

@@ -57,3 +57,23 @@ def test_maxsim_long_tail_case_stays_within_its_budget() -> None:
     assert 0 < res["longtail_scoring_rss_mib"] <= 64
     assert res["longtail_peak_rss_mib"] >= res["longtail_before_rss_mib"]
     assert res["longtail_unplanned_block_mib"] > 50 * 64  # the previous plan: 5.4 GiB, 86x the budget
+
+
+# ../shared beside the checkout (one level further up from a git worktree under wt/)
+SHARED_PDF = next((p for p in (Path(__file__).resolve().parents[k] / "shared" / "pdfs" / "pdflatex-4-pages.pdf" for k in (2, 3))
+                   if p.is_file()), Path(__file__).resolve().parents[2] / "shared" / "pdfs" / "pdflatex-4-pages.pdf")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_PDF.is_file(), reason=f"shared test PDF not found at {SHARED_PDF}")
+def test_rasterize_benchmark_reports_both_ratios_and_the_encoding() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "rasterize.py"), "--pdf", str(SHARED_PDF), "--dpi", "72", "--repeat", "1"],
+        capture_output=True, text=True, timeout=300, cwd=SCRIPT.parents[1],
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["pages"] == 4 and res["workers"] == 2 and res["repeat"] == 1
+    assert res["ratio"] > 0 and res["ratio_end_to_end"] > 0
+    assert res["image_encoding"]["format"] == "png" and res["image_encoding"]["lossless"] is True
+    assert res["vdr_image_bytes"] > 0 and res["pdf2image_png_bytes"] > 0
