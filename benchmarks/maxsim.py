@@ -17,10 +17,19 @@ Usage::
 2. Streaming: ``--stream-pages`` pages (default 100,000) of ``--stream-tokens`` tokens (default
    256) are written to an on-disk :class:`vdr.encode.store.EmbeddingStore` (float16 safetensors shards),
    then a fresh process scores ``--stream-queries`` queries against the store with
-   :func:`vdr.scoring.maxsim_topk` (k=100) and reports its peak RSS (``ru_maxrss``) and pages/s.
+   :func:`vdr.scoring.maxsim_topk` (k=100) and reports its peak RSS (VmHWM) and pages/s.
+3. Long tail (issue 17): one page of 8,192 tokens among 1,999 pages of 40 tokens (dim 128, float32,
+   45 MB of page vectors) scored by ``--longtail-queries`` queries of 20-30 tokens with
+   ``budget_bytes`` = ``--longtail-budget-mib`` (default: the library default) in a fresh process;
+   reports its peak RSS (VmHWM) beside its RSS just before scoring (interpreter, torch and the data),
+   so ``longtail_peak_rss_mib - longtail_before_rss_mib`` is what scoring added, to compare with
+   ``longtail_budget_mib``. ``longtail_unplanned_block_mib`` is what the previous plan (blocks cut by
+   real tokens, padded to their longest page) would have allocated for its largest block (computed,
+   not run: it does not fit in memory).
 
 The last line printed is one JSON object with every figure. Targets (issue 4): >= 4x colpali-engine,
->= 70% of the matmul rate, peak RSS <= 3 GB in the streaming case.
+>= 70% of the matmul rate, peak RSS <= 3 GB in the streaming case; (issue 17) long-tail peak RSS
+within the budget above the RSS before scoring.
 """
 
 from __future__ import annotations
@@ -84,6 +93,51 @@ def stream_child(store_dir: str, n_queries: int, q_tokens: int) -> None:
     print(json.dumps({"seconds": dt, "pages": len(st), "peak_rss_bytes": rss, "top_shape": list(top.scores.shape)}))
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def longtail_pages(dim: int = 128) -> list[torch.Tensor]:
+    """1,999 pages of 40 tokens and one of 8,192 (in the middle), L2-normalised float32."""
+    g = torch.Generator().manual_seed(2)
+    norm = lambda x: torch.nn.functional.normalize(x, dim=-1)  # noqa: E731
+    pages = [norm(torch.randn(40, dim, generator=g)) for _ in range(1999)]
+    pages.insert(1000, norm(torch.randn(8192, dim, generator=g)))
+    return pages
+
+
+def unplanned_block_bytes(lengths, n_query_tokens: int, budget_bytes: int, dim: int = 128) -> int:
+    """Largest block of the previous plan: pages sorted by length, cut every ``budget // per_token``
+    real tokens, each block padded to its longest page; float32 similarities plus padded pages."""
+    q_rows = n_query_tokens + (-n_query_tokens % _MIN_GEMM)
+    cap = max(1, budget_bytes // (4 * q_rows + 6 * dim))
+    worst, block, tok = 0, [], 0
+    for n in sorted(lengths) + [None]:
+        if n is None or (block and tok + n > cap):
+            cols = len(block) * max(block)
+            worst = max(worst, cols * (4 * q_rows + 4 * dim))
+            block, tok = [], 0
+        if n is not None:
+            block.append(n)
+            tok += n
+    return worst
+
+
+def longtail_child(n_queries: int, budget_mib: int) -> None:
+    qs, _ = workload(n_queries, (20, 30), 0, (1, 1))
+    pages = longtail_pages()
+    before = _rss_bytes()
+    t = time.perf_counter()
+    scores = maxsim(qs, pages, budget_bytes=budget_mib * 2**20)
+    dt = time.perf_counter() - t
+    print(json.dumps({"seconds": dt, "before_rss_bytes": before, "peak_rss_bytes": _peak_rss_bytes(),
+                      "query_tokens": sum(q.shape[0] for q in qs), "shape": list(scores.shape)}))
+
+
 def build_store(store_dir: Path, n_pages: int, tokens: int, dim: int = 128) -> float:
     from vdr.encode.store import EmbeddingStore
 
@@ -105,10 +159,16 @@ def main() -> None:
     ap.add_argument("--stream-tokens", type=int, default=256)
     ap.add_argument("--stream-queries", type=int, default=8)
     ap.add_argument("--store-dir", type=Path, default=None, help="where the streaming store goes (default: a temp folder)")
+    ap.add_argument("--longtail-queries", type=int, default=16, help="queries in the long-tail case (0: skip it)")
+    ap.add_argument("--longtail-budget-mib", type=int, default=DEFAULT_BUDGET_BYTES // 2**20)
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--longtail-child", nargs=2, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         stream_child(a.child[0], int(a.child[1]), int(a.child[2]))
+        return
+    if a.longtail_child:
+        longtail_child(*a.longtail_child)
         return
     torch.manual_seed(0)
     n_q, n_p = (40, 120) if a.quick else (327, 1538)
@@ -159,7 +219,28 @@ def main() -> None:
             "stream_pages_per_s": round(n_pages / child["seconds"], 1), "stream_peak_rss_bytes": child["peak_rss_bytes"],
             "stream_peak_rss_gib": round(child["peak_rss_bytes"] / 2**30, 3),
         })
+    if a.longtail_queries:
+        out.update(run_longtail(a.longtail_queries, a.longtail_budget_mib))
     print(json.dumps(out))
+
+
+def run_longtail(n_queries: int, budget_mib: int) -> dict:
+    """The long-tail case in a fresh process; returns its ``longtail_*`` figures."""
+    r = subprocess.run([sys.executable, __file__, "--longtail-child", str(n_queries), str(budget_mib)],
+                       capture_output=True, text=True, check=True)
+    child = json.loads(r.stdout.strip().splitlines()[-1])
+    mib = lambda b: round(b / 2**20, 1)  # noqa: E731
+    unplanned = unplanned_block_bytes([40] * 1999 + [8192], child["query_tokens"], budget_mib * 2**20)
+    print(f"long tail: 1 page of 8,192 tokens + 1,999 of 40, {n_queries} queries, budget {budget_mib} MiB:"
+          f" {child['seconds']:.2f} s, RSS {mib(child['before_rss_bytes'])} MiB before scoring, peak {mib(child['peak_rss_bytes'])} MiB"
+          f" (the previous plan's largest block: {unplanned / 2**30:.1f} GiB)")
+    return {
+        "longtail_queries": n_queries, "longtail_pages": 2000, "longtail_s": round(child["seconds"], 3),
+        "longtail_budget_mib": budget_mib, "longtail_before_rss_mib": mib(child["before_rss_bytes"]),
+        "longtail_peak_rss_mib": mib(child["peak_rss_bytes"]),
+        "longtail_scoring_rss_mib": mib(child["peak_rss_bytes"] - child["before_rss_bytes"]),
+        "longtail_unplanned_block_mib": mib(unplanned),
+    }
 
 
 if __name__ == "__main__":

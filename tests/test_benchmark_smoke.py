@@ -1,11 +1,13 @@
-"""Smoke test of the metrics benchmark: ``benchmarks/metrics.py --quick`` runs and reports sane numbers.
+"""Smoke tests of the benchmarks: ``benchmarks/metrics.py --quick`` runs and reports sane numbers; the
+long-tail case of ``benchmarks/maxsim.py`` stays within its memory budget.
 
-Needs the ``bench`` extra (pytrec_eval and ranx); skipped without it. About 5 s once numba's cache is
+The metrics one needs the ``bench`` extra (pytrec_eval and ranx); skipped without it. About 5 s once numba's cache is
 warm; the first run on a machine compiles ranx's kernels (about 40 s, not counted in the timings).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,15 +15,14 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pytrec_eval")
-pytest.importorskip("ranx")
-
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "metrics.py"
 
 
 @pytest.mark.slow
 @pytest.mark.crosscheck
 def test_quick_benchmark_runs_and_agrees_with_pytrec_eval() -> None:
+    pytest.importorskip("pytrec_eval")
+    pytest.importorskip("ranx")
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick"],
         capture_output=True,
@@ -41,3 +42,38 @@ def test_quick_benchmark_runs_and_agrees_with_pytrec_eval() -> None:
     assert res["speedup_vs_pytrec_eval"] > 0 and res["speedup_vs_ranx"] > 0
     assert res["max_abs_diff_vs_pytrec_eval"] < 1e-9
     assert res["ranx_compile_excluded"] is True
+
+
+@pytest.mark.slow
+def test_maxsim_long_tail_case_stays_within_its_budget() -> None:
+    """The long-tail case of benchmarks/maxsim.py: one 8,192-token page among 1,999 of 40 tokens.
+    Planned by real tokens and padded to the longest page, its one block would take tens of GiB; with
+    blocks planned by padded volume, what scoring adds to the child's RSS stays within the budget."""
+    spec = importlib.util.spec_from_file_location("vdr_bench_maxsim", SCRIPT.parent / "maxsim.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    res = bench.run_longtail(4, 64)
+    assert res["longtail_budget_mib"] == 64 and res["longtail_pages"] == 2000
+    assert 0 < res["longtail_scoring_rss_mib"] <= 64
+    assert res["longtail_peak_rss_mib"] >= res["longtail_before_rss_mib"]
+    assert res["longtail_unplanned_block_mib"] > 50 * 64  # the previous plan: 5.4 GiB, 86x the budget
+
+
+# ../shared beside the checkout (one level further up from a git worktree under wt/)
+SHARED_PDF = next((p for p in (Path(__file__).resolve().parents[k] / "shared" / "pdfs" / "pdflatex-4-pages.pdf" for k in (2, 3))
+                   if p.is_file()), Path(__file__).resolve().parents[2] / "shared" / "pdfs" / "pdflatex-4-pages.pdf")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_PDF.is_file(), reason=f"shared test PDF not found at {SHARED_PDF}")
+def test_rasterize_benchmark_reports_both_ratios_and_the_encoding() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "rasterize.py"), "--pdf", str(SHARED_PDF), "--dpi", "72", "--repeat", "1"],
+        capture_output=True, text=True, timeout=300, cwd=SCRIPT.parents[1],
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["pages"] == 4 and res["workers"] == 2 and res["repeat"] == 1
+    assert res["ratio"] > 0 and res["ratio_end_to_end"] > 0
+    assert res["image_encoding"]["format"] == "png" and res["image_encoding"]["lossless"] is True
+    assert res["vdr_image_bytes"] > 0 and res["pdf2image_png_bytes"] > 0

@@ -19,12 +19,16 @@ How vdr computes it:
   least 64 rows so that the BLAS never switches to its thin-matrix kernels, whose summation order
   differs. Tests check bit-identity on the CPU; on CUDA, cuBLAS may pick other algorithms for other
   shapes, so scores there agree to float32 rounding of the dot products.
-* **Speed and memory**: pages are taken in order of length and grouped into blocks of at most
-  ``block_tokens`` tokens, so padding stays small (one very long page never pads the others);
-  queries are concatenated into one matrix, so each block is one large GEMM
-  ``(query tokens, dim) x (dim, block tokens)``. Peak memory is about
-  ``4 * query_tokens * block_tokens`` bytes plus one block of pages; pages can stream from an
-  on-disk :class:`~vdr.encode.store.EmbeddingStore` block by block.
+* **Speed and memory**: pages are taken in order of length and cut into blocks whose *padded*
+  working set fits ``budget_bytes`` (:func:`_plan_blocks`): a block of ``nb`` pages padded to its
+  longest page ``L`` costs ``nb * L`` GEMM columns, each holding a float32 similarity per query token,
+  a float32 page row and the row as read, so one long page never pads many short ones (a block grows
+  only while ``nb * L`` stays within the budget), and a page too long for the budget on its own is
+  scored alone in chunks of rows whose maxima are combined by an exact ``max``. Queries are
+  concatenated into one matrix, so each block is one large GEMM ``(query tokens, dim) x (dim, nb * L)``.
+  Peak memory is the queries plus one block, within ``budget_bytes`` whatever the length distribution
+  (plus, for a page longer than the budget, that page's own rows); pages can stream from an on-disk
+  :class:`~vdr.encode.store.EmbeddingStore` block by block.
 """
 
 from __future__ import annotations
@@ -117,76 +121,151 @@ def _tf32(enabled: bool):
         torch.backends.cuda.matmul.allow_tf32 = old
 
 
-def _blocks_from_list(pages, order: np.ndarray, lengths: np.ndarray, block_tokens: int):
-    i = 0
-    n = len(order)
+def _block_cost(n_pages: int, width: int, q_rows: int, dim: int) -> int:
+    """Bytes a block of ``n_pages`` pages padded to ``width`` rows each holds while it is scored.
+
+    ``q_rows`` is the padded number of query tokens. Counted per padded column (``n_pages * width``):
+    the float32 similarities ``(q_rows, columns)``, the float32 page copy ``(columns, dim)``, the page
+    rows as read (at most float32 again) and the one-byte padding mask; per page: the float32 maxima
+    ``(q_rows, n_pages)`` and their per-query sums (at most as large).
+    """
+    return n_pages * width * (4 * q_rows + 8 * dim + 1) + n_pages * 8 * q_rows
+
+
+def _width(n_pages: int, longest: int) -> int:
+    """Row width a block is padded to: its longest page, and at least ``_MIN_GEMM`` GEMM columns."""
+    return max(longest, -(-_MIN_GEMM // n_pages))
+
+
+def _plan_blocks(lengths: Sequence[int], budget_bytes: int, q_rows: int, dim: int) -> list[tuple[int, int, int]]:
+    """Cut pages (in scoring order) into blocks whose padded working set fits ``budget_bytes``.
+
+    Args:
+        lengths: tokens per page, in the order the pages are scored (sorted by length, so that the
+            pages of a block have similar lengths and padding stays small).
+        budget_bytes: bound on :func:`_block_cost` of every block.
+        q_rows: query tokens, padded to a multiple of ``_MIN_GEMM``.
+        dim: embedding dim.
+
+    Returns:
+        ``(start, end, width)`` per block: pages ``start..end-1`` are scored together, each padded to
+        ``width`` rows. Consecutive pages are added while the cost of the padded block stays within the
+        budget, so one long page never pads many short ones. A page whose own block exceeds the budget
+        is scored alone in chunks of ``width`` < its length rows (sub-blocked); the chunk width is never
+        below ``_MIN_GEMM``, so a budget below ``_block_cost(1, _MIN_GEMM, ...)`` is exceeded by that
+        minimal block only.
+    """
+    per_col = 4 * q_rows + 8 * dim + 1
+    chunk = max(_MIN_GEMM, (budget_bytes - 8 * q_rows) // per_col)
+    plan = []
+    n, i = len(lengths), 0
     while i < n:
-        j, tok = i, 0
-        while j < n and (j == i or tok + lengths[order[j]] <= block_tokens):
-            tok += int(lengths[order[j]])
-            j += 1
-        idx = order[i:j]
-        yield idx, [pages[k] for k in idx]
+        longest = int(lengths[i])
+        if _block_cost(1, _width(1, longest), q_rows, dim) > budget_bytes:
+            # alone; in chunks of `chunk` rows when it is longer than that
+            plan.append((i, i + 1, chunk if longest > chunk else _width(1, longest)))
+            i += 1
+            continue
+        j = i + 1
+        while j < n:
+            grown = max(longest, int(lengths[j]))
+            if _block_cost(j - i + 1, _width(j - i + 1, grown), q_rows, dim) > budget_bytes:
+                break
+            longest, j = grown, j + 1
+        plan.append((i, j, _width(j - i, longest)))
         i = j
+    return plan
 
 
-def _score_blocks(queries, pages, block_tokens, device):
-    """Yield ``(page_indices (nb,), scores float32 (n_queries, nb))`` block by block."""
+def _block_maxima(Q: torch.Tensor, rows: list[torch.Tensor], width: int, tf32: bool) -> torch.Tensor:
+    """Max similarity of each query token over each row set's real rows.
+
+    Args:
+        Q: float32 ``(q_rows, dim)`` queries on the scoring device.
+        rows: ``nb`` tensors ``(n_j <= width, dim)`` (pages or chunks of one page), any float dtype.
+        width: rows each set is padded to (zeros, masked to -inf before the max).
+        tf32: allow TF32 matmul (CUDA, 16-bit inputs on both sides).
+
+    Returns:
+        float32 ``(q_rows, nb)``.
+    """
+    nb, dim, device = len(rows), Q.shape[1], Q.device
+    lens = [r.shape[0] for r in rows]
+    P = torch.zeros((nb, width, dim), dtype=torch.float32, device=device)
+    for k, r in enumerate(rows):
+        P[k, : r.shape[0]] = r.to(device=device, dtype=torch.float32)
+    with _tf32(tf32):
+        S = Q @ P.view(nb * width, dim).T  # (q_rows, nb * width), float32
+    del P
+    S = S.view(-1, nb, width)
+    if min(lens) < width:  # padded rows never win the max
+        pad = torch.arange(width, device=device)[None, :] >= torch.tensor(lens, device=device)[:, None]
+        S.masked_fill_(pad[None], -math.inf)
+    return S.amax(dim=2)
+
+
+def _source_blocks(pages, order: np.ndarray, lengths: np.ndarray, plan):
+    """Read each planned block from a :class:`PageSource`: ``(positions, [page tensors])``."""
+    ids = list(pages.ids())
+    for start, end, _w in plan:
+        idx = order[start:end]
+        want = [ids[k] for k in idx]
+        got, parts = [], []
+        for bids, tokens, blens in pages.iter_blocks(max(1, int(lengths[idx].sum())), want):
+            got += bids
+            parts += list(torch.split(tokens, blens.tolist()))
+        if got != want:
+            raise InputError("page source: iter_blocks returned other pages than asked for")
+        yield idx, parts
+
+
+def _score_blocks(queries, pages, budget_bytes, device):
+    """Yield ``(page_indices (nb,), scores float32 (n_queries, nb))`` block by block, as planned by
+    :func:`_plan_blocks`."""
     device = torch.device(device) if device is not None else torch.device("cpu")
     Q, q_lens, q_dtype = _queries_matrix(queries, device)
     half = (torch.float16, torch.bfloat16)
     if isinstance(pages, PageSource) and not isinstance(pages, (list, tuple)):
-        ids = list(pages.ids())
         lengths = np.asarray(pages.lengths(), dtype=np.int64)
-        if len(ids) != len(lengths):
+        if len(pages.ids()) != len(lengths):
             raise InputError("page source: ids() and lengths() differ in length")
         # sort by length only within windows of store order: little padding, and reads stay local on disk
         window = np.arange(len(lengths)) // _STORE_WINDOW
         order = np.lexsort((lengths, window))
-        pos = {pid: k for k, pid in enumerate(ids)}
-
-        def blocks():
-            for bids, tokens, blens in pages.iter_blocks(block_tokens, [ids[k] for k in order]):
-                idx = np.fromiter((pos[b] for b in bids), dtype=np.int64, count=len(bids))
-                yield idx, torch.split(tokens, blens.tolist())
-
+        plan = _plan_blocks(lengths[order], budget_bytes, Q.shape[0], Q.shape[1])
+        blocks = _source_blocks(pages, order, lengths, plan)
     else:
         plist = [_as_tensor(p, "page", i) for i, p in enumerate(pages)]
         if not plist:
             raise InputError("no pages to score")
         lengths = np.fromiter((p.shape[0] for p in plist), dtype=np.int64, count=len(plist))
         order = np.argsort(lengths, kind="stable")
-
-        def blocks():
-            yield from _blocks_from_list(plist, order, lengths, block_tokens)
+        plan = _plan_blocks(lengths[order], budget_bytes, Q.shape[0], Q.shape[1])
+        blocks = ((order[s:e], [plist[k] for k in order[s:e]]) for s, e, _w in plan)
 
     dim = Q.shape[1]
-    for idx, block in blocks():
-        nb = len(block)
-        blens = [b.shape[0] for b in block]
+    for (idx, block), (_s, _e, width) in zip(blocks, plan):
         if any(b.shape[1] != dim for b in block):
             raise InputError(f"page embedding dim differs from the queries' dim {dim}")
-        Lmax = max(max(blens), -(-_MIN_GEMM // nb))  # at least _MIN_GEMM columns in the GEMM
-        P = torch.zeros((nb, Lmax, dim), dtype=torch.float32, device=device)
-        for r, b in enumerate(block):
-            P[r, : b.shape[0]] = b.to(device=device, dtype=torch.float32)
-        with _tf32(device.type == "cuda" and q_dtype in half and block[0].dtype in half):
-            S = Q @ P.view(nb * Lmax, dim).T  # (query tokens, nb * Lmax), float32
-        S = S.view(-1, nb, Lmax)
-        if min(blens) < Lmax:  # padded rows never win the max
-            pad = torch.arange(Lmax, device=device)[None, :] >= torch.tensor(blens, device=device)[:, None]
-            S.masked_fill_(pad[None], -math.inf)
-        M = S.amax(dim=2)  # (query tokens, nb)
-        del S, P  # free this block's similarities before the next block is read: peak = one block
+        tf32 = device.type == "cuda" and q_dtype in half and block[0].dtype in half
+        if len(block) == 1 and block[0].shape[0] > width:  # one page over the budget: max over its chunks
+            page = block[0]
+            M = None
+            for c in range(0, page.shape[0], width):
+                part = page[c:c + width]
+                m = _block_maxima(Q, [part], max(part.shape[0], _MIN_GEMM), tf32)
+                M = m if M is None else torch.maximum(M, m)
+        else:
+            M = _block_maxima(Q, block, width, tf32)  # (q_rows, nb)
         yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]  # (n_queries, nb)
         del M, block
 
 
 def _block_tokens(n_query_tokens: int, budget_bytes: int, dim: int = 128) -> int:
-    """Page tokens per block so that the float32 similarity block ``(query tokens, block tokens)``
-    plus the block's page vectors (float32 copy and the stored 16-bit rows) fit ``budget_bytes``."""
-    per_token = 4 * (n_query_tokens + _MIN_GEMM) + 6 * dim
-    return max(1, int(budget_bytes // per_token))
+    """Padded page tokens (GEMM columns) of the widest block :func:`_plan_blocks` allows for
+    ``n_query_tokens`` query tokens (one block of single-token pages)."""
+    q_rows = n_query_tokens + (-n_query_tokens % _MIN_GEMM)
+    return max(_MIN_GEMM, (budget_bytes - 8 * q_rows) // (12 * q_rows + 8 * dim + 1))
 
 
 def maxsim(
@@ -204,8 +283,10 @@ def maxsim(
         pages: ``n_pages`` tensors of shape ``(n_tokens_j, dim)``, or a :class:`PageSource` such as
             :class:`vdr.encode.store.EmbeddingStore`, read block by block.
         device: where to compute (``"cuda"``, ``"cpu"``; default CPU). Inputs are moved there.
-        budget_bytes: bound on the similarity block ``(query tokens, block tokens)`` in bytes
-            (float32); sets how many page tokens are scored at once.
+        budget_bytes: bound in bytes on the working set of one block (:func:`_block_cost`: float32
+            similarities ``(query tokens, padded block tokens)``, the padded float32 page copy and
+            the rows as read); padding counts, so the bound holds whatever the page lengths. Never
+            below one page scored ``_MIN_GEMM`` rows at a time.
 
     Returns:
         float32 tensor ``(n_queries, n_pages)`` on the CPU; column ``j`` is page ``j`` (store order
@@ -217,8 +298,7 @@ def maxsim(
     """
     n_pages = len(pages.ids()) if isinstance(pages, PageSource) and not isinstance(pages, (list, tuple)) else len(pages)
     out = torch.empty((len(queries), n_pages), dtype=torch.float32)
-    n_qtok = sum(int(_as_tensor(q, "query", i).shape[0]) for i, q in enumerate(queries))
-    for idx, scores in _score_blocks(queries, pages, _block_tokens(n_qtok, budget_bytes), device):
+    for idx, scores in _score_blocks(queries, pages, budget_bytes, device):
         out[:, torch.from_numpy(idx)] = scores.cpu()
     return out
 
@@ -262,8 +342,7 @@ def maxsim_topk(
     nq = len(queries)
     best_s = torch.empty((nq, 0), dtype=torch.float32)
     best_i = torch.empty((nq, 0), dtype=torch.int64)
-    n_qtok = sum(int(_as_tensor(q, "query", i).shape[0]) for i, q in enumerate(queries))
-    for idx, scores in _score_blocks(queries, pages, _block_tokens(n_qtok, budget_bytes), device):
+    for idx, scores in _score_blocks(queries, pages, budget_bytes, device):
         cand_s = torch.cat([best_s, scores.cpu()], dim=1)
         cand_i = torch.cat([best_i, torch.from_numpy(idx).expand(nq, -1)], dim=1)
         # order by (score desc, tie key asc): stable sort by key, then stable sort by score

@@ -24,6 +24,7 @@ import subprocess
 from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from ..corpus import IMAGES_DIR, image_name, page_id
 from ..errors import VdrError
@@ -36,6 +37,8 @@ __all__ = [
     "effective_dpi",
     "probe",
     "rasterize",
+    "write_png",
+    "IMAGE_ENCODING",
     "render_pages",
     "rasterizer_version",
     "sha256_file",
@@ -55,7 +58,27 @@ MIN_SIDE_PX = 28
 MAX_ASPECT = 200.0
 RASTERIZERS = ("pdfium", "poppler")
 OCR_MODES = ("auto", "always", "never")
-_PNG_COMPRESS_LEVEL = 1  # fast; PNG stays lossless
+def _deflate():
+    """``(compress, library name)``: ISA-L's deflate (python-isal, a vdr dependency) when it imports,
+    else zlib's. Both write standard zlib streams (RFC 1950) that every PNG decoder reads."""
+    try:
+        from isal import isal_zlib
+
+        return isal_zlib.compress, "isal"
+    except ImportError:  # isal is a dependency; vdr keeps working without it
+        import zlib
+
+        return zlib.compress, "zlib"
+
+
+#: How page images are written (recorded as ``image_encoding`` in ``ingest-report.json``): lossless
+#: PNG, 8-bit RGB, every row with PNG filter 2 ("Up"), deflated at level 1 into one IDAT chunk (see
+#: :func:`write_png`). Measured on GeoTopo (144 dpi, 1191 x 1684 px pages, 2-core machine), per page:
+#: PIL's PNG writer 200-250 ms at ``compress_level=1`` (its adaptive per-row filter search cannot be
+#: turned off and costs more than the deflate) and 380 ms at its default level 6; Up filter + zlib
+#: level 1: 90 ms; Up filter + ISA-L level 1: 10 ms + 7 ms filtering, files ~280 kB (PIL level 1:
+#: ~200 kB). Pixels are identical whatever the deflate library.
+IMAGE_ENCODING = {"format": "png", "lossless": True, "png_filter": "up", "deflate": _deflate()[1], "deflate_level": 1}
 
 
 class DocumentError(VdrError):
@@ -456,7 +479,7 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
     cid = page_id(relative, n)
     rel_img = image_name(cid)
     with atomic_write(out_dir / rel_img, "wb") as f:
-        im.save(f, format="PNG", compress_level=_PNG_COMPRESS_LEVEL)
+        write_png(f, im)
     return {
         "corpus-id": cid,
         "source": relative,
@@ -469,6 +492,48 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
         "text_source": source,
         "notes": notes,
     }
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+
+def write_png(f: BinaryIO, im) -> None:
+    """Write an RGB image to ``f`` as a lossless PNG, as :data:`IMAGE_ENCODING` says.
+
+    PNG (ISO/IEC 15948, RFC 2083): 8-bit truecolour, no interlace; each row is stored with filter
+    type 2 ("Up": each byte minus the byte above it, mod 256), and the filtered rows are deflated at
+    level 1 (ISA-L, else zlib: :func:`_deflate`) into one IDAT chunk. Decoding gives back exactly
+    the pixels of ``im``.
+
+    Args:
+        f: binary file object to write to.
+        im: ``PIL.Image.Image`` in mode ``"RGB"``, or a uint8 array ``(height, width, 3)``.
+
+    Raises:
+        ValueError: ``im`` is not 8-bit RGB, or is empty.
+    """
+    import struct
+
+    import numpy as np
+
+    a = np.asarray(im)
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3 or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"write_png needs 8-bit RGB pixels (height, width, 3), got {a.dtype} {a.shape}")
+    h, w, _ = a.shape
+    rows = a.reshape(h, w * 3)
+    filtered = np.empty((h, w * 3 + 1), dtype=np.uint8)
+    filtered[:, 0] = 2  # filter type "Up" on every row; the row above the first is zeros
+    filtered[0, 1:] = rows[0]
+    np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])  # uint8 arithmetic wraps mod 256
+    f.write(b"\x89PNG\r\n\x1a\n")
+    f.write(_png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)))
+    compress, _name = _deflate()
+    f.write(_png_chunk(b"IDAT", compress(filtered.data, IMAGE_ENCODING["deflate_level"])))
+    f.write(_png_chunk(b"IEND", b""))
 
 
 def _render_pdfium(path: Path, password: str | None, plans, text: bool = True) -> list:

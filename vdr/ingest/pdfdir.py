@@ -81,6 +81,8 @@ class IngestReport:
         settings: the rendering settings used.
         pages: total pages in the corpus.
         seconds: wall-clock time of the run.
+        image_encoding: how the page images were written (:data:`vdr.ingest.pdf.IMAGE_ENCODING`:
+            lossless PNG, its filter and deflate level).
     """
 
     corpus_dir: Path
@@ -89,6 +91,7 @@ class IngestReport:
     pages: int
     seconds: float = 0.0
     extra: Mapping = field(default_factory=dict)
+    image_encoding: Mapping = field(default_factory=lambda: dict(_pdf.IMAGE_ENCODING))
 
     @property
     def failed(self) -> list[DocumentReport]:
@@ -120,6 +123,7 @@ class IngestReport:
             "pages": self.pages,
             "seconds": round(self.seconds, 3),
             "documents": [d.to_json() for d in self.documents],
+            "image_encoding": dict(self.image_encoding),
             **dict(self.extra),
         }
 
