@@ -158,17 +158,21 @@ def _limit_omp_threads(threads: int) -> None:
     os.environ["OMP_THREAD_LIMIT"] = str(threads)
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def ocr_threads(workers: int, cores: int | None = None) -> int:
-    """OpenMP threads allowed to Tesseract in each of ``workers`` processes: ``cores // workers``
-    (at least 1; at most an ``OMP_THREAD_LIMIT`` already set), so ``workers x threads <= cores``.
+    """OpenMP threads allowed to Tesseract in each of ``workers`` processes: ``cores // workers``,
+    at least 1, so that ``workers x threads <= cores``. With ``cores=None``: the available cores,
+    and at most an ``OMP_THREAD_LIMIT`` the user already set.
 
     >>> ocr_threads(2, 2), ocr_threads(1, 8), ocr_threads(3, 8), ocr_threads(16, 2)
     (1, 8, 2, 1)
     """
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = max(1, cores // max(1, workers))
-    user = os.environ.get("OMP_THREAD_LIMIT", "")
+    user = os.environ.get("OMP_THREAD_LIMIT", "") if cores is None else ""
+    threads = max(1, (cores or available_cores()) // max(1, workers))
     return min(threads, int(user)) if user.isdigit() and int(user) > 0 else threads
 
 
@@ -318,7 +322,7 @@ def ingest_pdfs(
     write_pages(out_dir / PAGES_FILE, all_pages)
     _remove_orphan_images(out_dir, {p.image for p in all_pages})
     extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers, "timeout": timeout,
-             "ocr_threads": {"workers": workers, "omp_thread_limit_per_worker": threads, "cores": ocr_threads(1)}}
+             "ocr_threads": {"workers": workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
     extra.update(_page_findings(ordered, all_pages))
     report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
     with atomic_write(out_dir / REPORT_FILE) as f:
