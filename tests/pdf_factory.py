@@ -92,13 +92,16 @@ def _save(pdf: pikepdf.Pdf, path: Path, encryption=None) -> Path:
 def text_pdf(path, pages: Sequence[str | Sequence[str]], *, size=A4, rotate: int | Sequence[int] = 0, font_size: float = 24,
              encryption=None) -> Path:
     """One page per item of ``pages`` (a line or a list of lines of Helvetica text, drawn from the
-    top left), each ``size`` pt (``(width, height)``) with ``/Rotate rotate`` (one value or one per page)."""
+    top left), each ``size`` pt (``(width, height)``, or a list of one size per page) with
+    ``/Rotate rotate`` (one value or one per page)."""
     pdf = pikepdf.new()
     font = _font(pdf)
     rots = [rotate] * len(pages) if isinstance(rotate, int) else list(rotate)
-    for lines, rot in zip(pages, rots):
+    sizes = [size] * len(pages) if isinstance(size[0], (int, float)) else list(size)
+    for lines, rot, sz in zip(pages, rots, sizes):
         lines = [lines] if isinstance(lines, str) else list(lines)
-        _page(pdf, font, size=size, rotate=rot, content=_text_ops(lines, 36, size[1] - 60, font_size))
+        fs = min(font_size, sz[1] / 3)
+        _page(pdf, font, size=sz, rotate=rot, content=_text_ops(lines, min(36, sz[0] / 10), sz[1] - 1.2 * fs, fs))
     return _save(pdf, path, encryption)
 
 

@@ -347,11 +347,34 @@ def _pdftotext(path: Path, password: str | None, first: int, last: int) -> list[
     for page in out.stdout.decode("utf-8", "replace").split("<page ")[1:]:
         blocks = []
         for block in page.split("<block ")[1:]:
-            lines = [" ".join(html.unescape(w) for w in _WORD.findall(ln)) for ln in _LINE.findall(block)]
-            if any(lines):
-                blocks.append("\n".join(ln for ln in lines if ln))
+            lines = _dehyphenate([[html.unescape(w) for w in _WORD.findall(ln)] for ln in _LINE.findall(block)])
+            if lines:
+                blocks.append("\n".join(lines))
         texts.append("\n\n".join(blocks))
     return (texts + [""] * n)[:n]
+
+
+_HYPHENS = ("-", "\u00ad", "\u2010")
+
+
+def _dehyphenate(lines: list[list[str]]) -> list[str]:
+    """Lines of words -> lines of text, a word hyphenated at a line end joined to the next line's
+    first word without its hyphen (``"taki-"`` + ``"mata"`` -> ``"takimata"``), as plain
+    ``pdftotext`` and pdfium's text extraction do."""
+    out: list[str] = []
+    carry = ""
+    for i, words in enumerate(lines):
+        words = list(words)
+        if carry:
+            words = [carry + words[0], *words[1:]] if words else [carry]
+            carry = ""
+        last = words[-1] if words else ""
+        nxt = lines[i + 1] if i + 1 < len(lines) else []
+        if len(last) > 1 and last.endswith(_HYPHENS) and last[-2].isalpha() and nxt and nxt[0][:1].isalpha():
+            carry = words.pop()[:-1]
+        if words:
+            out.append(" ".join(words))
+    return out
 
 
 def _ocr(image, lang: str) -> str:
