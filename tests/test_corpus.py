@@ -69,3 +69,45 @@ def test_ids_and_image_names():
     assert image_name("a b") != image_name("a_b")
     with pytest.raises(InputError):
         page_id("a.pdf", 0)
+
+
+def test_image_sha256_round_trip_and_validation(tmp_path):
+    h = "ab" * 32
+    _write(tmp_path, [_rec("a.pdf#1", image_sha256=h), _rec("a.pdf#2", page=2), _rec("b.pdf#1", source="b.pdf", image_sha256=h)])
+    c = Corpus.load(tmp_path)
+    assert c["a.pdf#1"].image_sha256 == h and c["a.pdf#2"].image_sha256 is None  # older corpora: no hash
+    assert Page.from_json(c["a.pdf#1"].to_json()) == c["a.pdf#1"]
+    assert c.duplicate_images() == [["a.pdf#1", "b.pdf#1"]]
+    _write(tmp_path, [_rec("a.pdf#1", image_sha256="xyz")])
+    with pytest.raises(InputError, match="image_sha256"):
+        Corpus.load(tmp_path)
+
+
+def _report(tmp_path, report):
+    (tmp_path / "ingest-report.json").write_text(json.dumps(report))
+    return Corpus.load(tmp_path)
+
+
+def test_unavailable_pages_and_reasons(tmp_path):
+    _write(tmp_path, [_rec("a.pdf#1"), _rec("sub%20dir/p.pdf#1", source="sub dir/p.pdf")])
+    docs = [
+        {"source": "a.pdf", "status": "partial", "page_count": 3, "reason": "1 of 3 pages skipped",
+         "page_issues": [{"page": 2, "reason": "extreme aspect ratio 288:1"}, {"page": 1, "reason": "OCR failed: x"}]},
+        {"source": "broken.pdf", "status": "failed", "page_count": 0, "reason": "truncated PDF", "page_issues": []},
+        {"source": "sub dir/p.pdf", "status": "partial", "page_count": 2, "reason": "r", "page_issues": [{"page": 2, "reason": "timed out"}]},
+        {"source": "skipall.pdf", "status": "failed", "page_count": 2, "reason": "no page could be ingested", "page_issues": []},
+    ]
+    # an older report (no unavailable_pages): derived from the documents' page issues
+    c = _report(tmp_path, {"kind": "pdf", "documents": docs})
+    assert c.unavailable() == {"a.pdf#2": "extreme aspect ratio 288:1", "sub%20dir/p.pdf#2": "timed out"}
+    assert c.unavailable_reason("a.pdf#2") == "extreme aspect ratio 288:1"
+    assert c.unavailable_reason("a.pdf#1") is None  # a page of the corpus
+    assert c.unavailable_reason("broken.pdf#7") == "broken.pdf: truncated PDF"  # never opened: any page
+    assert c.unavailable_reason("skipall.pdf#2") == "skipall.pdf: no page could be ingested"
+    assert c.unavailable_reason("skipall.pdf#3") is None  # beyond its page count
+    for unknown in ("nosuch.pdf#1", "broken.pdf", "broken.pdf#0", "broken.pdf#x", "a.pdf#4"):
+        assert c.unavailable_reason(unknown) is None, unknown
+    # the listed form (written by every ingest path) wins
+    c = _report(tmp_path, {"kind": "vidore", "unavailable_pages": [{"corpus-id": "7", "reason": "page too small"}]})
+    assert c.unavailable() == {"7": "page too small"} and c.unavailable_reason("7") == "page too small"
+    assert c.unavailable_reason("broken.pdf#1") is None  # documents are only read from PDF reports

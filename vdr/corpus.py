@@ -63,6 +63,7 @@ def page_id(relative_path: str, page: int) -> str:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def image_name(corpus_id: str, suffix: str = ".png") -> str:
@@ -96,6 +97,9 @@ class Page:
         image: path of the RGB PNG relative to the corpus folder (always under ``images/``).
         text: the page's text ("" when none).
         text_source: ``"pdf"`` (text layer), ``"ocr"`` (Tesseract) or ``"none"``.
+        image_sha256: hex SHA-256 of the page's RGB pixels (:func:`vdr.ingest.images.pixel_sha256`:
+            mode, size and raw bytes, independent of PNG compression); equal hashes mean duplicate
+            page images. ``None`` in corpora written before it was recorded.
     """
 
     corpus_id: str
@@ -107,6 +111,7 @@ class Page:
     image: str
     text: str = ""
     text_source: str = "none"
+    image_sha256: str | None = None
 
     def to_json(self) -> dict:
         """The ``pages.jsonl`` object (keys ``corpus-id``, ``source``, ``page``, ...)."""
@@ -153,7 +158,10 @@ class Page:
         if width < 1 or height < 1:
             raise InputError(f"image size must be positive, got {width} x {height}", path=path, line=line, id=cid)
         _check_image_path(image, path=path, line=line, id=cid)
-        return cls(cid, source, page, width, height, None if dpi is None else float(dpi), image, text, ts)
+        digest = obj.get("image_sha256")
+        if digest is not None and not (isinstance(digest, str) and _SHA256.match(digest)):
+            raise InputError("field 'image_sha256' must be 64 lower-case hex digits or null", path=path, line=line, id=cid)
+        return cls(cid, source, page, width, height, None if dpi is None else float(dpi), image, text, ts, digest)
 
 
 def _check_image_path(image: str, *, path=None, line=None, id=None) -> None:
@@ -263,6 +271,60 @@ class Corpus(Mapping):
     def texts(self) -> dict[str, str]:
         """``{corpus_id: text}`` for every page (``""`` where the page has no text)."""
         return {cid: p.text for cid, p in self._pages.items()}
+
+    def unavailable(self) -> dict[str, str]:
+        """``{corpus id: reason}`` of the pages that ingest skipped or failed to render, as recorded
+        in ``ingest-report.json`` (``unavailable_pages``; for older PDF reports, derived from each
+        document's ``page_issues``). Ids of documents that could not be opened at all are not
+        listed (their page count is unknown): see :meth:`unavailable_reason`."""
+        listed = self.report.get("unavailable_pages")
+        if isinstance(listed, list):
+            return {str(u["corpus-id"]): str(u["reason"]) for u in listed if isinstance(u, dict) and "corpus-id" in u}
+        out: dict[str, str] = {}
+        for doc in self._documents():
+            for issue in doc.get("page_issues") or ():
+                if isinstance(issue, dict) and isinstance(issue.get("page"), int) and issue["page"] >= 1:
+                    cid = page_id(doc["source"], issue["page"])
+                    if cid not in self._pages:
+                        out.setdefault(cid, str(issue.get("reason")))
+        return out
+
+    def unavailable_reason(self, corpus_id: str) -> str | None:
+        """Why ``corpus_id`` is not a page of this corpus although ingest knew it, or ``None``.
+
+        Returns the recorded reason for a skipped or failed page (see :meth:`unavailable`), or
+        ``"<source>: <reason>"`` when the id names a page of a PDF that failed as a whole (its
+        page number within the document's page count, or any page number when the document could
+        not be opened). ``None`` for a page of the corpus and for an id of no ingested document.
+        """
+        if corpus_id in self._pages:
+            return None
+        reason = self.unavailable().get(corpus_id)
+        if reason is not None:
+            return reason
+        prefix, sep, num = corpus_id.rpartition("#")
+        if not sep or not num.isdigit() or int(num) < 1:
+            return None
+        for doc in self._documents():
+            if doc.get("status") != "failed" or page_id(doc["source"], 1) != f"{prefix}#1":
+                continue
+            count = doc.get("page_count") or 0
+            if count == 0 or int(num) <= count:
+                return f"{doc['source']}: {doc.get('reason')}"
+        return None
+
+    def _documents(self) -> list[dict]:
+        docs = self.report.get("documents") if self.report.get("kind") == "pdf" else None
+        return [d for d in docs or () if isinstance(d, dict) and isinstance(d.get("source"), str) and d["source"]]
+
+    def duplicate_images(self) -> list[list[str]]:
+        """Groups of corpus ids whose page images have equal pixels (same ``image_sha256``), each
+        group in file order, groups ordered by their first id; pages without a hash are ignored."""
+        groups: dict[str, list[str]] = {}
+        for cid, p in self._pages.items():
+            if p.image_sha256 is not None:
+                groups.setdefault(p.image_sha256, []).append(cid)
+        return [g for g in groups.values() if len(g) > 1]
 
     def __repr__(self) -> str:
         return f"Corpus({len(self)} pages at {str(self.root)!r})"

@@ -82,12 +82,20 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
     return out
 
 
-def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Path) -> None:
+def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Path) -> dict[str, str]:
     """The checks every evaluation makes before running a backend.
+
+    A judged page that ingest skipped or failed to render (:meth:`vdr.corpus.Corpus.unavailable_reason`)
+    stays relevant but unretrievable: it counts in IDCG and recall denominators, so a failure
+    lowers scores instead of vanishing; a :class:`~vdr.errors.VdrWarning` lists such pages with
+    the reason recorded by ingest.
+
+    Returns:
+        ``{corpus id: ingest reason}`` of the judged pages that are not in the corpus.
 
     Raises:
         InputError: the corpus has no pages; a qrels query id has no query text; a qrels corpus id
-            is not a page of the corpus (the qrels file is named).
+            belongs to no ingested document (the qrels file is named).
     """
     if len(corpus) == 0:
         raise InputError("the corpus holds no pages", path=Path(corpus.root) / PAGES_FILE)
@@ -95,13 +103,27 @@ def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Pat
     unknown_q = [q for q in qrels if q not in queries]
     if unknown_q:
         raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
-    missing = sorted({d for q in qrels for d in qrels[q] if d not in corpus})
-    if missing:
+    missing = {d: corpus.unavailable_reason(d) for d in sorted({d for q in qrels for d in qrels[q] if d not in corpus})}
+    unknown = [d for d, reason in missing.items() if reason is None]
+    if unknown:
         raise InputError(
-            f"{len(missing)} corpus id(s) in the qrels are not pages of the corpus, e.g. {missing[:10]}"
+            f"{len(unknown)} corpus id(s) in the qrels are not pages of the corpus, e.g. {unknown[:10]}"
             " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
             path=qrels_path,
         )
+    if missing:
+        import warnings
+
+        from .errors import VdrWarning
+
+        warnings.warn(
+            f"{qrels_path}: {len(missing)} judged page(s) were not ingested and stay relevant but unretrievable"
+            " (they count in IDCG and recall): " + "; ".join(f"{d}: {r}" for d, r in list(missing.items())[:10])
+            + (" ..." if len(missing) > 10 else ""),
+            VdrWarning,
+            stacklevel=2,
+        )
+    return missing
 
 
 def _versions(names: Sequence[str]) -> dict:

@@ -18,10 +18,11 @@ single page are returned as that page's ``reason`` so the rest of the document i
 from __future__ import annotations
 
 import hashlib
+import html
 import math
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -29,6 +30,8 @@ from typing import BinaryIO
 from ..corpus import IMAGES_DIR, image_name, page_id
 from ..errors import VdrError
 from ..io.atomic import atomic_write
+from ..text import normalize_text
+from .images import MAX_ASPECT, MIN_SIDE_PX, pixel_sha256, size_problem, to_rgb
 
 __all__ = [
     "RenderOptions",
@@ -53,9 +56,6 @@ DEFAULT_DPI = 144.0
 #: ColQwen2 caps pages at ~0.6-1.3 MP, so more pixels buy nothing but memory, while 4 MP keeps
 #: text legible for OCR. Kept far below PIL's decompression-bomb limit (~89 MP).
 DEFAULT_MAX_PIXELS = 2048 * 2048
-#: Qwen2-VL-family processors reject images with a side below 28 px or an aspect ratio above 200.
-MIN_SIDE_PX = 28
-MAX_ASPECT = 200.0
 RASTERIZERS = ("pdfium", "poppler")
 OCR_MODES = ("auto", "always", "never")
 def _deflate():
@@ -119,11 +119,17 @@ class DocInfo:
     """What opening a document tells: its upright page sizes in PostScript points (1/72 inch).
 
     Attributes:
-        page_sizes: ``[(width_pt, height_pt), ...]`` per page, after ``/Rotate`` (a page rotated by
-            90 degrees reports its box's height as width).
+        page_sizes: ``[(width_pt, height_pt), ...]`` per page: the visible box (CropBox clipped to
+            the MediaBox; the MediaBox when there is no CropBox) after ``/Rotate`` (a page rotated
+            by 90 degrees reports its box's height as width).
+        encrypted: the file has an ``/Encrypt`` dictionary (a user or an owner password).
+        opened_with: ``None`` (not encrypted), ``"empty"`` (opened with the empty user password,
+            e.g. a permissions-only file) or ``"password"`` (opened with the password given).
     """
 
     page_sizes: list[tuple[float, float]]
+    encrypted: bool = False
+    opened_with: str | None = None
 
 
 def sha256_file(path: str | Path) -> str:
@@ -244,46 +250,75 @@ _SIZE = re.compile(r"([0-9.]+)\s*x\s*([0-9.]+)\s*pts")
 def probe(path: str | Path, password: str | None, rasterizer: str = "pdfium") -> DocInfo:
     """Open a PDF and read its page boxes (no rendering).
 
+    The empty password is tried first (it opens unencrypted and permissions-only files, whatever
+    password was given), then ``password`` when one is given. :attr:`DocInfo.opened_with` tells
+    which one opened the file; the password itself is never recorded.
+
     Args:
         path: the PDF file.
-        password: the open (user) password of an encrypted PDF, or ``None``.
+        password: the open (user) or owner password of an encrypted PDF, or ``None``.
         rasterizer: ``"pdfium"`` or ``"poppler"`` (the engine whose view of the document counts).
 
     Returns:
-        :class:`DocInfo` with one upright ``(width_pt, height_pt)`` per page.
+        :class:`DocInfo` with one upright ``(width_pt, height_pt)`` per page (visible box).
 
     Raises:
         DocumentError: empty file, not a PDF, truncated, damaged, encrypted without (the right)
             password, or zero pages.
+        ValueError: an unknown rasterizer.
     """
     path = Path(path)
     _header_checks(path)
-    sizes: list[tuple[float, float]] = []
-    if rasterizer == "pdfium":
-        pdf = _pdfium_open(path, password)
-        try:
-            for i in range(len(pdf)):
-                page = pdf[i]
-                try:
-                    sizes.append(tuple(float(x) for x in page.get_size()))  # upright: /Rotate applied
-                finally:
-                    page.close()
-        finally:
-            pdf.close()
-    elif rasterizer == "poppler":
-        n = int(_poppler_info(path, password).get("Pages", 0))
-        if n:
-            info = _poppler_info(path, password, 1, n)
-            for i in range(1, n + 1):
-                m = _SIZE.search(str(info.get(f"Page {i:4d} size", info.get("Page size", ""))))
-                rot = int(float(info.get(f"Page {i:4d} rot", info.get("Page rot", 0)) or 0)) % 360
-                w, h = (float(m.group(1)), float(m.group(2))) if m else (0.0, 0.0)
-                sizes.append((h, w) if rot in (90, 270) else (w, h))
-    else:
+    if rasterizer not in RASTERIZERS:
         raise ValueError(f"unknown rasterizer {rasterizer!r}; use one of {RASTERIZERS}")
-    if not sizes:
-        raise DocumentError("zero pages")
-    return DocInfo(sizes)
+    attempts = [("empty", None)] + ([("password", password)] if password else [])
+    for label, pw in attempts:
+        try:
+            info = _probe_pdfium(path, pw) if rasterizer == "pdfium" else _probe_poppler(path, pw)
+        except DocumentError as e:
+            if str(e).startswith("encrypted:"):
+                continue
+            raise
+        if not info.page_sizes:
+            raise DocumentError("zero pages")
+        return replace(info, opened_with=label if info.encrypted else None)
+    if password:
+        raise DocumentError("encrypted: the password given is wrong (the empty password was tried too)")
+    raise DocumentError("encrypted: a password is needed (pass --password or a password map)")
+
+
+def _probe_pdfium(path: Path, password: str | None) -> DocInfo:
+    import pypdfium2.raw as pdfium_c
+
+    pdf = _pdfium_open(path, password)
+    sizes: list[tuple[float, float]] = []
+    try:
+        encrypted = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw) != -1
+        for i in range(len(pdf)):
+            page = pdf[i]
+            try:
+                sizes.append(tuple(float(x) for x in page.get_size()))  # CropBox within MediaBox, /Rotate applied
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+    return DocInfo(sizes, encrypted)
+
+
+def _probe_poppler(path: Path, password: str | None) -> DocInfo:
+    first = _poppler_info(path, password)
+    n = int(first.get("Pages", 0))
+    encrypted = str(first.get("Encrypted", "no")).strip().lower().startswith("yes")
+    sizes: list[tuple[float, float]] = []
+    if n:
+        info = _poppler_info(path, password, 1, n)
+        for i in range(1, n + 1):
+            # pdfinfo's "size" is the CropBox clipped to the MediaBox, before /Rotate
+            m = _SIZE.search(str(info.get(f"Page {i:4d} size", info.get("Page size", ""))))
+            rot = int(float(info.get(f"Page {i:4d} rot", info.get("Page rot", 0)) or 0)) % 360
+            w, h = (float(m.group(1)), float(m.group(2))) if m else (0.0, 0.0)
+            sizes.append((h, w) if rot in (90, 270) else (w, h))
+    return DocInfo(sizes, encrypted)
 
 
 def rasterizer_version(rasterizer: str) -> str:
@@ -311,17 +346,58 @@ def rasterizer_version(rasterizer: str) -> str:
     return f"pdf2image {v('pdf2image')} ({pv})"
 
 
+_LINE = re.compile(r"<line\b.*?</line>", re.S)
+_WORD = re.compile(r"<word\b[^>]*>(.*?)</word>", re.S)
+
+
 def _pdftotext(path: Path, password: str | None, first: int, last: int) -> list[str]:
-    cmd = ["pdftotext", "-q", "-enc", "UTF-8", "-f", str(first), "-l", str(last)]
+    """Text of pages ``first..last`` from poppler, limited to each page's visible box.
+
+    ``pdftotext -cropbox -bbox-layout`` keeps only the characters inside the CropBox (clipped to
+    the MediaBox, ``/Rotate`` applied), as pdfium's bounded text extraction does; plain
+    ``pdftotext`` would also print text outside the CropBox. Words of a line are joined by a space,
+    lines by a newline, blocks by an empty line.
+    """
+    cmd = ["pdftotext", "-q", "-enc", "UTF-8", "-cropbox", "-bbox-layout", "-f", str(first), "-l", str(last)]
     if password:
         cmd += ["-upw", password]
+    n = last - first + 1
     try:
         out = subprocess.run(cmd + [str(path), "-"], capture_output=True, timeout=600)
     except (OSError, subprocess.SubprocessError):
-        return [""] * (last - first + 1)
-    parts = out.stdout.decode("utf-8", "replace").split("\f")
-    parts = (parts + [""] * (last - first + 1))[: last - first + 1]
-    return parts
+        return [""] * n
+    texts = []
+    for page in out.stdout.decode("utf-8", "replace").split("<page ")[1:]:
+        blocks = []
+        for block in page.split("<block ")[1:]:
+            lines = _dehyphenate([[html.unescape(w) for w in _WORD.findall(ln)] for ln in _LINE.findall(block)])
+            if lines:
+                blocks.append("\n".join(lines))
+        texts.append("\n\n".join(blocks))
+    return (texts + [""] * n)[:n]
+
+
+_HYPHENS = ("-", "\u00ad", "\u2010")
+
+
+def _dehyphenate(lines: list[list[str]]) -> list[str]:
+    """Lines of words -> lines of text, a word hyphenated at a line end joined to the next line's
+    first word without its hyphen (``"taki-"`` + ``"mata"`` -> ``"takimata"``), as plain
+    ``pdftotext`` and pdfium's text extraction do."""
+    out: list[str] = []
+    carry = ""
+    for i, words in enumerate(lines):
+        words = list(words)
+        if carry:
+            words = [carry + words[0], *words[1:]] if words else [carry]
+            carry = ""
+        last = words[-1] if words else ""
+        nxt = lines[i + 1] if i + 1 < len(lines) else []
+        if len(last) > 1 and last.endswith(_HYPHENS) and last[-2].isalpha() and nxt and nxt[0][:1].isalpha():
+            carry = words.pop()[:-1]
+        if words:
+            out.append(" ".join(words))
+    return out
 
 
 def _ocr(image, lang: str) -> str:
@@ -334,20 +410,18 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _clean(text: str) -> str:
-    """Normalise newlines and drop control characters (PDFium marks soft hyphens with \\x02)."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+    """Normalise newlines, drop control characters (PDFium marks soft hyphens with \\x02) and apply
+    the Unicode policy of :func:`vdr.text.normalize_text` (NFKC)."""
+    return normalize_text(_CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))).strip()
 
 
 def _page_problem(w_pt: float, h_pt: float, dpi: float) -> str | None:
+    """Why a ``w_pt x h_pt`` page rendered at ``dpi`` must be skipped (the checks of
+    :func:`vdr.ingest.images.size_problem` on the planned pixel size), or ``None``."""
     if not (w_pt > 0 and h_pt > 0) or not (math.isfinite(w_pt) and math.isfinite(h_pt)):
         return f"page box is {w_pt:g} x {h_pt:g} pt"
-    aspect = max(w_pt, h_pt) / min(w_pt, h_pt)
-    if aspect > MAX_ASPECT:
-        return f"extreme aspect ratio {aspect:.0f}:1 (models accept at most {MAX_ASPECT:.0f}:1)"
-    side = min(w_pt, h_pt) * dpi / 72
-    if side < MIN_SIDE_PX:
-        return f"page too small: {side:.0f} px on its short side at {dpi:g} dpi (models need >= {MIN_SIDE_PX} px)"
-    return None
+    problem = size_problem(w_pt * dpi / 72, h_pt * dpi / 72)
+    return f"{problem} at {dpi:g} dpi" if problem and problem.startswith("page too small") else problem
 
 
 def rasterize(
@@ -375,6 +449,7 @@ def rasterize(
     """
     path = Path(path)
     info = probe(path, password, rasterizer)
+    password = password if info.opened_with == "password" else None
     render = _render_pdfium if rasterizer == "pdfium" else _render_poppler
     wanted = sorted(set(range(1, len(info.page_sizes) + 1) if pages is None else pages))
     for start in range(0, len(wanted), _CHUNK):
@@ -459,11 +534,16 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
             "reason": f"rendered image is {im.width} x {im.height} px, expected {exp_w:.1f} x {exp_h:.1f} px"
             f" (page {w:g} x {h:g} pt at {d:g} dpi)",
         }
-    if im.mode != "RGB":
-        rgb = im.convert("RGB")
+    problem = size_problem(im.width, im.height)  # the same checks as every ingest path, on the real pixels
+    if problem is not None:
+        return {"page": n, "reason": problem}
+    rgb = to_rgb(im)
+    if rgb is not im:
         im.close()
         im = rgb
     notes: list[str] = []
+    if d < opts.dpi:
+        notes.append(f"rendered at {d:g} dpi instead of {opts.dpi:g} to fit the pixel budget of {opts.max_pixels} px")
     text = _clean(text)
     source = "pdf" if text else "none"
     if opts.ocr == "always" or (opts.ocr == "auto" and not text):
@@ -490,6 +570,7 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
         "image": rel_img,
         "text": text,
         "text_source": source,
+        "image_sha256": pixel_sha256(im),
         "notes": notes,
     }
 
@@ -560,7 +641,8 @@ def _render_pdfium(path: Path, password: str | None, plans, text: bool = True) -
                 bitmap = page.render(scale=d / 72, may_draw_forms=True)
                 try:
                     im = bitmap.to_pil()
-                    im = im.convert("RGB") if im.mode != "RGB" else im.copy()  # own the pixels
+                    rgb = to_rgb(im)
+                    im = rgb if rgb is not im else im.copy()  # own the pixels
                 finally:
                     bitmap.close()
             finally:
@@ -593,17 +675,21 @@ def _render_poppler(path: Path, password: str | None, plans, text: bool = True) 
         while j + 1 < len(plans) and plans[j + 1][4] is None and plans[j + 1][3] == d and plans[j + 1][0] == plans[j][0] + 1:
             j += 1
         try:
-            ims = convert_from_path(str(path), dpi=d, first_page=n, last_page=plans[j][0], userpw=password, timeout=600)
+            # use_cropbox: render the visible box (CropBox clipped to the MediaBox), as pdfium does
+            ims = convert_from_path(
+                str(path), dpi=d, first_page=n, last_page=plans[j][0], userpw=password, timeout=600, use_cropbox=True
+            )
         except PDFInfoNotInstalledError:
             raise DocumentError("poppler is not installed (Debian: apt-get install poppler-utils)") from None
         except (PDFPageCountError, PDFPopplerTimeoutError) as e:
             raise DocumentError(f"poppler failed: {' '.join(str(e).split())[:300]}") from None
         for k in range(i, j + 1):
             im = ims[k - i] if k - i < len(ims) else None
-            if im is not None and im.mode != "RGB":
-                rgb = im.convert("RGB")
-                im.close()
-                im = rgb
+            if im is not None:
+                rgb = to_rgb(im)
+                if rgb is not im:
+                    im.close()
+                    im = rgb
             out.append((im, texts.get(plans[k][0], "")))
         i = j + 1
     return out

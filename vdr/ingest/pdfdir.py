@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..corpus import IMAGES_DIR, PAGES_FILE, REPORT_FILE, Corpus, Page, write_pages
+from ..corpus import IMAGES_DIR, PAGES_FILE, REPORT_FILE, Corpus, Page, page_id, write_pages
 from ..errors import InputError, VdrWarning
 from ..io.atomic import atomic_write
 from . import pdf as _pdf
@@ -41,8 +41,12 @@ class DocumentReport:
         reason: one-line reason for ``failed``/``partial``, else ``None``.
         sha256: hex SHA-256 of the file.
         rasterizer: ``"pdfium"`` or ``"poppler"``; rasterizer_version: its version string.
-        page_issues: ``[{"page": n, "reason": ...}]`` for skipped pages and OCR problems.
+        page_issues: ``[{"page": n, "reason": ...}]`` for skipped pages, adapted pages (rendered at
+            a lower DPI to fit the pixel budget) and OCR problems.
         skipped: ``True`` when the file was unchanged since the last run and not re-rendered.
+        password: which password opened the file: ``"empty"`` (the empty user password, e.g. a
+            permissions-only file), ``"given"`` (the one ``--password``), ``"from map"`` (the
+            password map's entry), or ``None`` (not encrypted, or not opened). Never the password.
     """
 
     source: str
@@ -55,6 +59,7 @@ class DocumentReport:
     rasterizer_version: str
     page_issues: tuple = ()
     skipped: bool = False
+    password: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -68,6 +73,7 @@ class DocumentReport:
             "rasterizer_version": self.rasterizer_version,
             "page_issues": list(self.page_issues),
             "skipped": self.skipped,
+            "password": self.password,
         }
 
 
@@ -144,10 +150,34 @@ def _find_pdfs(pdf_dir: Path, out_dir: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def _password_for(password: str | Mapping[str, str] | None, rel: str) -> str | None:
+def _password_for(password: str | Mapping[str, str] | None, rel: str) -> tuple[str | None, str]:
+    """(the password to try after the empty one, how it was supplied: ``"given"``/``"from map"``)."""
     if password is None or isinstance(password, str):
-        return password
-    return password.get(rel)
+        return password, "given"
+    return password.get(rel), "from map"
+
+
+def _limit_omp_threads(threads: int) -> None:
+    """Worker initializer: Tesseract (OpenMP) in this worker uses at most ``threads`` threads."""
+    os.environ["OMP_THREAD_LIMIT"] = str(threads)
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def ocr_threads(workers: int, cores: int | None = None) -> int:
+    """OpenMP threads allowed to Tesseract in each of ``workers`` processes: ``cores // workers``,
+    at least 1, so that ``workers x threads <= cores``. With ``cores=None``: the available cores,
+    and at most an ``OMP_THREAD_LIMIT`` the user already set.
+
+    >>> ocr_threads(2, 2), ocr_threads(1, 8), ocr_threads(3, 8), ocr_threads(16, 2)
+    (1, 8, 2, 1)
+    """
+    user = os.environ.get("OMP_THREAD_LIMIT", "") if cores is None else ""
+    threads = max(1, (cores or available_cores()) // max(1, workers))
+    return min(threads, int(user)) if user.isdigit() and int(user) > 0 else threads
 
 
 def load_password_map(path: str | Path) -> dict[str, str]:
@@ -281,20 +311,24 @@ def ingest_pdfs(
             results[rel] = DocumentReport(
                 rel, old["status"], old["pages"], old.get("page_count", old["pages"]), old.get("reason"), sha,
                 rasterizer, old.get("rasterizer_version", version), tuple(old.get("page_issues", ())), True,
+                old.get("password"),
             )
             pages_of[rel] = prev_pages[rel]
         else:
             todo.append((rel, path, sha))
 
+    threads = ocr_threads(workers)
     if todo:
-        _run(todo, opts, password, workers, timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
+        _run(todo, opts, password, (workers, threads), timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
 
     ordered = [results[rel] for rel, _ in docs]
     all_pages = [p for rel, _ in docs for p in pages_of.get(rel, [])]
     write_pages(out_dir / PAGES_FILE, all_pages)
     _remove_orphan_images(out_dir, {p.image for p in all_pages})
-    report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0,
-                          {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers, "timeout": timeout})
+    extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers, "timeout": timeout,
+             "ocr_threads": {"workers": workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
+    extra.update(_page_findings(ordered, all_pages))
+    report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
     with atomic_write(out_dir / REPORT_FILE) as f:
         json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
         f.write("\n")
@@ -302,6 +336,41 @@ def ingest_pdfs(
 
 
 MIN_BUDGET = _pdf.MIN_SIDE_PX * _pdf.MIN_SIDE_PX
+
+
+def _page_findings(documents, pages: list[Page]) -> dict:
+    """The report's ``unavailable_pages`` (pages of opened documents that are not in the corpus,
+    with their reason), ``failed_documents`` (sources that could not be opened: every page id of
+    theirs is unavailable) and ``duplicate_pages`` (equal pixels, see :func:`duplicate_summary`)."""
+    have = {p.corpus_id for p in pages}
+    unavailable = []
+    for d in documents:
+        reasons = {}
+        for issue in d.page_issues:
+            reasons.setdefault(issue["page"], issue["reason"])
+        for n in range(1, d.page_count + 1):
+            cid = page_id(d.source, n)
+            if cid not in have:
+                unavailable.append({"corpus-id": cid, "reason": reasons.get(n) or d.reason or "not ingested"})
+    failed_docs = [d.source for d in documents if d.status == "failed" and d.page_count == 0]
+    return {"unavailable_pages": unavailable, "failed_documents": failed_docs, "duplicate_pages": duplicate_summary(pages)}
+
+
+def duplicate_summary(pages: list[Page], max_groups: int = 50) -> dict:
+    """``{"num_groups", "num_pages", "groups"}`` of pages whose images have equal pixels
+    (``Page.image_sha256``); ``num_pages`` counts every page of a group, ``groups`` lists at most
+    ``max_groups`` groups of corpus ids (file order). Warns (:class:`VdrWarning`) when any."""
+    by_hash: dict[str, list[str]] = {}
+    for p in pages:
+        if p.image_sha256:
+            by_hash.setdefault(p.image_sha256, []).append(p.corpus_id)
+    groups = [g for g in by_hash.values() if len(g) > 1]
+    if groups:
+        warnings.warn(
+            f"{sum(map(len, groups))} pages have a duplicate image ({len(groups)} group(s) of equal pixels), e.g. {groups[0][:3]}",
+            VdrWarning, stacklevel=3,
+        )
+    return {"num_groups": len(groups), "num_pages": sum(map(len, groups)), "groups": groups[:max_groups]}
 
 
 def _remove_orphan_images(out_dir: Path, keep: set[str]) -> None:
@@ -318,20 +387,26 @@ def _short(e: BaseException) -> str:
 
 
 def _run(todo, opts, password, workers, timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool) -> None:
-    """Probe every document, then render its pages in batches, all in one process pool."""
+    """Probe every document, then render its pages in batches, all in one process pool.
+
+    ``workers`` is ``(processes, OpenMP threads per process)``; each worker process runs with
+    ``OMP_THREAD_LIMIT`` set to the latter (Tesseract's threads, see :func:`ocr_threads`).
+    """
     import multiprocessing as mp
 
+    workers, threads = workers
     state: dict[str, dict] = {}
     bar = tqdm(total=0, unit="page", desc="ingest", disable=not progress, dynamic_ncols=True)
     try:
-        with ProcessPool(max_workers=workers, context=mp.get_context("forkserver")) as pool:
+        with ProcessPool(max_workers=workers, context=mp.get_context("forkserver"), initializer=_limit_omp_threads,
+                         initargs=(threads,)) as pool:
             probes = {
-                rel: pool.schedule(_pdf.probe, args=(str(path), _password_for(password, rel), opts.rasterizer), timeout=timeout)
+                rel: pool.schedule(_pdf.probe, args=(str(path), _password_for(password, rel)[0], opts.rasterizer), timeout=timeout)
                 for rel, path, _ in todo
             }
             chunks: list[tuple[str, list[int], object]] = []
             for rel, path, sha in todo:
-                st = state[rel] = {"sha": sha, "error": None, "issues": [], "records": []}
+                st = state[rel] = {"sha": sha, "error": None, "issues": [], "records": [], "password": None}
                 try:
                     info = probes[rel].result()
                 except FutureTimeout:
@@ -343,6 +418,9 @@ def _run(todo, opts, password, workers, timeout, out_dir, version, results, page
                 except Exception as e:  # a crash of the worker or of the PDF library
                     st["error"] = f"could not open: {type(e).__name__}: {_short(e)}"
                     continue
+                pw, how = _password_for(password, rel)
+                st["password"] = {"empty": "empty", "password": how}.get(info.opened_with)
+                pw = pw if info.opened_with == "password" else None
                 n = len(info.page_sizes)
                 st["page_count"] = n
                 bar.total += n
@@ -352,54 +430,61 @@ def _run(todo, opts, password, workers, timeout, out_dir, version, results, page
                     nums = list(range(a + 1, min(n, a + size) + 1))
                     fut = pool.schedule(
                         _pdf.render_pages,
-                        args=(str(path), rel, nums, info.page_sizes[a : a + size], _password_for(password, rel), opts, str(out_dir)),
+                        args=(str(path), rel, nums, info.page_sizes[a : a + size], pw, opts, str(out_dir)),
                         timeout=timeout,
                     )
                     chunks.append((rel, nums, fut))
             for rel, nums, fut in chunks:
-                st = state[rel]
-                try:
-                    recs = fut.result()
-                except FutureTimeout:
-                    st["issues"].append({"page": nums[0], "reason": f"timed out after {timeout:g} s rendering pages {nums[0]}-{nums[-1]}"})
-                    st["timeout"] = True
-                    bar.update(len(nums))
-                    continue
-                except Exception as e:
-                    reason = f"{type(e).__name__}: {_short(e)}"
-                    st["issues"].extend({"page": n, "reason": f"rendering failed: {reason}"} for n in nums)
-                    bar.update(len(nums))
-                    continue
-                for r in recs:
-                    if "corpus-id" in r:
-                        for note in r.pop("notes", []):
-                            st["issues"].append({"page": r["page"], "reason": note})
-                        st["records"].append(Page.from_json(r))
-                    else:
-                        st["issues"].append(r)
-                bar.update(len(recs))
+                _collect(state[rel], nums, fut, timeout)
+                bar.update(len(nums))
     finally:
         bar.close()
-
     for rel, _, sha in todo:
-        st = state[rel]
-        if st["error"] is not None:
-            results[rel] = DocumentReport(rel, "failed", 0, 0, st["error"], sha, opts.rasterizer, version, (), False)
-            pages_of[rel] = []
-            continue
-        recs = sorted(st["records"], key=lambda p: p.page)
-        issues = sorted(st["issues"], key=lambda i: i["page"])
-        skipped_pages = st["page_count"] - len(recs)
-        if not recs:
-            status = "failed"
-            reason = "no page could be ingested: " + _summarise(issues)
-        elif skipped_pages:
-            status = "partial"
-            reason = f"{skipped_pages} of {st['page_count']} pages skipped: " + _summarise(issues)
+        results[rel], pages_of[rel] = _conclude(rel, state[rel], sha, opts, version)
+
+
+def _collect(st: dict, nums: list[int], fut, timeout: float) -> None:
+    """Add one batch's page records and issues to the document state ``st``."""
+    try:
+        recs = fut.result()
+    except FutureTimeout:
+        st["issues"].extend(
+            {"page": n, "reason": f"timed out after {timeout:g} s rendering pages {nums[0]}-{nums[-1]}"} for n in nums
+        )
+        return
+    except Exception as e:
+        reason = f"{type(e).__name__}: {_short(e)}"
+        st["issues"].extend({"page": n, "reason": f"rendering failed: {reason}"} for n in nums)
+        return
+    for r in recs:
+        if "corpus-id" in r:
+            for note in r.pop("notes", []):
+                st["issues"].append({"page": r["page"], "reason": note})
+            st["records"].append(Page.from_json(r))
         else:
-            status, reason = "ok", None
-        results[rel] = DocumentReport(rel, status, len(recs), st["page_count"], reason, sha, opts.rasterizer, version, tuple(issues), False)
-        pages_of[rel] = recs
+            st["issues"].append(r)
+
+
+def _conclude(rel: str, st: dict, sha: str, opts, version: str) -> tuple[DocumentReport, list[Page]]:
+    """The document's report (status, reason) and its pages, from its collected state."""
+    if st["error"] is not None:
+        return DocumentReport(rel, "failed", 0, 0, st["error"], sha, opts.rasterizer, version, (), False), []
+    recs = sorted(st["records"], key=lambda p: p.page)
+    issues = sorted(st["issues"], key=lambda i: i["page"])
+    done = {p.page for p in recs}
+    skipped = [i for i in issues if i["page"] not in done]
+    skipped_pages = st["page_count"] - len(recs)
+    if not recs:
+        status = "failed"
+        reason = "no page could be ingested: " + _summarise(skipped or issues)
+    elif skipped_pages:
+        status = "partial"
+        reason = f"{skipped_pages} of {st['page_count']} pages skipped: " + _summarise(skipped or issues)
+    else:
+        status, reason = "ok", None
+    report = DocumentReport(rel, status, len(recs), st["page_count"], reason, sha, opts.rasterizer, version, tuple(issues), False,
+                            st["password"])
+    return report, recs
 
 
 def _summarise(issues: list[dict]) -> str:

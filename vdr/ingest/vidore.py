@@ -22,7 +22,7 @@ import re
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Mapping
 
@@ -31,6 +31,9 @@ from ..errors import InputError, VdrError, VdrWarning
 from ..io.atomic import atomic_write
 from ..io.formats import save_qrels
 from ..types import Qrels, to_id
+from .images import ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb
+from .pdf import DEFAULT_MAX_PIXELS
+from .pdfdir import available_cores, duplicate_summary
 
 __all__ = ["ingest_vidore", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES"]
 
@@ -71,7 +74,10 @@ class VidoreReport:
         queries: queries written (pooled over languages).
         queries_per_language: ``{language: count}`` (``{"unknown": n}`` without a language column).
         qrels: judgments written.
-        notes: anything worth knowing (dropped judgments of filtered queries, ...).
+        notes: anything worth knowing (dropped judgments of filtered queries, skipped pages, ...).
+        extra: also written to the report: ``unavailable_pages`` (``[{"corpus-id", "reason"}]``:
+            pages skipped by the page checks), ``adapted_pages`` (downscaled to the pixel budget),
+            ``duplicate_pages`` (equal pixels), ``ocr_threads``, ``split``, ``ocr``, ``max_pixels``.
     """
 
     corpus_dir: Path
@@ -144,6 +150,7 @@ def _lang_values(language: str) -> set[str]:
 
 
 def _page_text(im, ocr: str, lang: str, notes: list[str], cid: str) -> tuple[str, str]:
+    """(text, text_source) of one page image; raises :class:`ImageProblem` when ``ocr="always"`` fails."""
     if ocr == "never":
         return "", "none"
     from .pdf import _clean, _ocr
@@ -152,7 +159,7 @@ def _page_text(im, ocr: str, lang: str, notes: list[str], cid: str) -> tuple[str
         text = _clean(_ocr(im, lang))
     except Exception as e:
         if ocr == "always":
-            raise VdrError(f"OCR failed on corpus id {cid!r}: {type(e).__name__}: {e}") from None
+            raise ImageProblem(f"OCR failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
         notes.append(f"OCR failed on {cid!r}: {type(e).__name__}")
         return "", "none"
     return (text, "ocr") if text else ("", "none")
@@ -160,10 +167,48 @@ def _page_text(im, ocr: str, lang: str, notes: list[str], cid: str) -> tuple[str
 
 def _save_image(im, out_dir: Path, cid: str) -> tuple[str, int, int]:
     rel = image_name(cid)
-    rgb = im if im.mode == "RGB" else im.convert("RGB")
     with atomic_write(out_dir / rel, "wb") as f:
-        rgb.save(f, format="PNG", compress_level=1)
-    return rel, rgb.width, rgb.height
+        im.save(f, format="PNG", compress_level=1)
+    return rel, im.width, im.height
+
+
+class _PageSink:
+    """Turns dataset image values into corpus pages with the checks of :mod:`vdr.ingest.images`;
+    a page that fails them is recorded in :attr:`skipped` (never raised), an adapted one in
+    :attr:`adapted`."""
+
+    def __init__(self, out_dir: Path, ocr: str, ocr_lang: str, max_pixels: int, base: Path | None, notes: list[str]) -> None:
+        self.out_dir, self.ocr, self.ocr_lang, self.max_pixels, self.base, self.notes = out_dir, ocr, ocr_lang, max_pixels, base, notes
+        self.pages: list[Page] = []
+        self.skipped: list[dict] = []
+        self.adapted: list[dict] = []
+
+    def add(self, value, cid: str, source: str) -> Page | None:
+        """Decode, check, convert, save and read one page; ``None`` (and a recorded reason) when skipped."""
+        opened = []
+        try:
+            im = decode_image(value, base=self.base)
+            opened.append(im)
+            problem = size_problem(im.width, im.height)
+            if problem is not None:
+                raise ImageProblem(problem)
+            rgb = to_rgb(im)
+            opened.append(rgb)
+            rgb, note = fit_budget(rgb, self.max_pixels)
+            opened.append(rgb)
+            text, ts = _page_text(rgb, self.ocr, self.ocr_lang, self.notes, cid)
+            rel, w, h = _save_image(rgb, self.out_dir, cid)
+            page = Page(cid, source, None, w, h, None, rel, text, ts, pixel_sha256(rgb))
+        except ImageProblem as e:
+            self.skipped.append({"corpus-id": cid, "reason": str(e)})
+            return None
+        finally:
+            for im in {id(x): x for x in opened}.values():
+                im.close()
+        if note:
+            self.adapted.append({"corpus-id": cid, "reason": note})
+        self.pages.append(page)
+        return page
 
 
 def ingest_vidore(
@@ -175,10 +220,18 @@ def ingest_vidore(
     split: str = "test",
     ocr: str = "never",
     ocr_lang: str = "eng",
+    max_pixels: int = DEFAULT_MAX_PIXELS,
     cache_dir: str | Path | None = None,
     progress: bool = True,
 ) -> VidoreReport:
     """Load a ViDoRe dataset and write it as a corpus plus ``queries.jsonl`` and ``qrels.tsv``.
+
+    Every page image goes through the checks of every ingest path (:mod:`vdr.ingest.images`):
+    image values are decoded as ``datasets.Image`` does (PIL image, ``{bytes, path}`` struct, raw
+    bytes, path), converted to RGB (tonal range kept, alpha on white), skipped with a reason when
+    undecodable, of aspect ratio above 200:1 or with a side below 28 px, and downscaled to
+    ``max_pixels`` (recorded). Skipped pages are listed in the report (``unavailable_pages``); the
+    judgments naming them are kept, so they count as relevant but unretrievable.
 
     Args:
         dataset: hub name (``"vidore/esg_reports_v2"``) or a local folder laid out like the hub
@@ -190,123 +243,212 @@ def ingest_vidore(
         language: keep only queries in this language (``"english"``; ``"eng-Latn"``/``"en"``
             accepted); judgments of dropped queries are dropped and counted. ``None``: all.
         split: dataset split.
-        ocr: ``"never"`` (default), ``"auto"``/``"always"``: Tesseract text for each page.
+        ocr: ``"never"`` (default), ``"auto"``/``"always"``: Tesseract text for each page
+            (``"always"``: a page whose OCR fails is skipped with the reason).
         ocr_lang: Tesseract language(s).
+        max_pixels: pixel budget per page (width x height); larger images are downscaled.
         cache_dir: ``datasets`` cache; for local folders a sub-folder keyed by the files'
             content hash is used, so a changed file is never served stale.
         progress: progress bar on stderr.
 
     Returns:
-        :class:`VidoreReport` (name, resolved revision, content fingerprint, per-language counts).
+        :class:`VidoreReport` (name, resolved revision, content fingerprint, per-language counts,
+        skipped/adapted/duplicate pages).
 
     Raises:
         InputError: the hub is unreachable or the dataset unknown (the message says how to pass a
             local folder), missing configs/columns, a language with no queries (the available
-            ones are listed), duplicate ids, or ids of the wrong type.
+            ones are listed), duplicate ids, a duplicate judgment (both rows named, as the qrels
+            file loaders do), ids of the wrong type, or no usable page at all.
     """
     import datasets
-    from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
     out_dir = Path(out)
-    local = Path(dataset).is_dir()
-    name = str(dataset)
-    notes: list[str] = []
-    if local:
-        folder = Path(dataset).resolve()
-        fingerprint = _content_fingerprint(folder)
-        base = Path(cache_dir) if cache_dir else _default_cache()
-        cache = str(base / "vdr-local" / fingerprint[:32])
-        path, rev = str(folder), None
-        resolved = "local"
+    src = _Source(dataset, revision, cache_dir, split)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sink = _PageSink(out_dir, ocr, ocr_lang, max_pixels, src.folder, src.notes)
+    if set(_BEIR) <= set(src.configs):
+        layout = "beir"
+        queries, judgments, has_lang, fp_parts = _read_beir(src, sink, progress)
     else:
-        path = name
-        rev = revision or PINNED_REVISIONS.get(name)
-        if rev is None:
-            notes.append(f"no pinned revision for {name!r}: loaded the default branch")
-        cache = str(cache_dir) if cache_dir else None
-        resolved = rev or "main"
+        layout = "qa"
+        queries, judgments, has_lang, fp_parts = _read_qa(src, sink, progress)
+    known = {u["corpus-id"] for u in sink.skipped} | {p.corpus_id for p in sink.pages}
+    if not sink.pages:
+        raise InputError(
+            "no page of the corpus could be ingested: " + "; ".join(f"{u['corpus-id']}: {u['reason']}" for u in sink.skipped[:3]),
+            path=src.name,
+        )
+    resolved, fingerprint, pages = src.finish(fp_parts, sink.pages)
+    queries, kept = _filter(queries, judgments, language, has_lang, known, src)
+    _warn_skipped(src.name, sink)
+    qrels = Qrels(kept, name=src.name)
+    write_pages(out_dir / PAGES_FILE, pages)
+    with atomic_write(out_dir / "queries.jsonl") as f:
+        for q, (text, lang) in queries.items():
+            f.write(json.dumps({"_id": q, "text": text, "language": lang}, ensure_ascii=False) + "\n")
+    save_qrels(qrels, out_dir / "qrels.tsv")
+    _remove_orphans(out_dir, {p.image for p in pages})
+    per_lang = dict(sorted(Counter(lang for _, lang in queries.values()).items()))
+    extra = {
+        "split": split, "ocr": ocr, "max_pixels": max_pixels, "datasets_version": datasets.__version__,
+        "ocr_threads": {"workers": 1, "omp_thread_limit_per_worker": None, "cores": available_cores()},
+        "unavailable_pages": sink.skipped, "adapted_pages": sink.adapted, "duplicate_pages": duplicate_summary(pages),
+    }
+    report = VidoreReport(
+        out_dir, src.name, resolved, fingerprint, layout, language, len(pages), len(queries), per_lang,
+        qrels.num_entries(), tuple(src.notes), time.perf_counter() - t0, extra,
+    )
+    with atomic_write(out_dir / REPORT_FILE) as f:
+        json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    return report
 
-    def load(config: str | None):
+
+class _Source:
+    """Where the dataset comes from (hub name or local folder) and how its configs are loaded."""
+
+    def __init__(self, dataset, revision, cache_dir, split) -> None:
+        import datasets
+
+        self.name, self.split, self.notes = str(dataset), split, []
+        self.local = Path(dataset).is_dir()
+        if self.local:
+            self.folder = Path(dataset).resolve()
+            self.fingerprint = _content_fingerprint(self.folder)
+            base = Path(cache_dir) if cache_dir else _default_cache()
+            self.cache = str(base / "vdr-local" / self.fingerprint[:32])
+            self.path, self.rev, self.resolved = str(self.folder), None, "local"
+        else:
+            self.folder, self.fingerprint, self.path = None, "", self.name
+            self.rev = revision or PINNED_REVISIONS.get(self.name)
+            if self.rev is None:
+                self.notes.append(f"no pinned revision for {self.name!r}: loaded the default branch")
+            self.cache = str(cache_dir) if cache_dir else None
+            self.resolved = self.rev or "main"
         try:
-            return datasets.load_dataset(path, config, split=split, revision=rev, cache_dir=cache)
+            self.configs = datasets.get_dataset_config_names(self.path, **({} if self.local else {"revision": self.rev}))
+        except Exception as e:
+            if self.local:
+                raise InputError(f"not a dataset folder ({type(e).__name__}: {' '.join(str(e).split())[:300]})", path=self.path) from None
+            raise _hub_error(self.name, self.rev, e) from None
+        self.source = f"{self.name}@{self.resolved}"
+
+    def load(self, config: str | None):
+        """One config's split as a ``datasets.Dataset``.
+
+        Raises:
+            InputError: it cannot be loaded (the hub error says how to use a local folder).
+        """
+        import datasets
+
+        try:
+            return datasets.load_dataset(self.path, config, split=self.split, revision=self.rev, cache_dir=self.cache)
         except (VdrError, KeyboardInterrupt):
             raise
         except Exception as e:
-            if local:
+            if self.local:
                 raise InputError(
-                    f"cannot load config {config!r}, split {split!r} of the local dataset ({type(e).__name__}: {' '.join(str(e).split())[:300]})",
-                    path=path,
+                    f"cannot load config {config!r}, split {self.split!r} of the local dataset"
+                    f" ({type(e).__name__}: {' '.join(str(e).split())[:300]})",
+                    path=self.path,
                 ) from None
-            raise _hub_error(name, rev, e) from None
+            raise _hub_error(self.name, self.rev, e) from None
 
-    try:
-        configs = datasets.get_dataset_config_names(path, revision=rev) if not local else datasets.get_dataset_config_names(path)
-    except Exception as e:
-        if local:
-            raise InputError(f"not a dataset folder ({type(e).__name__}: {' '.join(str(e).split())[:300]})", path=path) from None
-        raise _hub_error(name, rev, e) from None
+    def finish(self, fp_parts: list, pages: list[Page]) -> tuple[str, str, list[Page]]:
+        """(resolved revision, fingerprint, pages with their final ``source``)."""
+        if self.local:
+            return self.resolved, self.fingerprint, pages
+        resolved = _resolve_revision(self.name, self.rev) or self.resolved
+        fingerprint = hashlib.sha256(json.dumps([self.name, resolved, *fp_parts]).encode()).hexdigest()
+        source = f"{self.name}@{resolved}"
+        return resolved, fingerprint, [replace(p, source=source) for p in pages]
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pages: list[Page] = []
-    seen_img: dict[str, str] = {}
-    if set(_BEIR) <= set(configs):
-        layout = "beir"
-        corpus_ds, queries_ds, qrels_ds = load("corpus"), load("queries"), load("qrels")
-        _need(corpus_ds, ("corpus-id", "image"), "corpus", name)
-        _need(queries_ds, ("query-id", "query"), "queries", name)
-        _need(qrels_ds, ("query-id", "corpus-id", "score"), "qrels", name)
-        source = f"{name}@{resolved}"
-        for i, row in enumerate(tqdm(corpus_ds, desc="pages", unit="page", disable=not progress)):
-            cid = to_id(row["corpus-id"], what="corpus id", path=f"{name} corpus", line=i + 1)
-            if cid in seen_img:
-                raise InputError(f"duplicate corpus id {cid!r} in the corpus config (row {i + 1})", path=name, id=cid)
-            pages.append(_page(row["image"], cid, source, out_dir, ocr, ocr_lang, notes))
-            seen_img[cid] = cid
-        queries: dict[str, tuple[str, str]] = {}
-        has_lang = "language" in queries_ds.column_names
-        for i, row in enumerate(queries_ds):
-            qid = to_id(row["query-id"], what="query id", path=f"{name} queries", line=i + 1)
-            if qid in queries:
-                raise InputError(f"duplicate query id {qid!r} in the queries config (row {i + 1})", path=name, id=qid)
-            text = row["query"]
-            if not isinstance(text, str):
-                raise InputError(f"query {qid!r} is not a string ({type(text).__name__})", path=name, id=qid)
-            queries[qid] = (text, str(row["language"]) if has_lang and row["language"] is not None else "unknown")
-        judgments: dict[str, dict[str, int]] = {}
-        for i, row in enumerate(qrels_ds):
-            qid = to_id(row["query-id"], what="query id", path=f"{name} qrels", line=i + 1)
-            did = to_id(row["corpus-id"], what="corpus id", path=f"{name} qrels", line=i + 1)
-            judgments.setdefault(qid, {})[did] = row["score"]
-        fp_parts = [corpus_ds._fingerprint, queries_ds._fingerprint, qrels_ds._fingerprint]
-    else:
-        layout = "qa"
-        cfg = configs[0] if configs else None
-        ds = load(cfg)
-        _need(ds, ("query", "image"), cfg or "default", name)
-        has_fn = "image_filename" in ds.column_names
-        has_lang = "language" in ds.column_names
-        source = f"{name}@{resolved}"
-        queries, judgments = {}, {}
-        for i, row in enumerate(tqdm(ds, desc="rows", unit="row", disable=not progress)):
-            key = str(row["image_filename"]) if has_fn and row["image_filename"] else str(i)
-            cid = seen_img.get(key)
-            if cid is None:
-                cid = _encode_id(key)
-                pages.append(_page(row["image"], cid, source, out_dir, ocr, ocr_lang, notes))
-                seen_img[key] = cid
-            if row["query"] is not None:
-                qid = str(i)
-                queries[qid] = (str(row["query"]), str(row["language"]) if has_lang and row["language"] else "unknown")
-                judgments[qid] = {cid: 1}
-        fp_parts = [ds._fingerprint]
 
-    if not local:
-        resolved = _resolve_revision(name, rev) or resolved
-        fingerprint = hashlib.sha256(json.dumps([name, resolved, *fp_parts]).encode()).hexdigest()
-        source = f"{name}@{resolved}"
-        pages = [Page(p.corpus_id, source, p.page, p.width, p.height, p.dpi, p.image, p.text, p.text_source) for p in pages]
+def _read_beir(src: _Source, sink: _PageSink, progress: bool):
+    """Pages, ``{qid: (text, language)}``, ``{qid: {cid: grade}}``, has_lang and fingerprints of a BEIR-layout dataset."""
+    from tqdm.auto import tqdm
 
+    name = src.name
+    corpus_ds, queries_ds, qrels_ds = src.load("corpus"), src.load("queries"), src.load("qrels")
+    _need(corpus_ds, ("corpus-id", "image"), "corpus", name)
+    _need(queries_ds, ("query-id", "query"), "queries", name)
+    _need(qrels_ds, ("query-id", "corpus-id", "score"), "qrels", name)
+    seen: set[str] = set()
+    for i, row in enumerate(tqdm(corpus_ds, desc="pages", unit="page", disable=not progress)):
+        cid = to_id(row["corpus-id"], what="corpus id", path=f"{name} corpus", line=i + 1)
+        if cid in seen:
+            raise InputError(f"duplicate corpus id {cid!r} in the corpus config (row {i + 1})", path=name, id=cid)
+        seen.add(cid)
+        sink.add(row["image"], cid, src.source)
+    queries: dict[str, tuple[str, str]] = {}
+    has_lang = "language" in queries_ds.column_names
+    for i, row in enumerate(queries_ds):
+        qid = to_id(row["query-id"], what="query id", path=f"{name} queries", line=i + 1)
+        if qid in queries:
+            raise InputError(f"duplicate query id {qid!r} in the queries config (row {i + 1})", path=name, id=qid)
+        text = row["query"]
+        if not isinstance(text, str):
+            raise InputError(f"query {qid!r} is not a string ({type(text).__name__})", path=name, id=qid)
+        queries[qid] = (text, str(row["language"]) if has_lang and row["language"] is not None else "unknown")
+    return queries, _read_judgments(qrels_ds, name), has_lang, [corpus_ds._fingerprint, queries_ds._fingerprint, qrels_ds._fingerprint]
+
+
+def _read_judgments(qrels_ds, name: str) -> dict[str, dict[str, int]]:
+    """``{qid: {cid: grade}}`` of the qrels config.
+
+    Raises:
+        InputError: the same (query id, corpus id) twice, whatever the grades (both rows named):
+            the rule of the qrels file loaders (:func:`vdr.io.load_qrels`) for every qrels source.
+    """
+    judgments: dict[str, dict[str, int]] = {}
+    rows: dict[tuple[str, str], int] = {}
+    for i, row in enumerate(qrels_ds):
+        qid = to_id(row["query-id"], what="query id", path=f"{name} qrels", line=i + 1)
+        did = to_id(row["corpus-id"], what="corpus id", path=f"{name} qrels", line=i + 1)
+        if (qid, did) in rows:
+            first = rows[(qid, did)]
+            raise InputError(
+                f"duplicate judgment of query {qid!r}, corpus id {did!r} in the qrels config: rows {first} and {i + 1}"
+                f" (grades {judgments[qid][did]!r} and {row['score']!r}); vdr rejects duplicate judgments from every"
+                " qrels source rather than keep one silently",
+                path=name,
+                id=did,
+            )
+        rows[(qid, did)] = i + 1
+        judgments.setdefault(qid, {})[did] = row["score"]
+    return judgments
+
+
+def _read_qa(src: _Source, sink: _PageSink, progress: bool):
+    """The same as :func:`_read_beir` for a QA-layout (ViDoRe V1) dataset."""
+    from tqdm.auto import tqdm
+
+    cfg = src.configs[0] if src.configs else None
+    ds = src.load(cfg)
+    _need(ds, ("query", "image"), cfg or "default", src.name)
+    has_fn = "image_filename" in ds.column_names
+    has_lang = "language" in ds.column_names
+    queries: dict[str, tuple[str, str]] = {}
+    judgments: dict[str, dict[str, int]] = {}
+    ids: dict[str, str] = {}
+    for i, row in enumerate(tqdm(ds, desc="rows", unit="row", disable=not progress)):
+        key = str(row["image_filename"]) if has_fn and row["image_filename"] else str(i)
+        cid = ids.get(key)
+        if cid is None:
+            cid = ids[key] = _encode_id(key)
+            sink.add(row["image"], cid, src.source)
+        if row["query"] is not None:
+            qid = str(i)
+            queries[qid] = (str(row["query"]), str(row["language"]) if has_lang and row["language"] else "unknown")
+            judgments[qid] = {cid: 1}
+    return queries, judgments, has_lang, [ds._fingerprint]
+
+
+def _filter(queries, judgments, language, has_lang, known: set[str], src: _Source):
+    """Apply the language filter; (queries kept, their judgments). Notes what was dropped."""
+    name, notes = src.name, src.notes
     all_langs = Counter(lang for _, lang in queries.values())
     if language is not None:
         if not has_lang:
@@ -324,31 +466,28 @@ def ingest_vidore(
     dropped = sum(len(d) for q, d in judgments.items() if q not in queries)
     if dropped:
         notes.append(f"{dropped} judgments of queries outside the language filter dropped")
-    unknown = sorted({d for ds_ in kept.values() for d in ds_ if d not in seen_img.values()})
+    unknown = sorted({d for ds_ in kept.values() for d in ds_ if d not in known})
     if unknown:
-        warnings.warn(f"{name}: {len(unknown)} judged corpus ids are not in the corpus (e.g. {unknown[:3]})", VdrWarning, stacklevel=2)
+        warnings.warn(f"{name}: {len(unknown)} judged corpus ids are not in the corpus (e.g. {unknown[:3]})", VdrWarning, stacklevel=3)
         notes.append(f"{len(unknown)} judged corpus ids are not in the corpus")
     no_judg = [q for q in queries if q not in kept]
     if no_judg:
         notes.append(f"{len(no_judg)} queries have no judgment (they are outside the evaluated set, which the qrels define)")
+    return queries, kept
 
-    qrels = Qrels(kept, name=name)
-    write_pages(out_dir / PAGES_FILE, pages)
-    with atomic_write(out_dir / "queries.jsonl") as f:
-        for q, (text, lang) in queries.items():
-            f.write(json.dumps({"_id": q, "text": text, "language": lang}, ensure_ascii=False) + "\n")
-    save_qrels(qrels, out_dir / "qrels.tsv")
-    _remove_orphans(out_dir, {p.image for p in pages})
-    per_lang = dict(sorted(Counter(lang for _, lang in queries.values()).items()))
-    report = VidoreReport(
-        out_dir, name, resolved, fingerprint, layout, language, len(pages), len(queries), per_lang,
-        qrels.num_entries(), tuple(notes), time.perf_counter() - t0,
-        {"split": split, "ocr": ocr, "datasets_version": datasets.__version__},
-    )
-    with atomic_write(out_dir / REPORT_FILE) as f:
-        json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    return report
+
+def _warn_skipped(name: str, sink: _PageSink) -> None:
+    for what, items in (("skipped (not in the corpus; judgments naming them stay relevant)", sink.skipped),
+                        ("adapted", sink.adapted)):
+        if items:
+            sink.notes.append(f"{len(items)} page(s) {what}")
+    if sink.skipped:
+        warnings.warn(
+            f"{name}: {len(sink.skipped)} page(s) skipped (listed in {REPORT_FILE} as unavailable_pages), e.g. "
+            + "; ".join(f"{u['corpus-id']}: {u['reason']}" for u in sink.skipped[:3]),
+            VdrWarning,
+            stacklevel=3,
+        )
 
 
 def _encode_id(key: str) -> str:
@@ -359,17 +498,6 @@ def _need(ds, columns: tuple[str, ...], config: str, name: str) -> None:
     missing = [c for c in columns if c not in ds.column_names]
     if missing:
         raise InputError(f"config {config!r} lacks column(s) {missing}; it has {ds.column_names}", path=name)
-
-
-def _page(im, cid: str, source: str, out_dir: Path, ocr: str, ocr_lang: str, notes: list[str]) -> Page:
-    if im is None or not hasattr(im, "save"):
-        raise InputError(f"corpus row has no decodable image ({type(im).__name__})", path=source, id=cid)
-    try:
-        rel, w, h = _save_image(im, out_dir, cid)
-        text, ts = _page_text(im, ocr, ocr_lang, notes, cid)
-    finally:
-        im.close()
-    return Page(cid, source, None, w, h, None, rel, text, ts)
 
 
 def _resolve_revision(name: str, rev: str | None) -> str | None:

@@ -183,10 +183,47 @@ def _reject_duplicates(pairs):
     return d
 
 
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+
+def strip_wrappers(text: str) -> str:
+    r"""The answer without a leading reasoning block and without one enclosing Markdown code fence.
+
+    Removed, in this order: a leading ``<think>...</think>`` block (also when the chat template
+    already opened it, i.e. the answer starts with the reasoning and has a single ``</think>``);
+    then one code fence around the whole rest (`````json`` or ````` ... `````). Nothing else is
+    forgiven: text before or after the JSON stays and makes it invalid.
+
+    >>> strip_wrappers('<think>the first page is better</think>\n```json\n{"scores": {}}\n```')
+    '{"scores": {}}'
+    >>> strip_wrappers('reasoning without the opening tag</think>{"a": 1}')
+    '{"a": 1}'
+
+    Raises:
+        ValueError: an unterminated ``<think>`` block or code fence.
+    """
+    s = text.strip()
+    if s.startswith(_THINK_OPEN):
+        end = s.find(_THINK_CLOSE)
+        if end < 0:
+            raise ValueError("unterminated <think> block (no </think>)")
+        s = s[end + len(_THINK_CLOSE):].strip()
+    elif s.count(_THINK_CLOSE) == 1 and _THINK_OPEN not in s:
+        s = s[s.find(_THINK_CLOSE) + len(_THINK_CLOSE):].strip()
+    if s.startswith("```"):
+        nl = s.find("\n")
+        if nl < 0 or not s.endswith("```") or len(s) < nl + 4:
+            raise ValueError("unterminated code fence")
+        s = s[nl + 1: -3].strip()
+    return s
+
+
 def parse_answer(text: str | None, stage: str, labels: Sequence[str]) -> list:
     """Strictly parse a judge answer.
 
-    Accepts one JSON object (optionally inside one Markdown code fence) with exactly the key
+    Open reasoning models often answer ``<think>...</think>`` before the JSON, or wrap the JSON in a
+    Markdown code fence; both wrappers are removed first (:func:`strip_wrappers`), then strict JSON
+    is required. Accepts one JSON object with exactly the key
     ``"scores"`` (tournament: ``{label: number in [-5, 5]}``) or ``"answers"`` (rubric:
     ``{label: {"C1": 0|1, ..., "C5": 0|1}}``), covering exactly ``labels``. Booleans are not numbers
     here; the strings ``"0"``/``"1"`` are accepted as rubric answers.
@@ -199,12 +236,7 @@ def parse_answer(text: str | None, stage: str, labels: Sequence[str]) -> list:
     """
     if text is None:
         raise ValueError("empty answer (no message content)")
-    s = text.strip()
-    if s.startswith("```"):
-        nl = s.find("\n")
-        if nl < 0 or not s.endswith("```"):
-            raise ValueError("unterminated code fence")
-        s = s[nl + 1: -3].strip()
+    s = strip_wrappers(text)
     try:
         obj = json.loads(s, object_pairs_hook=_reject_duplicates)
     except json.JSONDecodeError as e:

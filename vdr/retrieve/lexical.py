@@ -1,6 +1,6 @@
 """Lexical backend: BM25 over page text, scored by bm25s (Lù 2024, arXiv 2407.03618).
 
-Tokenisation (done here, so that it is explicit and recorded): lower-case, the bm25s / scikit-learn
+Tokenisation (done here, so that it is explicit and recorded): Unicode NFKC (:mod:`vdr.text`), lower-case, the bm25s / scikit-learn
 token pattern ``(?u)\\b\\w\\w+\\b`` (words of 2+ word characters), stopwords removed (bm25s's lists),
 then stemming with PyStemmer's Snowball stemmers when requested and installed.
 
@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
+from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
 from ._common import check_k, check_texts, id_order, top_k, version_of
 
@@ -172,7 +173,7 @@ class BM25Backend:
             "b": float(b),
             "delta": float(delta),
             "dtype": "float32",
-            "tokenizer": {"lower": self._lower, "token_pattern": TOKEN_PATTERN, "stopwords": stop_record, "num_stopwords": len(self._stop)},
+            "tokenizer": {"text": TEXT_POLICY, "lower": self._lower, "token_pattern": TOKEN_PATTERN, "stopwords": stop_record, "num_stopwords": len(self._stop)},
             "stemmer": stem_record,
             "stemmer_requested": stemmer,
             "empty_pages": "never ranked (a page is ranked only when it contains a query token)",
@@ -199,8 +200,10 @@ class BM25Backend:
         return Stemmer.Stemmer(stemmer).stemWords, stemmer
 
     def tokenize(self, text: str) -> list[str]:
-        """The tokens BM25 sees for ``text``: lower-cased (if ``lower``), split by
-        :data:`TOKEN_PATTERN`, stopwords dropped, then stemmed (if a stemmer is used)."""
+        """The tokens BM25 sees for ``text``: Unicode-normalised (:func:`vdr.text.normalize_text`, NFKC),
+        lower-cased (if ``lower``), split by :data:`TOKEN_PATTERN`, stopwords dropped, then stemmed
+        (if a stemmer is used)."""
+        text = normalize_text(text)
         if self._lower:
             text = text.lower()
         toks = [t for t in self._split(text) if t not in self._stop]

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, VdrWarning
+from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
 from ._common import check_k, check_texts, id_order, top_k, version_of
 
@@ -153,6 +154,7 @@ class DenseBackend:
             "device": str(self._model.device),
             "dtype": str(next(self._model.parameters()).dtype).replace("torch.", ""),
             "batch_size": self.batch_size,
+            "text": TEXT_POLICY,
             "query_prompt": self.query_prompt,
             "document_prompt": self.document_prompt,
             "similarity": "cosine (dot product of L2-normalised float32 embeddings)",
@@ -231,7 +233,7 @@ class DenseBackend:
         Raises:
             InputError: an empty mapping, bad ids or non-str texts, or no page with any text.
         """
-        texts = check_texts(corpus_texts, "corpus page", allow_empty=True)
+        texts = {i: normalize_text(t) for i, t in check_texts(corpus_texts, "corpus page", allow_empty=True).items()}
         ids = [i for i, t in texts.items() if t.strip()]
         empty = [i for i, t in texts.items() if not t.strip()]
         if not ids:
@@ -273,7 +275,7 @@ class DenseBackend:
         """
         if self.page_embeddings is None:
             raise InputError("DenseBackend.search: call index(corpus_texts) first")
-        qs = check_texts(queries, "query", allow_empty=False)
+        qs = {q: normalize_text(t) for q, t in check_texts(queries, "query", allow_empty=False).items()}
         k = check_k(k)
         qids = list(qs)
         qemb, truncated = self.encode([qs[q] for q in qids], prompt=self.query_prompt)
