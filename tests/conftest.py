@@ -4,8 +4,9 @@ Markers (declared in pyproject.toml, ``--strict-markers``):
 
 * ``shared("SUBFOLDER")`` -- reads ``../shared/SUBFOLDER`` (see :mod:`shared_data`); skipped, with
   the path looked at, when it is absent (a skip mark added at collection).
-* ``model`` -- loads or builds a torch model (a tiny ColQwen2.5/ColPali, sentence-transformers).
-  Added here to every test that uses a :mod:`tiny_models` fixture; ``make test-fast`` deselects it.
+* ``model`` -- builds or loads a torch model (a tiny ColQwen2.5/ColPali, sentence-transformers'
+  MiniLM) or imports a model library (colpali-engine, sentence-transformers, mteb). Added here to
+  every test that uses a :mod:`tiny_models` fixture; ``make test-fast`` deselects it (and ``slow``).
 
 Nothing is written inside the repository: the session fails (an error at teardown naming the files)
 when the repository tree gained files during the run.
