@@ -3,9 +3,10 @@
 Markers (declared in pyproject.toml, ``--strict-markers``):
 
 * ``shared("SUBFOLDER")`` -- reads ``../shared/SUBFOLDER`` (see :mod:`shared_data`); skipped, with
-  the path looked at, when it is absent.
-* ``model`` -- loads or builds a torch model (a tiny ColQwen2.5/ColPali, sentence-transformers).
-  Added here to every test that uses a :mod:`tiny_models` fixture; ``make test-fast`` deselects it.
+  the path looked at, when it is absent (a skip mark added at collection).
+* ``model`` -- builds or loads a torch model (a tiny ColQwen2.5/ColPali, sentence-transformers'
+  MiniLM) or imports a model library (colpali-engine, sentence-transformers, mteb). Added here to
+  every test that uses a :mod:`tiny_models` fixture; ``make test-fast`` deselects it (and ``slow``).
 
 Nothing is written inside the repository: the session fails (an error at teardown naming the files)
 when the repository tree gained files during the run.
@@ -35,14 +36,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.model)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    for mark in item.iter_markers("shared"):
-        reason = missing_reason(*mark.args)
-        if reason:
-            pytest.skip(reason)
+        for mark in item.iter_markers("shared"):
+            reason = missing_reason(*mark.args)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 # ------------------------------------------------------------------ nothing written into the repository

@@ -15,7 +15,7 @@ Mark a test with the sub-folder it reads; it is skipped when that folder is abse
     def test_conformance():
         ref = shared_path("trec_eval_ref") / "out.test.aq"
 
-The skip itself is done in ``conftest.py`` (``pytest_runtest_setup``). ``VDR_SHARED`` overrides the
+The skip itself is added in ``conftest.py`` (``pytest_collection_modifyitems``). ``VDR_SHARED`` overrides the
 location (a folder with the same layout).
 """
 

@@ -232,7 +232,7 @@ def test_dense_truncation_counted_and_batch_size_invariant(dense):
     assert np.array_equal(one.page_embeddings, e4)  # bitwise, whatever the batch size
 
 
-@pytest.mark.slow  # imports sentence-transformers (and torch, transformers)
+@pytest.mark.model  # imports sentence-transformers (and torch, transformers)
 def test_dense_bad_arguments():
     pytest.importorskip("sentence_transformers")
     from vdr.retrieve.semantic import DenseBackend

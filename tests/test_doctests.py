@@ -17,8 +17,8 @@ import pytest
 from shared_data import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "vdr"
-#: modules whose import is slow (mteb imports torch, transformers and datasets)
-HEAVY = {"vdr.integrations.mteb": "imports mteb"}
+#: modules that import a model library (marked ``model``: mteb imports torch, transformers, datasets)
+MODEL_LIBRARY = {"vdr.integrations.mteb"}
 
 
 def _module_name(path: Path) -> str:
@@ -37,7 +37,7 @@ def test_examples_are_found():
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in modules_with_examples()]
+    "name", [pytest.param(n, marks=pytest.mark.model) if n in MODEL_LIBRARY else n for n in modules_with_examples()]
 )
 def test_docstring_examples(name):
     module = importlib.import_module(name)

@@ -15,6 +15,8 @@ from tiny_models import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, make_corpus, random_im
 from vdr.encode import DEFAULT_QUERY_PREFIX, LateInteractionEncoder, QueryTemplate  # noqa: E402
 from vdr.errors import InputError, ModelLoadError  # noqa: E402
 
+pytestmark = pytest.mark.model  # every encoder test imports colpali-engine or builds a tiny model
+
 QUERIES = ["What is the revenue in 2023?", "carbon", "Which page shows the carbon emissions of the company in the annual report?"]
 
 
@@ -52,7 +54,6 @@ def test_query_template_explicit_and_golden(colqwen, colpali):
     assert colqwen.encode_queries(["carbon"])[0].shape[0] == len(want)
 
 
-@pytest.mark.model
 @pytest.mark.parametrize("which", ["colqwen", "colpali"])
 def test_query_shapes_and_augmentation_kept(which, request):
     """Padding is removed by the attention mask: the augmentation tokens (the pad token itself for
@@ -72,7 +73,6 @@ def test_query_shapes_and_augmentation_kept(which, request):
     assert enc.max_query_tokens == max(v.shape[0] for v in vecs)
 
 
-@pytest.mark.model
 @pytest.mark.parametrize("which", ["colqwen", "colpali"])
 def test_batch_size_invariance(which, request):
     enc = request.getfixturevalue(which)
@@ -349,7 +349,6 @@ def test_query_vectors_are_bit_identical_at_any_batch_size(family, colqwen, colp
     assert [v.shape[0] for v in ref[:5]] == [v.shape[0] for v in ref[5:10]]
 
 
-@pytest.mark.model
 @pytest.mark.parametrize("which", ["colqwen", "colpali"])
 def test_corpus_page_vectors_are_bit_identical_at_any_batch_size(which, request, tmp_path):
     # batches of a corpus end where the page size changes: no page is padded, so batch size changes nothing

@@ -38,6 +38,8 @@ from vdr.errors import InputError  # noqa: E402
 from vdr.metrics import evaluate_run  # noqa: E402
 from vdr.integrations import mteb as vm  # noqa: E402
 
+pytestmark = pytest.mark.model  # mteb imports torch, transformers and datasets
+
 QUERIES = {
     "q0": "What is the revenue in 2023?",
     "q1": "Which page shows the carbon emissions?",
