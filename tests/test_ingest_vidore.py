@@ -226,3 +226,17 @@ def test_vidore_report_records_duplicates_and_ocr_threads(v2, tmp_path):
     assert rep["duplicate_pages"] == {"num_groups": 0, "num_pages": 0, "groups": []}
     assert rep["ocr_threads"] == {"workers": 1, "omp_thread_limit_per_worker": None, "cores": available_cores()}
     assert rep["unavailable_pages"] == [] and rep["adapted_pages"] == []
+
+
+def test_vidore_duplicate_page_images_are_reported(tmp_path):
+    # item 11: two corpus ids with the same pixels (whatever their encoding) form one group
+    from PIL import Image
+
+    same = Image.new("RGB", (60, 80), (9, 9, 9))
+    images = {"a": same, "b": Image.new("RGB", (60, 80), "white"), "c": same.convert("L").convert("RGB")}
+    root = _arrow_v2(tmp_path / "ds", images)
+    with pytest.warns(Warning, match="duplicate image"):
+        ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    c = Corpus.load(tmp_path / "out")
+    assert c.duplicate_images() == [["a", "c"]]
+    assert c.report["duplicate_pages"] == {"num_groups": 1, "num_pages": 2, "groups": [["a", "c"]]}

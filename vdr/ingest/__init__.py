@@ -3,6 +3,7 @@
 * :func:`ingest` (alias of :func:`ingest_pdfs`): PDFs -> ``pages.jsonl`` + ``images/`` + report.
 * :func:`ingest_vidore`: a ViDoRe dataset -> the same layout plus ``queries.jsonl`` and ``qrels.tsv``.
 * :func:`vdr.ingest.pdf.rasterize`: render one PDF's pages in memory.
+* :mod:`vdr.ingest.images`: the page checks, image decoding and RGB conversion every path shares.
 """
 
 from .pdfdir import DocumentReport, IngestReport, ingest_pdfs

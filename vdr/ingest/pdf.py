@@ -5,14 +5,17 @@ state, open each document themselves and close documents, pages, text pages and 
 explicitly so that memory stays flat over thousands of PDFs.
 
 Two rasterizers give the same image size for the same DPI (``ceil``/``round`` of
-``page size in pt x dpi / 72``, within 1 px), upright for pages with ``/Rotate``, always RGB:
+``page size in pt x dpi / 72``, within 1 px), of the visible box (the CropBox clipped to the
+MediaBox), upright for pages with ``/Rotate``, always RGB, and read the text inside that box only:
 
 * ``"pdfium"`` (default): pypdfium2, no system package needed.
 * ``"poppler"``: pdf2image driving poppler's ``pdftoppm`` (Debian ``poppler-utils``); text from
   ``pdftotext``.
 
 Failures of a whole document raise :class:`DocumentError` with a one-line reason; problems of a
-single page are returned as that page's ``reason`` so the rest of the document is kept.
+single page (the checks of :mod:`vdr.ingest.images`) are returned as that page's ``reason`` so the
+rest of the document is kept. The empty password is always tried before the one given (see
+:func:`probe`); page text is normalised by :func:`vdr.text.normalize_text`.
 """
 
 from __future__ import annotations
