@@ -297,7 +297,7 @@ def _specs(plan: _Plan, inputs: Inputs, *, model, store, batch_size, device, tru
     :data:`BACKENDS` order, then the others as given), then ``hybrid`` (it fuses what was built)."""
     defaults: dict[str, dict] = {
         "multimodal": {"encoder": {"model": model, "device": device, "batch_size": batch_size, "trust_remote_code": trust_remote_code},
-                       "store": store, "engine": engine},
+                       "store": store},
         "lexical": dict(bm25 or {}),
         "semantic": {"model": semantic_model} if semantic_model is not None else {},
         "hybrid": {"rrf_k": rrf_k},
@@ -306,7 +306,7 @@ def _specs(plan: _Plan, inputs: Inputs, *, model, store, batch_size, device, tru
         defaults["multimodal"].update(qrels=inputs.qrels, out_dir=out / "mteb", ks=plan.ks, dataset=vidore)
     specs = []
     for name in plan.wanted:
-        factory = "run" if name in runs else name
+        factory = "run" if name in runs else "mteb" if name == "multimodal" and engine == "mteb" else name
         opts = {"path": runs[name]} if name in runs else dict(defaults.get(name, {}))
         opts.update(dict((backend_options or {}).get(name, {})))
         specs.append(_Spec(name, factory, opts))
@@ -346,7 +346,7 @@ class _Memo:
 
 def _collective(spec: _Spec) -> bool:
     """Whether every torchrun rank runs this backend (the multimodal backend with vdr's engine)."""
-    return spec.factory == "multimodal" and spec.options.get("engine", "vdr") == "vdr"
+    return spec.factory == "multimodal"
 
 
 def _run_backend(spec: _Spec, ctx: BuildContext, inputs: Inputs, depth: int, timer: "_Timer") -> tuple[_Memo, dict[str, Run]]:

@@ -72,7 +72,8 @@ __all__ = [
     "write_task_module",
     "MtebBackend",
     "main_metric",
-    "compare_with_mteb",
+    "check_agreement",
+    "build",
     "run_from_predictions",
     "MTEB_QUERY_POLICY",
     "DEFAULT_MAIN_SCORE",
@@ -168,6 +169,52 @@ def _main_score(main_score: str, k_values: Sequence[int]) -> str:
     return main_score
 
 
+def _data_loader(corpus: Corpus, queries: QuerySet, qrels: Qrels):
+    """The ``load_data`` method of a vdr task: the split built from the objects given."""
+    page_ids = corpus.ids()
+    image_paths = [str(corpus.image_path(i)) for i in page_ids]
+    query_ids = list(queries)
+    relevant = {q: {d: int(g) for d, g in qrels[q].items()} for q in qrels}
+
+    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
+        """Build the split from the local corpus folder, queries and qrels (no hub access).
+
+        ``corpus``: columns ``id`` and ``image`` (a lazily decoded :class:`datasets.Image` of each
+        page's PNG); ``queries``: ``id`` and ``text``; ``relevant_docs``: every qrels line, all
+        grades (MTEB treats grades <= 0 as non-relevant).
+
+        Raises:
+            InputError: a page image file is missing.
+        """
+        if self.data_loaded:
+            return
+        from datasets import Dataset, Features, Image, Value
+
+        missing = [(i, p) for i, p in zip(page_ids, image_paths) if not Path(p).is_file()]
+        if missing:
+            raise InputError(f"{len(missing)} page image(s) are missing, e.g. {missing[0][1]}", id=missing[0][0])
+        corpus_ds = Dataset.from_dict(
+            {"id": page_ids, "image": image_paths}, features=Features({"id": Value("string"), "image": Image()})
+        )
+        queries_ds = Dataset.from_dict(
+            {"id": query_ids, "text": [queries[q].text for q in query_ids]},
+            features=Features({"id": Value("string"), "text": Value("string")}),
+        )
+        self.dataset = {
+            "default": {
+                "test": {
+                    "corpus": corpus_ds,
+                    "queries": queries_ds,
+                    "relevant_docs": {q: dict(d) for q, d in relevant.items()},
+                    "top_ranked": None,
+                }
+            }
+        }
+        self.data_loaded = True
+
+    return load_data
+
+
 def _build_task_class(
     *,
     name: str,
@@ -217,46 +264,7 @@ def _build_task_class(
         is_public=False,
         contributed_by="vdr",
     )
-    page_ids = corpus.ids()
-    image_paths = [str(corpus.image_path(i)) for i in page_ids]
-    query_ids = list(queries)
-    relevant = {q: {d: int(g) for d, g in qrels[q].items()} for q in qrels}
-
-    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-        """Build the split from the local corpus folder, queries and qrels (no hub access).
-
-        ``corpus``: columns ``id`` and ``image`` (a lazily decoded :class:`datasets.Image` of each
-        page's PNG); ``queries``: ``id`` and ``text``; ``relevant_docs``: every qrels line, all
-        grades (MTEB treats grades <= 0 as non-relevant).
-
-        Raises:
-            InputError: a page image file is missing.
-        """
-        if self.data_loaded:
-            return
-        from datasets import Dataset, Features, Image, Value
-
-        missing = [(i, p) for i, p in zip(page_ids, image_paths) if not Path(p).is_file()]
-        if missing:
-            raise InputError(f"{len(missing)} page image(s) are missing, e.g. {missing[0][1]}", id=missing[0][0])
-        corpus_ds = Dataset.from_dict(
-            {"id": page_ids, "image": image_paths}, features=Features({"id": Value("string"), "image": Image()})
-        )
-        queries_ds = Dataset.from_dict(
-            {"id": query_ids, "text": [queries[q].text for q in query_ids]},
-            features=Features({"id": Value("string"), "text": Value("string")}),
-        )
-        self.dataset = {
-            "default": {
-                "test": {
-                    "corpus": corpus_ds,
-                    "queries": queries_ds,
-                    "relevant_docs": {q: dict(d) for q, d in relevant.items()},
-                    "top_ranked": None,
-                }
-            }
-        }
-        self.data_loaded = True
+    load_data = _data_loader(corpus, queries, qrels)
 
     cls_name = "Vdr_" + re.sub(r"\W", "_", full)
     cls = type(
@@ -740,8 +748,10 @@ def main_metric(dataset: str | None, default: str = DEFAULT_MAIN_SCORE) -> tuple
     return default, "vdr's task default (no MTEB task for this dataset)"
 
 
-def compare_with_mteb(qrels: Qrels, run: Run, scores: Mapping[str, float], metrics: Sequence[str]) -> tuple[float, list[dict]]:
-    """vdr's metrics of ``run`` against MTEB's ``scores`` (a TaskResult's ``scores["test"][0]``).
+def check_agreement(variant: str, qrels: Qrels, run: Run, scores: Mapping[str, float],
+                    metrics: Sequence[str]) -> tuple[float, list[dict]]:
+    """vdr's metrics of ``run`` against MTEB's ``scores`` (a TaskResult's ``scores["test"][0]``) for
+    query variant ``variant``; warns (:class:`~vdr.errors.VdrWarning`) on any disagreement.
 
     vdr's nDCG/MAP/Recall/Precision are rounded to 5 decimals first, as MTEB rounds its means (MRR
     is not rounded). A difference above ``1e-6`` is a disagreement; its reason is looked for in
@@ -773,6 +783,13 @@ def compare_with_mteb(qrels: Qrels, run: Run, scores: Mapping[str, float], metri
         worst = max(worst, d)
         if d > DISAGREEMENT_TOLERANCE:
             out.append({"metric": m, "vdr": v, "mteb": theirs, "difference": d, "reason": reason})
+    if out:
+        import warnings
+
+        from ..errors import VdrWarning
+
+        warnings.warn(f"vdr and MTEB disagree on variant {variant!r} by up to {worst:.3g} ({out[0]['metric']}: vdr"
+                      f" {out[0]['vdr']:.6f}, MTEB {out[0]['mteb']:.6f}): {reason}", VdrWarning, stacklevel=2)
     return worst, out
 
 
@@ -790,7 +807,7 @@ class MtebBackend:
     answered from the store, queries encoded by the same encoder), stores MTEB's TaskResult JSON in
     ``out_dir/<task>.json`` and its predictions in ``out_dir/predictions/``, and returns MTEB's run
     cut to ``depth``. Every variant's MTEB scores are compared with vdr's on the same run
-    (:func:`compare_with_mteb`): a difference above 1e-6 warns and is recorded with its reason.
+    (:func:`check_agreement`): a difference above 1e-6 warns and is recorded with its reason.
 
     Args:
         encoder: encoder options (see :class:`vdr.retrieve.multimodal.MultimodalBackend`).
@@ -875,9 +892,6 @@ class MtebBackend:
             InputError: :meth:`index` was not called.
             BackendUnavailable: MTEB failed on the task (its message).
         """
-        import warnings
-
-        from ..errors import VdrWarning
         from ..retrieve.base import BackendUnavailable
 
         if self._model is None:
@@ -896,10 +910,7 @@ class MtebBackend:
         tr.to_disk(self.out_dir / f"{tname}.json")
         pred = json.loads((pred_dir / f"{tname}_predictions.json").read_text(encoding="utf-8"))["default"]["test"]
         s = tr.scores["test"][0]
-        worst, bad = compare_with_mteb(self.qrels, run_from_predictions(pred), s, self.report["compared_metrics"])
-        if bad:
-            warnings.warn(f"vdr and MTEB disagree on variant {variant!r} by up to {worst:.3g} ({bad[0]['metric']}: vdr"
-                          f" {bad[0]['vdr']:.6f}, MTEB {bad[0]['mteb']:.6f}): {bad[0]['reason']}", VdrWarning, stacklevel=2)
+        worst, bad = check_agreement(variant, self.qrels, run_from_predictions(pred), s, self.report["compared_metrics"])
         r = self.report
         self.config["mteb_tasks"][variant] = tname
         r["task_results"][variant] = f"{self.out_dir.name}/{tname}.json"
@@ -909,3 +920,25 @@ class MtebBackend:
         r["main_metric"]["values"][variant] = s[self._main]
         r["searches"][variant] = {"num_queries": len(queries), "task": tname, "depth": depth}
         return run_from_predictions(pred, depth=depth, name=f"{self.name}-{variant}")
+
+
+def build(ctx) -> MtebBackend:
+    """Registry factory of the ``mteb`` entry (``vdr evaluate --engine mteb`` builds it under the
+    name ``multimodal``). Options: ``encoder`` (see :class:`vdr.retrieve.multimodal.MultimodalBackend`;
+    its ``device`` defaults to ``ctx.device``), ``store``, ``qrels`` (required), ``out_dir``
+    (default ``mteb``), ``ks``, ``dataset``.
+
+    Raises:
+        BackendUnavailable: no model.
+        InputError: no qrels, an unknown option.
+    """
+    opts = dict(ctx.options)
+    encoder = dict(opts.pop("encoder", {}))
+    encoder.setdefault("device", ctx.device)
+    if "qrels" not in opts:
+        raise InputError("the mteb backend needs the qrels (option qrels)")
+    unknown = sorted(set(opts) - {"store", "qrels", "out_dir", "ks", "dataset"})
+    if unknown:
+        raise InputError(f"unknown mteb option(s) {unknown}; known: dataset, encoder, ks, out_dir, qrels, store")
+    opts.setdefault("out_dir", "mteb")
+    return MtebBackend(encoder, progress=ctx.progress, name=ctx.name, **opts)

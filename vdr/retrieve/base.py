@@ -9,7 +9,8 @@ A backend turns a corpus into an index once and answers query sets from it::
 
 Built-in backends (:data:`BUILTIN`): ``multimodal`` (colpali-engine + page store + streaming MaxSim),
 ``lexical`` (BM25, bm25s), ``semantic`` (sentence-transformers), ``hybrid`` (reciprocal rank fusion
-of two or more backends) and ``run`` (a TREC/JSON run file given by the user). Other packages add
+of two or more backends), ``run`` (a TREC/JSON run file given by the user) and ``mteb`` (the
+multimodal backend run through ``mteb.evaluate``; needs the ``mteb`` extra). Other packages add
 backends through the entry-point group ``vdr.backends`` (see ``docs/architecture.md``): the entry
 point names a *factory*, a callable ``factory(ctx: BuildContext) -> Backend``.
 
@@ -62,6 +63,7 @@ BUILTIN: dict[str, str] = {
     "semantic": "vdr.retrieve.semantic:build",
     "hybrid": "vdr.retrieve.hybrid:build",
     "run": "vdr.retrieve.runfile:build",
+    "mteb": "vdr.integrations.mteb:build",
 }
 
 
@@ -170,12 +172,16 @@ def backend_factory(name: str) -> BackendFactory:
     Raises:
         InputError: no backend of that name (the known names are listed), or an entry point that
             cannot be loaded.
+        BackendUnavailable: a built-in backend whose optional dependency is not installed.
     """
     if name in BUILTIN:
         import importlib
 
         module, attr = BUILTIN[name].split(":")
-        return getattr(importlib.import_module(module), attr)
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ImportError as e:  # an optional dependency (mteb) is not installed
+            raise BackendUnavailable(f"backend {name!r} cannot be used: {e}") from None
     if name in _REGISTERED:
         return _REGISTERED[name]
     for ep in _entry_points():

@@ -208,31 +208,21 @@ class MultimodalBackend:
         return Run._trusted({qid: dict(by_text[q.text]) for qid, q in queries.items()}, f"{self.name}-{variant}")
 
 
-def build(ctx: BuildContext):
+def build(ctx: BuildContext) -> MultimodalBackend:
     """Registry factory. Options: ``encoder`` (the encoder options mapping, see
-    :class:`MultimodalBackend`), ``store``, and ``engine``: ``"vdr"`` (default) or ``"mteb"``
-    (:class:`vdr.integrations.mteb.MtebBackend`, which also takes ``qrels``, ``out_dir``, ``ks``
-    and ``dataset``).
+    :class:`MultimodalBackend`; its ``device`` defaults to ``ctx.device``) and ``store``. (The MTEB
+    engine is the registry entry ``mteb``: :func:`vdr.integrations.mteb.build`.)
 
     Raises:
-        BackendUnavailable: no model; ``engine="mteb"`` without the mteb package.
-        InputError: an unknown option or engine.
+        BackendUnavailable: no model.
+        InputError: an unknown option.
     """
     from ..errors import InputError
 
     opts = dict(ctx.options)
-    engine = opts.pop("engine", "vdr")
     encoder = dict(opts.pop("encoder", {}))
     encoder.setdefault("device", ctx.device)
     store = opts.pop("store", None)
-    if engine == "mteb":
-        try:
-            from ..integrations.mteb import MtebBackend
-        except ImportError as e:
-            raise BackendUnavailable(f"model {encoder.get('model')!r} could not be used: {e}") from None
-        return MtebBackend(encoder, store=store, progress=ctx.progress, name=ctx.name, **opts)
-    if engine != "vdr":
-        raise InputError(f"unknown engine {engine!r}; choose from vdr, mteb")
     if opts:
-        raise InputError(f"unknown multimodal option(s) {sorted(opts)}; known: encoder, store, engine")
+        raise InputError(f"unknown multimodal option(s) {sorted(opts)}; known: encoder, store")
     return MultimodalBackend(encoder, store=store, progress=ctx.progress, name=ctx.name)
