@@ -357,6 +357,7 @@ def test_no_import_cycle_through_experiment_retrieve_or_mteb():
     assert [m for m in mine if reaches(m, m)] == []
 
 
+@pytest.mark.slow
 def test_mteb_integration_does_not_warn_or_check_at_import():
     pytest.importorskip("mteb")
     code = ("import warnings; warnings.simplefilter('error', Warning)\n"

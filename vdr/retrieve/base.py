@@ -47,6 +47,7 @@ __all__ = [
     "backend_factory",
     "available_backends",
     "fingerprint",
+    "content_digest",
     "cache_path",
     "write_cache_dir",
     "read_json",
@@ -204,6 +205,15 @@ def fingerprint(*parts: Any) -> str:
     """
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def content_digest(items) -> str:
+    """sha256 hex of ``(id, text)`` pairs in order, streamed (no copy of a large corpus): the
+    corpus-content part of a cache key."""
+    h = hashlib.sha256()
+    for key, text in items:
+        h.update(key.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
+    return h.hexdigest()
 
 
 def cache_path(cache_dir: str | Path | None, kind: str, key: str) -> Path | None:

@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import InputError
 from ..types import Run
 from ._common import check_depth, check_texts, id_order, top_k, version_of
-from .base import BuildContext, cache_path, corpus_texts, fingerprint, new_report, query_texts, read_json, write_cache_dir
+from .base import BuildContext, cache_path, content_digest, corpus_texts, fingerprint, new_report, query_texts, read_json, write_cache_dir
 
 __all__ = ["BM25Backend", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN"]
 
@@ -212,7 +212,7 @@ class BM25Backend:
             InputError: an empty corpus, bad ids or non-str texts.
         """
         texts = check_texts(corpus_texts(corpus), "corpus page", allow_empty=True)
-        key = fingerprint("lexical", _CACHE_FORMAT, self._scoring_settings(), list(texts.items()))
+        key = fingerprint("lexical", _CACHE_FORMAT, self._scoring_settings(), content_digest(texts.items()))
         path = cache_path(self.cache_dir, "lexical", key)
         self.report = new_report()
         self.report["cache"] = {"hit": False if path is not None else None, "path": None if path is None else str(path)}

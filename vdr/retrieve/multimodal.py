@@ -199,7 +199,7 @@ class MultimodalBackend:
                                         device=score_device)
         except VdrError as e:
             raise self._unavailable(e) from e
-        variant = getattr(queries, "name", "original")
+        variant = queries.name
         self.report["searches"][variant] = {"num_queries": len(queries), "distinct_query_texts": len(texts),
                                             "query_texts_encoded": n_new, "depth": depth}
         if top is None:  # not rank 0

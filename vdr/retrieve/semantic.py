@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import InputError, VdrWarning
 from ..types import Run
 from ._common import check_depth, check_texts, id_order, top_k, version_of
-from .base import BuildContext, cache_path, corpus_texts, fingerprint, new_report, query_texts, read_json, write_cache_dir
+from .base import BuildContext, cache_path, content_digest, corpus_texts, fingerprint, new_report, query_texts, read_json, write_cache_dir
 
 __all__ = ["DenseBackend", "DEFAULT_MODEL_ID", "default_model_path"]
 
@@ -280,7 +280,7 @@ class DenseBackend:
         self.report = new_report()
         path = None
         if self.cache_dir is not None:
-            key = fingerprint("semantic", _CACHE_FORMAT, self._vector_settings(), list(texts.items()))
+            key = fingerprint("semantic", _CACHE_FORMAT, self._vector_settings(), content_digest(texts.items()))
             path = cache_path(self.cache_dir, "semantic", key)
         self.report["cache"] = {"hit": False if path is not None else None, "path": None if path is None else str(path)}
         cached = None if path is None else self._load(path, ids)
