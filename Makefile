@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/metrics.py
 	$(PY) benchmarks/rasterize.py
 	$(PY) benchmarks/maxsim.py
+	$(PY) benchmarks/rerun.py
 
 sysdeps:
 	@missing=""; for p in $(APT_PACKAGES); do \

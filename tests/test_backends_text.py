@@ -15,6 +15,14 @@ from vdr.errors import InputError, VdrWarning
 from vdr.metrics import evaluate_run
 from vdr.types import Run
 
+
+def bm25(corpus, **kw) -> BM25Backend:
+    """A BM25 backend with ``corpus`` indexed (no cache)."""
+    b = BM25Backend(**kw)
+    b.index(corpus)
+    return b
+
+
 CORPUS = {
     "p1": "Quarterly revenue of the company grew by 12 percent in 2023, driven by cloud services.",
     "p2": "Our cats and dogs: a guide to caring for household pets and animal health.",
@@ -28,8 +36,8 @@ CORPUS = {
 
 
 def test_bm25_ranks_matching_page_first_and_records_config():
-    bm = BM25Backend(CORPUS)
-    run = bm.search({"q1": "company revenue 2023", "q2": "wind solar emissions"}, k=3)
+    bm = bm25(CORPUS)
+    run = bm.search({"q1": "company revenue 2023", "q2": "wind solar emissions"}, depth=3)
     assert isinstance(run, Run)
     assert run.ranked("q1")[0][0] == "p1"
     assert run.ranked("q2")[0][0] == "p3"
@@ -40,62 +48,62 @@ def test_bm25_ranks_matching_page_first_and_records_config():
     assert cfg["k1"] == 1.5 and cfg["b"] == 0.75 and cfg["method"] == "lucene"
     assert cfg["tokenizer"]["stopwords"] == "en"
     assert cfg["versions"]["bm25s"]
-    assert bm.report["num_pages"] == 5 and bm.report["num_empty_pages"] == 1 and bm.report["empty_pages"] == ["p5"]
+    assert bm.report["index"]["num_pages"] == 5 and bm.report["index"]["num_empty_pages"] == 1 and bm.report["index"]["empty_pages"] == ["p5"]
     assert "p5" not in run["q1"]  # empty pages are never ranked
 
 
 def test_bm25_deterministic_and_independent_of_corpus_order():
     q = {"q": "pets animal health and the team", "r": "revenue cloud"}
-    a = BM25Backend(CORPUS).search(q, k=10)
-    b = BM25Backend(CORPUS).search(q, k=10)
-    c = BM25Backend(dict(reversed(list(CORPUS.items())))).search(q, k=10)
+    a = bm25(CORPUS).search(q, depth=10)
+    b = bm25(CORPUS).search(q, depth=10)
+    c = bm25(dict(reversed(list(CORPUS.items())))).search(q, depth=10)
     assert a == b == c
     assert [d for d, _ in a.ranked("q")] == list(a["q"])  # dicts are stored best first
 
 
 def test_bm25_oov_and_stopword_queries_give_empty_rankings():
-    bm = BM25Backend(CORPUS)
-    run = bm.search({"known": "football", "oov": "zyzzyva quux", "stop": "the of and"}, k=5)
+    bm = bm25(CORPUS)
+    run = bm.search({"known": "football", "oov": "zyzzyva quux", "stop": "the of and"}, depth=5)
     assert dict(run["oov"]) == {} and dict(run["stop"]) == {}
-    assert bm.last_search["num_queries_without_known_terms"] == 2
-    assert bm.last_search["queries_without_known_terms"] == ["oov", "stop"]
+    assert bm.report["searches"]["original"]["num_queries_without_known_terms"] == 2
+    assert bm.report["searches"]["original"]["queries_without_known_terms"] == ["oov", "stop"]
     # evaluation treats the empty ranking as retrieving nothing
     res = evaluate_run({"known": {"p4": 1}, "oov": {"p1": 1}}, run, ["ndcg@3"])
     assert res.per_query["oov"]["ndcg@3"] == 0.0 and res.per_query["known"]["ndcg@3"] == 1.0
     with pytest.raises(InputError, match="empty"):
         bm.search({"q": "   "})
-    with pytest.raises(InputError, match="k must"):
-        bm.search({"q": "revenue"}, k=0)
+    with pytest.raises(InputError, match="depth must"):
+        bm.search({"q": "revenue"}, depth=0)
 
 
 def test_bm25_all_empty_corpus_and_bad_parameters():
-    bm = BM25Backend({"a": "", "b": "  "})
+    bm = bm25({"a": "", "b": "  "})
     assert dict(bm.search({"q": "anything"})["q"]) == {}
     with pytest.raises(InputError):
-        BM25Backend({})
+        bm25({})
     with pytest.raises(InputError, match="method"):
-        BM25Backend(CORPUS, method="bm26")
+        BM25Backend(method="bm26")
     with pytest.raises(InputError, match="b must"):
-        BM25Backend(CORPUS, b=1.5)
+        BM25Backend(b=1.5)
     with pytest.raises(InputError, match="stopword language"):
-        BM25Backend(CORPUS, stopwords="klingon")
+        BM25Backend(stopwords="klingon")
     with pytest.raises(InputError, match="text must be a str"):
-        BM25Backend({"p": 3})
+        bm25({"p": 3})
 
 
 def test_bm25_stemming_recorded():
     pytest.importorskip("Stemmer")
-    stem = BM25Backend({"a": "revenue tables", "b": "weather report"})
+    stem = bm25({"a": "revenue tables", "b": "weather report"})
     assert stem.config["stemmer"] == "english"
     assert list(stem.search({"q": "table"})["q"]) == ["a"]
-    plain = BM25Backend({"a": "revenue tables", "b": "weather report"}, stemmer=None)
+    plain = bm25({"a": "revenue tables", "b": "weather report"}, stemmer=None)
     assert plain.config["stemmer"] is None
     assert dict(plain.search({"q": "table"})["q"]) == {}
 
 
 def test_bm25_ties_broken_by_corpus_id_descending():
-    bm = BM25Backend({"p9": "solar power", "p10": "solar power", "p2": "wind"}, stemmer=None)
-    run = bm.search({"q": "solar"}, k=1)
+    bm = bm25({"p9": "solar power", "p10": "solar power", "p2": "wind"}, stemmer=None)
+    run = bm.search({"q": "solar"}, depth=1)
     assert list(run["q"]) == ["p9"]  # "p9" > "p10" in string order, as trec_eval
 
 
@@ -129,8 +137,8 @@ def _bm25_hand(method, query, docs, k1, b):
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire"])
 @pytest.mark.parametrize("query", ["apple", "banana cherry", "fig apple banana"])
 def test_bm25_matches_hand_formula(method, query):
-    bm = BM25Backend(HAND, k1=1.2, b=0.75, method=method, stemmer=None, stopwords=None)
-    got = dict(bm.search({"q": query}, k=10)["q"])
+    bm = bm25(HAND, k1=1.2, b=0.75, method=method, stemmer=None, stopwords=None)
+    got = dict(bm.search({"q": query}, depth=10)["q"])
     want = _bm25_hand(method, query, HAND, 1.2, 0.75)
     assert set(got) == set(want)
     for d in want:
@@ -139,7 +147,7 @@ def test_bm25_matches_hand_formula(method, query):
 
 def test_bm25_lucene_single_value_by_hand():
     # d1 = "apple banana apple", N = 3, avgdl = 10/3, df(apple) = 1, tf = 2, |d1| = 3
-    bm = BM25Backend(HAND, stemmer=None, stopwords=None)  # k1 = 1.5, b = 0.75
+    bm = bm25(HAND, stemmer=None, stopwords=None)  # k1 = 1.5, b = 0.75
     idf = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
     tfc = 2 / (2 + 1.5 * (1 - 0.75 + 0.75 * 3 / (10 / 3)))
     assert bm.search({"q": "apple"})["q"]["d1"] == pytest.approx(idf * tfc, abs=1e-5)
@@ -162,16 +170,16 @@ def test_rrf_hand_computed():
 
 def test_rrf_uses_trec_tie_order_and_backend_config():
     tied = Run({"q": {"x": 1.0, "y": 1.0}})  # trec_eval order: "y" (rank 1) before "x" (rank 2)
-    fused = reciprocal_rank_fusion([tied], k=0)
+    fused = reciprocal_rank_fusion([tied], rrf_k=0)
     assert dict(fused["q"]) == {"y": 1.0, "x": 0.5}
     hb = HybridBackend()
     out = hb.fuse([tied, tied], names=["lexical", "semantic"])
     assert out["q"]["y"] == pytest.approx(2 / 61)
-    assert hb.config["k"] == 60 and hb.config["fused"] == ["lexical", "semantic"]
+    assert hb.config["rrf_k"] == 60 and hb.config["fused"] == ["lexical", "semantic"]
     with pytest.raises(InputError):
         reciprocal_rank_fusion([])
     with pytest.raises(InputError):
-        reciprocal_rank_fusion([tied], k=-1)
+        reciprocal_rank_fusion([tied], rrf_k=-1)
 
 
 # ---------------------------------------------------------------- dense (real offline MiniLM)
@@ -195,7 +203,7 @@ def test_dense_paraphrase_retrieval_and_normalised(dense):
     E = dense.page_embeddings
     assert E.dtype == np.float32 and E.shape == (4, 384)
     np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
-    assert dense.page_ids == ["p1", "p2", "p3", "p4"] and dense.report["num_empty_pages"] == 1
+    assert dense.page_ids == ["p1", "p2", "p3", "p4"] and dense.report["index"]["num_empty_pages"] == 1
     run = dense.search(
         {
             "pets": "How should I look after my dog or kitten?",
@@ -203,7 +211,7 @@ def test_dense_paraphrase_retrieval_and_normalised(dense):
             "green": "Did the plant cut its pollution by using renewable energy?",
             "sport": "Which squad took the title in the last match?",
         },
-        k=4,
+        depth=4,
     )
     assert [run.ranked(q)[0][0] for q in ("pets", "money", "green", "sport")] == ["p2", "p1", "p3", "p4"]
     assert all(-1.0001 <= s <= 1.0001 for q in run for s in run[q].values())
@@ -222,7 +230,7 @@ def test_dense_truncation_counted_and_batch_size_invariant(dense):
     pages = {"long": "revenue " * 400, "short": "wind power", "mid": "a report on the weather in spring " * 5}
     with pytest.warns(VdrWarning, match="1 of 3 pages"):
         dense.index(pages)
-    assert dense.report["num_truncated_pages"] == 1 and dense.report["truncated_pages"] == ["long"]
+    assert dense.report["index"]["num_truncated_pages"] == 1 and dense.report["index"]["truncated_pages"] == ["long"]
     e4 = dense.page_embeddings.copy()
     one = DenseBackend.__new__(DenseBackend)
     one.__dict__.update(dense.__dict__)

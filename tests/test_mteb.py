@@ -320,5 +320,21 @@ def test_evaluate_engine_mteb_stores_task_results(data, colqwen_dir, tmp_path): 
         assert abs(run["aggregate"]["mrr@3"] - tr.scores["test"][0]["mrr_at_3"]) <= 1e-6
         assert rep["max_abs_difference_vdr_vs_mteb"][variant] <= 1e-6  # vdr's nDCG/Recall rounded as MTEB rounds them
     assert (out / "runs" / "multimodal.kw.trec").is_file()
+    # one encoder load, pages encoded once into the page store, MTEB's corpus encoding answered from it
+    assert rep["page_forward_passes"] == 12 and rep["main_metric"]["name"] == "ndcg_at_3"
+    assert rep["disagreements"] == {"original": [], "kw": []}
+    assert rep["main_metric"]["values"]["kw"] == rep["mteb_scores"]["kw"]["ndcg_at_3"]
+    cfg = doc["config"]["backend_config"]["multimodal"]
+    assert cfg["engine"] == "mteb" and cfg["device"] == "cpu" and cfg["compute_dtype"] == "float32" and cfg["stored_dtype"] == "float16"
+    # the vdr engine scores the same stored vectors: the same rankings
+    assert main(["evaluate", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),
+                 "--backend", "multimodal", "--model", str(colqwen_dir), "--device", "cpu", "--out", str(tmp_path / "vdr"), "--quiet"]) == 0
+    ours = json.loads((tmp_path / "vdr" / "results.json").read_text())
+    assert ours["backend_reports"]["multimodal"]["page_forward_passes"] == 0  # the store MTEB's run filled
+    mine, theirs = vdr.load_run(tmp_path / "vdr" / "runs" / "multimodal.original.trec"), vdr.load_run(out / "runs" / "multimodal.original.trec")
+    for q in QUERIES:
+        if q in theirs:
+            assert [d for d, _ in mine.ranked(q)][:10] == [d for d, _ in theirs.ranked(q)][:10], q
+            assert max(abs(mine[q][d] - theirs[q][d]) for d in mine[q]) <= 1e-5
     with pytest.raises(InputError, match="engine"):
         evaluate(data["corpus"], queries=data["queries"], qrels=data["qrels"], out=tmp_path / "x", backends="lexical", engine="nope")

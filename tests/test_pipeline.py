@@ -96,7 +96,8 @@ def test_all_backends_end_to_end(corpus, colqwen_dir, tmp_path):  # noqa: F811
             assert r["aggregate"][ours] == pytest.approx(mean, abs=1e-12), (r["backend"], r["variant"], ours)
     # the same inputs again (page vectors now reused from the store), another batch size: same bytes
     res2 = run_eval(corpus, tmp_path / "b", model=str(colqwen_dir), batch_size=1)
-    assert res2.backend_reports["multimodal"]["reused"] == N_PAGES and res2.backend_reports["multimodal"]["encoded"] == 0
+    assert res2.backend_reports["multimodal"]["index"]["reused"] == N_PAGES and res2.backend_reports["multimodal"]["index"]["encoded"] == 0
+    assert res2.backend_reports["multimodal"]["page_forward_passes"] == 0 and res2.backend_reports["multimodal"]["cache"]["hit"]
     a = json.loads((tmp_path / "a" / "results.json").read_text())
     b = json.loads((tmp_path / "b" / "results.json").read_text())
     for d in (a, b):
@@ -113,7 +114,15 @@ def test_deterministic_and_skips_multimodal_without_a_model(corpus, tmp_path):
     assert "multimodal" in res.skipped and "no --model" in res.skipped["multimodal"]
     assert {r.backend for r in res.runs} == {"lexical"}
     run_eval(corpus, tmp_path / "b", backends="multimodal,lexical")
-    assert (tmp_path / "a" / "results.json").read_bytes() == (tmp_path / "b" / "results.json").read_bytes()
+    a, b = ((tmp_path / d / "results.json").read_text() for d in "ab")
+    # the second run loads the BM25 index from the cache: only the cache facts differ
+    da, db = json.loads(a), json.loads(b)
+    assert db["backend_reports"]["lexical"]["cache"]["hit"] is True and db["backend_reports"]["lexical"]["page_forward_passes"] == 0
+    for d in (da, db):
+        for rep in d["backend_reports"].values():
+            rep.pop("cache")
+    assert da == db
+    assert a.replace('"hit": false', '"hit": true') == b  # byte for byte otherwise
     table = res.table()
     assert "multimodal: skipped" in table and "lexical" in table and "Holm" in table
     lines = (tmp_path / "a" / "per_query.csv").read_text().splitlines()  # long form: one row per value

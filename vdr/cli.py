@@ -273,9 +273,14 @@ def evaluate_command(
     macro_average: bool = typer.Option(False, "--macro-average", help="Add a labelled macro-average row across backends."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     engine: str = typer.Option("vdr", "--engine", help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Build the BM25 index and semantic page vectors afresh, keep nothing."),
+    profile: bool = typer.Option(False, "--profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
-    from .experiment import evaluate
+    import json
+
+    from .experiment import evaluate, stage_lines
 
     if quiet:  # transformers' weight-loading bar as well
         try:
@@ -307,10 +312,19 @@ def evaluate_command(
         macro_average=macro_average,
         progress=not quiet,
         engine=engine,
+        cache_dir=False if no_cache else cache_dir,
     )
     if res is None:  # torchrun: not rank 0
         return
     typer.echo(res.table())
+    main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
+    if main_metric:  # --engine mteb: MTEB's own headline number
+        values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())
+        typer.echo(f"MTEB main metric {main_metric['name']} ({main_metric['source']}): {values}")
+    if profile:
+        typer.echo("time per stage:")
+        for line in stage_lines(json.loads((out / "timing.json").read_text(encoding="utf-8"))):
+            typer.echo("  " + line)
     typer.echo(f"results: {out / 'results.json'}")
 
 

@@ -1,129 +1,83 @@
-"""The main job: original vs rewritten queries on the multimodal, lexical, semantic and hybrid backends.
+"""The main job: original vs rewritten queries on every backend, composed from the stages.
 
-:func:`evaluate` runs every backend for every query variant over one page corpus, evaluates each
-run with trec_eval-exact metrics on the same query set (the qrels'), compares every rewrite variant
-with the originals on the same backend (paired randomization test, paired t-test, bootstrap CI,
-win/tie/loss, Holm over all variants x metrics of a backend), and returns and writes a
-:class:`vdr.results.Results` (``results.json``, the tidy ``per_query.csv``, one TREC run per
-backend x variant in ``runs/``; see :mod:`vdr.results`), plus ``timing.json``.
+:func:`evaluate` reads as the data flow::
 
-Under ``torchrun`` (see :mod:`vdr.distributed`) every rank runs the multimodal backend's heavy
-parts: page embedding (pages sharded across ranks), query encoding (distinct query texts in whole
-batches per rank, gathered on every rank) and MaxSim (pages partitioned, per-query top-k merged on
-rank 0). Rank 0 alone then runs the other backends, the metrics and comparisons and writes every
-output; the other ranks return ``None``. ``results.json`` is byte-identical to a single process' on
-the CPU.
+    load inputs (vdr.inputs)  ->  build backends (vdr.retrieve registry)  ->  index each backend
+    ->  search every variant  ->  metrics (vdr.metrics)  ->  compare (vdr.compare)  ->  results
+
+It runs every backend for every query variant over one page corpus, evaluates each run with
+trec_eval-exact metrics on the same query set (the qrels'), compares every rewrite variant with the
+originals on the same backend (paired randomization test, paired t-test, bootstrap CI,
+win/tie/loss, Holm over all variants x metrics of a backend), and writes::
+
+    RESULTS_DIR/results.json     config, versions, backend reports, runs (aggregate + per query), comparisons
+    RESULTS_DIR/per_query.csv    query id, text and length of each variant, every metric per run
+    RESULTS_DIR/runs/<backend>.<variant>.trec   one TREC run per backend x variant
+    RESULTS_DIR/timing.json      seconds per stage (load, index per backend, search per backend x
+                                 variant, metrics, statistics, write, total)
+
+All files are written atomically. ``results.json`` holds no timestamps or timings; two runs with
+the same inputs write the same file except for the backend reports' cache facts
+(``backend_reports.<backend>.cache`` and ``page_forward_passes``: a re-run loads indexes instead
+of building them).
+
+Under ``torchrun`` (see :mod:`vdr.distributed`) every rank runs the multimodal backend (vdr
+engine): page embedding (pages sharded across ranks), query encoding (distinct query texts in
+whole batches per rank, gathered on every rank) and MaxSim (pages partitioned, per-query top-k
+merged on rank 0). Rank 0 alone then runs the other backends, the metrics and comparisons and
+writes every output; the other ranks return ``None``. ``results.json`` is byte-identical to a
+single process' on the CPU.
 """
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import hashlib
+import io
 import json
-import re
+import math
 import time
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
-from .corpus import PAGES_FILE, Corpus
-from .errors import InputError, VdrError
-from .metrics import MetricsResult, check_judged_overlap, evaluate_run
+from .corpus import PAGES_FILE
+from .errors import InputError, VdrWarning
+from .inputs import CONCAT, ORIGINAL, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
 from .io.atomic import write_text_atomic
-from .io.formats import load_qrels, load_queries, load_rewrites
+from .metrics import MetricsResult, evaluate_run, parse_cutoffs
 from .results import Results, RunResult
-from .types import ORIGINAL, Query, QuerySet, Run
+from .retrieve.base import Backend, BackendUnavailable, BuildContext, available_backends, backend_factory
+from .types import QuerySet, Run
 
-__all__ = ["evaluate", "BACKENDS", "build_variants", "check_inputs"]
+__all__ = ["evaluate", "BACKENDS", "ENGINES", "build_variants", "check_inputs"]
 
+#: The default backends, in the order results list them (other backends follow in the order given).
 BACKENDS = ("multimodal", "lexical", "semantic", "hybrid")
 #: How the multimodal backend runs: vdr's own store + MaxSim, or through MTEB (``vdr[mteb]``).
 ENGINES = ("vdr", "mteb")
-CONCAT = "concat"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: The cache folder inside the corpus folder (``evaluate(cache_dir=None)``).
+CACHE_DIR_NAME = ".vdr-cache"
+_VERSIONED = ["vdr", "colpali-engine", "transformers", "torch", "datasets", "bm25s", "sentence-transformers", "numpy", "scipy"]
 
 
-def _check_name(name: str, what: str) -> str:
-    if not _NAME_RE.match(name) or name in (ORIGINAL, CONCAT):
-        raise InputError(
-            f"{what} name {name!r} must be letters, digits, '_', '.', '-' (it names files) and not {ORIGINAL!r} or {CONCAT!r}"
-        )
-    return name
+# --------------------------------------------------------------------------------------------- plan
 
 
-def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, concat: bool | None = None) -> dict[str, QuerySet]:
-    """The query variants to evaluate: the originals, each rewrite file, and the ``concat`` baseline.
+@dataclass(frozen=True)
+class _Plan:
+    """The checked options: cutoffs, backends wanted and the metric names they imply."""
 
-    Args:
-        originals: the original queries (``history`` holds earlier conversation turns, if any).
-        rewrites: ``{variant name: queries.jsonl path}``; ids must match the originals exactly.
-        concat: add the ``concat`` variant (history turns and the query joined with spaces, the
-            baseline that rewriting must beat); default: when any original query has history.
-
-    Returns:
-        ``{"original": ..., [ "concat": ...], name: ...}`` in that order.
-
-    Raises:
-        AlignmentError: a rewrite file's ids differ from the originals'.
-        InputError: a bad variant name, or an empty or whitespace-only rewrite (file, line, id).
-    """
-    out: dict[str, QuerySet] = {ORIGINAL: originals}
-    has_history = any(q.history for q in originals.values())
-    if concat if concat is not None else has_history:
-        out[CONCAT] = QuerySet(
-            {qid: Query(" ".join([*q.history, q.text])) for qid, q in originals.items()}, name=CONCAT, source=originals.source
-        )
-    for name, path in rewrites.items():
-        _check_name(name, "rewrite variant")
-        variant = load_rewrites(path, originals, name=name)
-        for qid, q in variant.items():
-            if not q.text.strip():
-                raise InputError("empty or whitespace-only rewrite", path=path, line=variant.lines.get(qid), id=qid)
-        out[name] = variant
-    return out
-
-
-def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Path) -> dict[str, str]:
-    """The checks every evaluation makes before running a backend.
-
-    A judged page that ingest skipped or failed to render (:meth:`vdr.corpus.Corpus.unavailable_reason`)
-    stays relevant but unretrievable: it counts in IDCG and recall denominators, so a failure
-    lowers scores instead of vanishing; a :class:`~vdr.errors.VdrWarning` lists such pages with
-    the reason recorded by ingest.
-
-    Returns:
-        ``{corpus id: ingest reason}`` of the judged pages that are not in the corpus.
-
-    Raises:
-        InputError: the corpus has no pages; a qrels query id has no query text; a qrels corpus id
-            belongs to no ingested document (the qrels file is named).
-    """
-    if len(corpus) == 0:
-        raise InputError("the corpus holds no pages", path=Path(corpus.root) / PAGES_FILE)
-    check_judged_overlap(qrels, corpus.ids(), qrels_path=qrels_path)  # no qrels id is a page: an id-format mismatch
-    unknown_q = [q for q in qrels if q not in queries]
-    if unknown_q:
-        raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
-    missing = {d: corpus.unavailable_reason(d) for d in sorted({d for q in qrels for d in qrels[q] if d not in corpus})}
-    unknown = [d for d, reason in missing.items() if reason is None]
-    if unknown:
-        raise InputError(
-            f"{len(unknown)} corpus id(s) in the qrels are not pages of the corpus, e.g. {unknown[:10]}"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
-            path=qrels_path,
-        )
-    if missing:
-        import warnings
-
-        from .errors import VdrWarning
-
-        warnings.warn(
-            f"{qrels_path}: {len(missing)} judged page(s) were not ingested and stay relevant but unretrievable"
-            " (they count in IDCG and recall): " + "; ".join(f"{d}: {r}" for d, r in list(missing.items())[:10])
-            + (" ..." if len(missing) > 10 else ""),
-            VdrWarning,
-            stacklevel=2,
-        )
-    return missing
+    ks: list[int]
+    wanted: list[str]
+    metric_names: list[str]
+    table_metrics: list[str]
+    compared_metrics: list[str]
 
 
 def _versions(names: Sequence[str]) -> dict:
@@ -158,6 +112,260 @@ def _table_metrics(ks: list[int]) -> list[str]:
     return [f"ndcg@{k0}", f"mrr@{k0}"] + [f"recall@{k}" for k in rest] + [f"hole@{k0}"]
 
 
+def _plan(k, backends, depth: int, engine: str, runs: Mapping) -> _Plan:
+    """Check the options that need no file.
+
+    Raises:
+        InputError: an unknown backend or engine, a depth below the largest cutoff, a bad run name.
+    """
+    ks = parse_cutoffs(k)
+    wanted = _parse_list(backends, "--backend")
+    known = available_backends()
+    unknown = [b for b in wanted if b not in known]
+    if unknown:
+        raise InputError(f"unknown backend(s) {unknown}; choose from {', '.join(known)}")
+    if depth < max(ks):
+        raise InputError(f"depth {depth} is smaller than the largest cutoff {max(ks)}")
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    for name in runs:
+        check_name(name, "run")
+        if name in known:
+            raise InputError(f"run name {name!r} is a backend's name; choose another")
+    metric_names = []
+    for kk in ks:
+        metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}", f"ties@{kk}"]
+    table = _table_metrics(ks)
+    return _Plan(ks, wanted + [n for n in runs if n not in wanted], metric_names, table, [m for m in table if not m.startswith("hole@")])
+
+
+# --------------------------------------------------------------------------------------------- backends
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """One backend to build: its name in results, its registry factory and its options."""
+
+    name: str
+    factory: str
+    options: dict
+
+
+def _specs(plan: _Plan, inputs: Inputs, *, encoder, store, device, engine, semantic_model, bm25, rrf_k, runs,
+           backend_options, out: Path, vidore) -> list[_Spec]:
+    """The backends to build, in build order: every backend but ``hybrid`` (defaults first, in
+    :data:`BACKENDS` order, then the others as given), then ``hybrid`` (it fuses what was built)."""
+    defaults: dict[str, dict] = {
+        "multimodal": {"encoder": encoder if encoder is not None else {}, "store": store},
+        "lexical": dict(bm25 or {}),
+        "semantic": {"model": semantic_model} if semantic_model is not None else {},
+        "hybrid": {"rrf_k": rrf_k},
+    }
+    if engine == "mteb":
+        defaults["multimodal"].update(qrels=inputs.qrels, out_dir=out / "mteb", ks=plan.ks, dataset=vidore)
+    specs = []
+    for name in plan.wanted:
+        factory = "run" if name in runs else "mteb" if name == "multimodal" and engine == "mteb" else name
+        opts = {"path": runs[name]} if name in runs else dict(defaults.get(name, {}))
+        opts.update(dict((backend_options or {}).get(name, {})))
+        specs.append(_Spec(name, factory, opts))
+    order = {b: i for i, b in enumerate(BACKENDS)}
+    return sorted(specs, key=lambda s: (s.factory == "hybrid", order.get(s.name, len(order))))
+
+
+class _Memo:
+    """A backend whose :meth:`index` runs once and whose searches are kept, so that ``hybrid``
+    fuses the runs already computed instead of searching again (a :class:`Backend` itself)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.name = backend.name
+        self._indexed: object = None
+        self._runs: dict[tuple[int, int], tuple[QuerySet, Run]] = {}
+
+    @property
+    def config(self) -> dict:
+        return self.backend.config
+
+    @property
+    def report(self) -> dict:
+        return self.backend.report
+
+    def index(self, corpus) -> None:
+        if self._indexed is not corpus:
+            self.backend.index(corpus)
+            self._indexed = corpus
+
+    def search(self, queries: QuerySet, depth: int) -> Run:
+        key = (id(queries), depth)
+        if key not in self._runs:
+            self._runs[key] = (queries, self.backend.search(queries, depth))
+        return self._runs[key][1]
+
+
+def _collective(spec: _Spec) -> bool:
+    """Whether every torchrun rank runs this backend (the multimodal backend with vdr's engine)."""
+    return spec.factory == "multimodal"
+
+
+def _run_backend(spec: _Spec, ctx: BuildContext, inputs: Inputs, depth: int, timer: "_Timer") -> tuple[_Memo, dict[str, Run]]:
+    """Build, index and search one backend over every variant.
+
+    Raises:
+        BackendUnavailable: the backend cannot run (the caller records it as skipped).
+    """
+    with timer.stage("index", spec.name):  # building (model loading) included
+        backend = _Memo(backend_factory(spec.factory)(ctx))
+        backend.index(inputs.corpus)
+    runs = {}
+    for variant, queries in inputs.variants.items():
+        with timer.stage("search", spec.name, variant):
+            runs[variant] = backend.search(queries, depth)
+    return backend, runs
+
+
+def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: Path | None, device, progress: bool,
+                  timer: "_Timer") -> tuple[dict[str, _Memo], dict[str, dict[str, Run]], dict[str, str]]:
+    """Every backend over every variant. Returns ``(backends, {backend: {variant: run}}, skipped)``;
+    under torchrun the ranks other than 0 run only the collective backends."""
+    from . import distributed as D
+
+    built: dict[str, _Memo] = {}
+    runs: dict[str, dict[str, Run]] = {}
+    skipped: dict[str, str] = {}
+    for spec in specs:
+        if not D.is_main() and not _collective(spec):
+            continue
+        ctx = BuildContext(name=spec.name, options=spec.options, cache_dir=cache_dir, corpus_dir=inputs.corpus_dir,
+                           device=device, progress=progress, built=dict(built))
+        try:
+            built[spec.name], runs[spec.name] = _run_backend(spec, ctx, inputs, depth, timer)
+        except BackendUnavailable as e:
+            skipped[spec.name] = str(e)
+    return built, runs, skipped
+
+
+# --------------------------------------------------------------------------------------------- metrics, statistics
+
+
+def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan, out: Path, *,
+             relevance_level: int, macro_average: bool) -> list[RunResult]:
+    """Write each run file and evaluate it; add the labelled macro rows when asked."""
+    results: list[RunResult] = []
+    for b in order:
+        for name, run in runs[b].items():
+            # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
+            res = evaluate_run(inputs.qrels, run, plan.metric_names, relevance_level=relevance_level, allow_unjudged=True)
+            results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
+    if macro_average and len(order) > 1:
+        for name in inputs.variants:
+            parts = [r.metrics for r in results if r.variant == name and r.backend in order]
+            vals = {m: sum(p.values[m] for p in parts) / len(parts) for m in plan.metric_names}
+            pol = dict(parts[0].policy, macro_average_of=order)
+            results.append(RunResult("macro", name, None, MetricsResult(parts[0].query_ids, vals, pol)))
+    return results
+
+
+def _statistics(results: list[RunResult], plan: _Plan, *, n_permutations: int, n_bootstrap: int, seed: int) -> list:
+    """Each rewrite variant against the originals, per backend (and macro) and compared metric;
+    Holm over all variants x metrics of a backend (:func:`vdr.compare.compare_variants`)."""
+    from .compare import compare_variants
+
+    by_backend: dict[str, dict[str, MetricsResult]] = {}
+    for r in results:
+        by_backend.setdefault(r.backend, {})[r.variant] = r.metrics
+    return compare_variants(by_backend, plan.compared_metrics, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+                            seed=seed)
+
+
+# --------------------------------------------------------------------------------------------- config, timing
+
+
+def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites, model, encoder, engine, depth, seed, relevance_level,
+            n_permutations, n_bootstrap, macro_average, vidore, cache_dir) -> dict:
+    return {
+        "corpus_dir": str(inputs.corpus_dir.resolve()),
+        "queries": str(inputs.queries_path.resolve()),
+        "qrels": str(inputs.qrels_path.resolve()),
+        "rewrites": {n: str(Path(p).resolve()) for n, p in (rewrites or {}).items()},
+        "variants": list(inputs.variants),
+        "backends": plan.wanted,
+        "model": model,
+        "encoder": None if encoder is None else encoder.to_json(),
+        "engine": engine,
+        "k": plan.ks,
+        "depth": depth,
+        "seed": seed,
+        "relevance_level": relevance_level,
+        "n_permutations": n_permutations,
+        "n_bootstrap": n_bootstrap,
+        "metrics": plan.metric_names,
+        "table_metrics": plan.table_metrics,
+        "compared_metrics": plan.compared_metrics,
+        "macro_average": macro_average,
+        "vidore": vidore,
+        "cache_dir": None if cache_dir is None else str(Path(cache_dir).resolve()),
+        "backend_config": {b: m.config for b, m in backends.items()},
+    }
+
+
+def _versions_of(inputs: Inputs, configs: dict, vidore) -> dict:
+    versions = _versions(_VERSIONED)
+    versions["corpus_fingerprint"] = "sha256:" + _file_sha256(inputs.corpus_dir / PAGES_FILE)
+    versions["qrels_sha256"] = _file_sha256(inputs.qrels_path)
+    if "multimodal" in configs:
+        versions["model"] = {k: configs["multimodal"].get(k) for k in ("model", "revision", "fingerprint")}
+    if inputs.vidore_info is not None:
+        versions["dataset"] = {"name": vidore, "revision": getattr(inputs.vidore_info, "revision", None)}
+    return versions
+
+
+class _Timer:
+    """Wall-clock seconds per stage, nested by name: ``{"load": s, "index": {backend: s}, "search":
+    {backend: {variant: s}}, "metrics": s, "statistics": s, "write": s, "total": s}``."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.seconds: dict[str, Any] = {}
+
+    @contextmanager
+    def stage(self, *path: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            node = self.seconds
+            for p in path[:-1]:
+                node = node.setdefault(p, {})
+            node[path[-1]] = round(node.get(path[-1], 0.0) + time.perf_counter() - t, 4)
+
+    def write(self, path: Path) -> None:
+        """Add ``total`` and write ``timing.json`` atomically."""
+        self.seconds["total"] = round(time.perf_counter() - self.t0, 4)
+        write_text_atomic(path, json.dumps(self.seconds, indent=1) + "\n")
+
+
+def stage_lines(timing: Mapping[str, Any]) -> list[str]:
+    """``timing.json`` as aligned lines ``stage  seconds  share of total``, nested stages as
+    ``search/lexical/original`` (what ``vdr evaluate --profile`` prints)."""
+    flat: list[tuple[str, float]] = []
+
+    def walk(prefix: str, node) -> None:
+        for k, v in node.items():
+            if isinstance(v, Mapping):
+                walk(f"{prefix}{k}/", v)
+            else:
+                flat.append((prefix + k, float(v)))
+
+    walk("", timing)
+    total = float(timing.get("total") or 0.0) or 1.0
+    width = max((len(n) for n, _ in flat), default=5)
+    return [f"{n.ljust(width)}  {v:9.3f} s  {100 * v / total:5.1f}%" for n, v in flat]
+
+
+# --------------------------------------------------------------------------------------------- evaluate
+
+
 def evaluate(
     corpus_dir: str | Path | None = None,
     *,
@@ -188,6 +396,9 @@ def evaluate(
     n_bootstrap: int = 10_000,
     progress: bool = True,
     engine: str = "vdr",
+    cache_dir: str | Path | bool | None = None,
+    runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None,
+    backend_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Results | None:
     """Evaluate original vs rewritten queries on each backend over one page corpus.
 
@@ -198,12 +409,12 @@ def evaluate(
         qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
         rewrites: ``{variant name: queries.jsonl}``; each must have exactly the originals' ids.
         out: the results folder.
-        backends: any of ``multimodal, lexical, semantic, hybrid`` (comma-separated or a list).
-            ``hybrid`` is reciprocal rank fusion (k = ``rrf_k``) of the other backends that ran.
+        backends: backend names (comma-separated or a list): the built-in ``multimodal, lexical,
+            semantic, hybrid`` or any registered one (entry-point group ``vdr.backends``, see
+            :mod:`vdr.retrieve.base`). ``hybrid`` is reciprocal rank fusion (constant ``rrf_k``) of
+            the other built-in backends that ran.
         model: ColPali-family model (hub name or local path) for ``multimodal``; without one, or
-            when it cannot be loaded, the backend is reported as skipped with the reason. A
-            shorthand for ``encoder=EncoderSettings(model, batch_size=..., device=...,
-            trust_remote_code=...)``.
+            when it cannot be loaded, the backend is reported as skipped with the reason.
         encoder: every option of the multimodal encoder
             (:class:`~vdr.encode.settings.EncoderSettings`, the same object ``vdr embed`` uses, so
             the store written by ``embed`` with the same settings is found and reused); replaces
@@ -215,186 +426,93 @@ def evaluate(
             ``queries``/``qrels``; it is ingested into ``out/corpus`` first.
         store: embedding store folder for ``multimodal`` (default ``corpus_dir/embeddings``); page
             embeddings are computed once per model and corpus and reused.
-        batch_size, device, trust_remote_code: for the multimodal encoder when ``encoder`` is not
-            given (``device`` is also the semantic backend's).
+        batch_size, device, trust_remote_code: for the multimodal encoder (``device`` also for the
+            semantic backend).
         semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
         bm25: BM25 parameters (``k1``, ``b``, ``method``, ``stemmer``, ``stopwords``).
+        rrf_k: the RRF constant of ``hybrid`` (default 60).
         concat: add the history-concatenation baseline (default: when queries carry history).
         macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
         relevance_level: minimum grade counted as relevant for the binary metrics.
         n_permutations, n_bootstrap: sizes of the randomization test and the bootstrap.
         engine: ``"vdr"`` (default) runs the multimodal backend with vdr's store and streaming
-            MaxSim; ``"mteb"`` runs it through ``mteb.evaluate`` (one MTEB task per variant, see
-            :mod:`vdr.integrations.mteb`), stores MTEB's TaskResult JSON in ``out/mteb/`` and
-            evaluates MTEB's runs here like any other. The other backends are not affected.
+            MaxSim; ``"mteb"`` runs it through ``mteb.evaluate``
+            (:class:`vdr.integrations.mteb.MtebBackend`: one MTEB task per variant over the inputs
+            loaded here and the same page store), stores MTEB's TaskResult JSON in ``out/mteb/``
+            and evaluates MTEB's runs here like any other. The other backends are not affected.
+        cache_dir: root of the backends' index cache (BM25 index, semantic page vectors); default
+            ``corpus_dir/.vdr-cache``; ``False``: no cache (the multimodal backend always uses its
+            page store).
+        runs: ``{name: run file}`` (TREC or JSON, or ``{variant: run file}``): runs of other systems
+            evaluated and compared as backends named ``name``.
+        backend_options: ``{backend: {option: value}}`` for any backend's factory (they override the
+            options above; a third-party backend gets its options only from here).
 
     Returns:
-        :class:`~vdr.results.Results` (also written to ``out`` by :meth:`~vdr.results.Results.save`); under torchrun, on rank 0 only
+        :class:`~vdr.results.Results` (also written to ``out``); under torchrun, on rank 0 only
         (``None`` on the other ranks, which only compute).
 
     Raises:
         InputError: missing or malformed inputs (file, line and id named), unknown backends, bad
-            variant names, misaligned or empty rewrites.
+            variant names, misaligned or empty rewrites, no backend that could run.
     """
     from . import distributed as D
-    from .compare import compare_variants
-    from .metrics import parse_cutoffs
 
+    timer = _Timer()
     out = Path(out)
     progress = progress and D.is_main()
-    ks = parse_cutoffs(k)
-    wanted = _parse_list(backends, "--backend")
-    unknown = [b for b in wanted if b not in BACKENDS]
-    if unknown:
-        raise InputError(f"unknown backend(s) {unknown}; choose from {', '.join(BACKENDS)}")
-    if depth < max(ks):
-        raise InputError(f"depth {depth} is smaller than the largest cutoff {max(ks)}")
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    runs = dict(runs or {})
+    plan = _plan(k, backends, depth, engine, runs)
+    with timer.stage("load"):
+        inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
+                             vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
+                             vidore_language=vidore_language, progress=progress)
+    cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
     encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
     model = None if encoder is None else encoder.model
-
-    vidore_info = None
-    if vidore is not None:
-        if corpus_dir is not None:
-            raise InputError("give either a corpus folder or --vidore, not both")
-        from .ingest import ingest_vidore
-
-        corpus_dir = out / "corpus"
-        vidore_info = D.run_on_main(ingest_vidore, vidore, corpus_dir, revision=vidore_revision, language=vidore_language,
-                                    progress=progress)
-    if corpus_dir is None:
-        raise InputError("no corpus: give CORPUS_DIR or --vidore DATASET")
-    corpus_dir = Path(corpus_dir)
-    corpus = Corpus.load(corpus_dir)
-    queries = Path(queries) if queries is not None else corpus_dir / "queries.jsonl"
-    qrels_path = Path(qrels) if qrels is not None else corpus_dir / "qrels.tsv"
-    originals = load_queries(queries)
-    qrels_obj = load_qrels(qrels_path)
-    check_inputs(corpus, originals, qrels_obj, qrels_path)
-    variants = build_variants(originals, dict(rewrites or {}), concat=concat)
-    texts = corpus.texts()
-
-    metric_names = []
-    for kk in ks:
-        metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}", f"ties@{kk}"]
-    table_metrics = _table_metrics(ks)
-    compared_metrics = [m for m in table_metrics if not m.startswith("hole@")]
-
-    runs_by_backend: dict[str, dict[str, Run]] = {}
-    skipped: dict[str, str] = {}
-    reports: dict[str, dict] = {}
-    configs: dict[str, dict] = {}
-    timings: dict[str, float] = {}
-
-    if "multimodal" in wanted:
-        t0 = time.perf_counter()
-        if model is None:
-            skipped["multimodal"] = "no --model given (a ColPali-family checkpoint: hub name or local path)"
-        else:
-            try:
-                if engine == "mteb":  # MTEB runs its own loop: rank 0 alone under torchrun
-                    runs, cfg, rep = (None, None, None) if not D.is_main() else _mteb_multimodal_runs(
-                        corpus_dir, variants, qrels_obj, encoder, out, depth, ks, progress=progress,
-                    )
-                else:
-                    runs, cfg, rep = _multimodal_runs(corpus_dir, corpus, variants, encoder, store, depth, progress=progress)
-                if runs is not None:
-                    runs_by_backend["multimodal"], configs["multimodal"], reports["multimodal"] = runs, cfg, rep
-            except VdrError as e:
-                skipped["multimodal"] = f"model {model!r} could not be used: {e}"
-        timings["multimodal"] = time.perf_counter() - t0
+    specs = _specs(plan, inputs, encoder=encoder, store=store, device=device, engine=engine, semantic_model=semantic_model, bm25=bm25,
+                   rrf_k=rrf_k, runs=runs, backend_options=backend_options, out=out, vidore=vidore)
+    built, run_map, skipped = _run_backends(specs, inputs, depth=depth, cache_dir=cache, device=device, progress=progress,
+                                            timer=timer)
     if not D.is_main():
         return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
-
-    def text_backend(name: str, backend) -> None:
-        t0 = time.perf_counter()
-        runs_by_backend[name] = {}
-        searches = {}
-        for vname, qs in variants.items():
-            runs_by_backend[name][vname] = backend.search(qs.texts(), k=depth)
-            searches[vname] = getattr(backend, "last_search", None)
-        configs[name], reports[name] = backend.config, {"index": backend.report, "searches": searches}
-        timings[name] = time.perf_counter() - t0
-
-    if "lexical" in wanted:
-        from .retrieve.lexical import BM25Backend
-
-        text_backend("lexical", BM25Backend(texts, **dict(bm25 or {})))
-    if "semantic" in wanted:
-        from .retrieve.semantic import DenseBackend
-
-        text_backend("semantic", DenseBackend(semantic_model, device=device).index(texts))
-    if "hybrid" in wanted:
-        from .retrieve.hybrid import HybridBackend
-
-        ran = [b for b in ("multimodal", "lexical", "semantic") if b in runs_by_backend]
-        if len(ran) < 2:
-            skipped["hybrid"] = f"needs at least two backends that ran, got {ran or 'none'}"
-        else:
-            hb = HybridBackend(rrf_k, top=depth)
-            runs_by_backend["hybrid"] = {name: hb.fuse([runs_by_backend[b][name] for b in ran], names=ran) for name in variants}
-            configs["hybrid"] = dict(hb.config, fused_backends=ran)
-
-    run_results: list[RunResult] = []
-    for b in BACKENDS:
-        for name in variants:
-            if b not in runs_by_backend:
-                continue
-            run = runs_by_backend[b][name]
-            res = evaluate_run(qrels_obj, run, metric_names, relevance_level=relevance_level, allow_unjudged=True)
-            run_results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
+    order = [s for s in sorted(run_map, key=_result_order(plan.wanted))]
+    with timer.stage("metrics"):
+        run_results = _metrics(run_map, order, inputs, plan, out, relevance_level=relevance_level, macro_average=macro_average)
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
-
-    ran_backends = [b for b in BACKENDS if b in runs_by_backend]
-    if macro_average and len(ran_backends) > 1:
-        for name in variants:
-            parts = [r.metrics for r in run_results if r.variant == name and r.backend in ran_backends]
-            vals = {m: sum(p.values[m] for p in parts) / len(parts) for m in metric_names}
-            pol = dict(parts[0].policy, macro_average_of=ran_backends)
-            run_results.append(RunResult("macro", name, None, MetricsResult(parts[0].query_ids, vals, pol)))
-
-    compared = [*ran_backends, *(["macro"] if macro_average and len(ran_backends) > 1 else [])]
-    comparisons = compare_variants({b: {r.variant: r.metrics for r in run_results if r.backend == b} for b in compared},
-                                   compared_metrics, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
-
-    config = {
-        "corpus_dir": str(corpus_dir.resolve()),
-        "queries": str(queries.resolve()),
-        "qrels": str(qrels_path.resolve()),
-        "rewrites": {n: str(Path(p).resolve()) for n, p in (rewrites or {}).items()},
-        "variants": list(variants),
-        "backends": wanted,
-        "model": model,
-        "encoder": None if encoder is None else encoder.to_json(),
-        "engine": engine,
-        "k": ks,
-        "depth": depth,
-        "seed": seed,
-        "relevance_level": relevance_level,
-        "n_permutations": n_permutations,
-        "n_bootstrap": n_bootstrap,
-        "metrics": metric_names,
-        "table_metrics": table_metrics,
-        "compared_metrics": compared_metrics,
-        "macro_average": macro_average,
-        "vidore": vidore,
-        "backend_config": configs,
-    }
-    versions = _versions(["vdr", "colpali-engine", "transformers", "torch", "datasets", "bm25s", "sentence-transformers", "numpy", "scipy"])
-    versions["corpus_fingerprint"] = "sha256:" + _file_sha256(corpus_dir / PAGES_FILE)
-    versions["qrels_sha256"] = _file_sha256(qrels_path)
-    if "multimodal" in configs:
-        versions["model"] = {k2: configs["multimodal"].get(k2) for k2 in ("model", "revision", "fingerprint")}
-    if vidore_info is not None:
-        versions["dataset"] = {"name": vidore, "revision": getattr(vidore_info, "revision", None)}
-
-    results = Results(config=config, versions=versions, runs=run_results, comparisons=comparisons, skipped=skipped,
-                      variants=variants, backend_reports=reports, root=out, qrels=qrels_obj, corpus=corpus)
-    results.save(out)
-    write_text_atomic(out / "timing.json", json.dumps({b: round(t, 3) for b, t in timings.items()}, indent=1) + "\n")
+    with timer.stage("statistics"):
+        comparisons = _statistics(run_results, plan, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+    ran = {b: built[b] for b in order}
+    config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth, seed=seed,
+                     relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+                     macro_average=macro_average, vidore=vidore, cache_dir=cache)
+    _warn_duplicates(inputs.variants)
+    results = Results(
+        config=config, versions=_versions_of(inputs, config["backend_config"], vidore), runs=run_results,
+        comparisons=comparisons, skipped=skipped, variants=inputs.variants,
+        backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
+    )
+    with timer.stage("write"):
+        results.save(out)
+    timer.write(out / "timing.json")
     return results
+
+
+def _result_order(wanted: list[str]):
+    """Sort key of backends in results: :data:`BACKENDS` order, then the others as given."""
+    order = {b: i for i, b in enumerate(BACKENDS)}
+    return lambda b: (order.get(b, len(order)), wanted.index(b) if b in wanted else len(wanted))
+
+
+def _warn_duplicates(variants: Mapping[str, QuerySet]) -> None:
+    """Warn about query texts repeated under several ids of one variant (also in results.json)."""
+    for name, qs in variants.items():
+        d = duplicate_texts(qs)
+        if d["count"]:
+            ex = d["examples"][0]
+            warnings.warn(f"variant {name!r}: {d['count']} queries repeat the text of another query of the variant,"
+                          f" e.g. {ex['ids']} share {ex['text'][:60]!r}", VdrWarning, stacklevel=3)
 
 
 def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, trust_remote_code: bool):
@@ -413,62 +531,3 @@ def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, tr
     if model is not None and str(model) != encoder.model:
         raise InputError(f"model {str(model)!r} differs from the encoder settings' model {encoder.model!r}; give one")
     return encoder
-
-
-def _multimodal_runs(corpus_dir, corpus, variants, settings, store, depth, *, progress):
-    """Embed the pages once (reusing vectors already in the store), encode each distinct query text
-    once across all variants, and score with streaming MaxSim top-k.
-
-    Args:
-        settings: the :class:`~vdr.encode.settings.EncoderSettings` (batch sizes, device, query
-            template, resolution, stored dtype ...).
-
-    Returns:
-        ``({variant: Run}, config, report)``; ``(None, None, None)`` on ranks other than 0 under torchrun.
-
-    Raises:
-        VdrError: the model cannot be loaded (missing weights, offline hub name, ...) or a store error.
-    """
-    from . import distributed as D
-    from .encode import embed
-    from .encode.colpali import LateInteractionEncoder
-    from .encode.store import EmbeddingStore
-
-    enc = LateInteractionEncoder.from_settings(settings.replace(device=D.device_for_rank(settings.device)))
-    store_dir = Path(store) if store is not None else Path(corpus_dir) / "embeddings"
-    rep = embed(corpus_dir, enc, store_dir, progress=progress)
-    st = EmbeddingStore.open(rep.store)
-    texts = list(dict.fromkeys(q.text for qs in variants.values() for q in qs.values()))
-    qbs = settings.queries_per_batch
-    # under torchrun: whole batches per rank (the batches a single process forms), gathered everywhere
-    parts = D.all_gather_object(enc.encode_queries(D.shard_batches(texts, qbs), batch_size=qbs, progress=progress))
-    embs = [e for part in parts for e in part]
-    device = settings.device
-    score_device = D.device_for_rank(device) if device and device.startswith("cuda") else None
-    top = D.sharded_maxsim_topk(embs, st, min(depth, len(st)), device=score_device)
-    if top is None:  # not rank 0
-        return None, None, None
-    by_text = {t: dict(zip(ids, scores)) for t, ids, scores in zip(texts, top.ids, top.scores.tolist())}
-    runs = {name: Run._trusted({qid: dict(by_text[q.text]) for qid, q in qs.items()}, name=f"multimodal-{name}") for name, qs in variants.items()}
-    config = dict(enc.describe(), batch_size=settings.batch_size,
-                  store=str(rep.store), stored_dtype=rep.dtype)
-    report = {
-        "pages": rep.pages, "encoded": rep.encoded, "reused": rep.reused, "copied": rep.copied,
-        "duplicate_pages": rep.duplicates, "removed": rep.removed,
-        "tokens_per_page": rep.tokens_per_page, "batch_size_final": rep.batch_size_final,
-        "distinct_query_texts_encoded": len(texts),
-    }
-    return runs, config, report
-
-
-def _mteb_multimodal_runs(corpus_dir, variants, qrels, settings, out, depth, ks, *, progress):
-    """``engine="mteb"``: the multimodal runs from ``mteb.evaluate`` (TaskResult JSON in ``out/mteb/``).
-
-    Returns and raises as :func:`vdr.integrations.mteb.mteb_multimodal_runs`; a missing mteb
-    installation is reported as a :class:`~vdr.errors.VdrError` (the backend is then skipped).
-    """
-    try:
-        from .integrations.mteb import mteb_multimodal_runs
-    except ImportError as e:
-        raise VdrError(str(e)) from None
-    return mteb_multimodal_runs(corpus_dir, variants, qrels, settings, Path(out) / "mteb", depth, ks=ks, progress=progress)

@@ -25,9 +25,10 @@ Three pieces, each usable alone:
   tokens), so a zero padding vector never wins a max over negative similarities. The query template
   is vdr's explicit one (``"Query: "`` + text + 10 augmentation tokens, as MTEB's wrappers).
 
-* **Engine** -- :func:`mteb_multimodal_runs` runs the multimodal backend of ``vdr evaluate
-  --engine mteb`` through :func:`mteb.evaluate` and stores MTEB's TaskResult JSON under
-  ``RESULTS_DIR/mteb/``.
+* **Engine** -- :class:`MtebBackend` is the multimodal backend of ``vdr evaluate --engine mteb``
+  (a :class:`vdr.retrieve.base.Backend`): the corpus, queries and qrels vdr already loaded and
+  its page store, scored through :func:`mteb.evaluate`; MTEB's TaskResult JSON goes under
+  ``RESULTS_DIR/mteb/``. Any vdr/MTEB difference above 1e-6 warns and is recorded with its reason.
 
 Query-set policy (mteb 2.26, read from ``AbsTaskRetrieval._evaluate_subset`` and
 ``calculate_retrieval_scores``): MTEB drops queries with **no qrels line at all**
@@ -69,7 +70,10 @@ __all__ = [
     "VdrColPaliModel",
     "vdr_model_meta",
     "write_task_module",
-    "mteb_multimodal_runs",
+    "MtebBackend",
+    "main_metric",
+    "check_agreement",
+    "build",
     "run_from_predictions",
     "MTEB_QUERY_POLICY",
     "DEFAULT_MAIN_SCORE",
@@ -94,12 +98,20 @@ _SCORE_RE = re.compile(r"^(ndcg|map|recall|precision|mrr|hit_rate)_at_(\d+)$")
 
 
 def _mteb():
+    _check_version()
     return mteb
 
 
+_VERSION_CHECKED: list[bool] = []
+
+
 def _check_version() -> None:
-    """Warn (once, at import) when the installed mteb is outside :data:`TESTED_MTEB`: the task
-    registry and MTEB's query-set policy are internals that may change between minor versions."""
+    """Warn (once per process, on first use -- never at import) when the installed mteb is outside
+    :data:`TESTED_MTEB`: the task registry and MTEB's query-set policy are internals that may
+    change between minor versions."""
+    if _VERSION_CHECKED:
+        return
+    _VERSION_CHECKED.append(True)
     import warnings
     from importlib.metadata import version
 
@@ -111,9 +123,6 @@ def _check_version() -> None:
     if v not in SpecifierSet(TESTED_MTEB):
         warnings.warn(f"mteb {v} is outside the range vdr's MTEB integration was tested with ({TESTED_MTEB});"
                       " run tests/test_mteb.py to check agreement", VdrWarning, stacklevel=3)
-
-
-_check_version()
 
 
 def _registry_module():
@@ -157,6 +166,52 @@ def _main_score(main_score: str, k_values: Sequence[int]) -> str:
     if int(m.group(2)) not in k_values:
         raise InputError(f"main score {main_score!r} needs cutoff {m.group(2)} among the task's k values {list(k_values)}")
     return main_score
+
+
+def _data_loader(corpus: Corpus, queries: QuerySet, qrels: Qrels):
+    """The ``load_data`` method of a vdr task: the split built from the objects given."""
+    page_ids = corpus.ids()
+    image_paths = [str(corpus.image_path(i)) for i in page_ids]
+    query_ids = list(queries)
+    relevant = {q: {d: int(g) for d, g in qrels[q].items()} for q in qrels}
+
+    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
+        """Build the split from the local corpus folder, queries and qrels (no hub access).
+
+        ``corpus``: columns ``id`` and ``image`` (a lazily decoded :class:`datasets.Image` of each
+        page's PNG); ``queries``: ``id`` and ``text``; ``relevant_docs``: every qrels line, all
+        grades (MTEB treats grades <= 0 as non-relevant).
+
+        Raises:
+            InputError: a page image file is missing.
+        """
+        if self.data_loaded:
+            return
+        from datasets import Dataset, Features, Image, Value
+
+        missing = [(i, p) for i, p in zip(page_ids, image_paths) if not Path(p).is_file()]
+        if missing:
+            raise InputError(f"{len(missing)} page image(s) are missing, e.g. {missing[0][1]}", id=missing[0][0])
+        corpus_ds = Dataset.from_dict(
+            {"id": page_ids, "image": image_paths}, features=Features({"id": Value("string"), "image": Image()})
+        )
+        queries_ds = Dataset.from_dict(
+            {"id": query_ids, "text": [queries[q].text for q in query_ids]},
+            features=Features({"id": Value("string"), "text": Value("string")}),
+        )
+        self.dataset = {
+            "default": {
+                "test": {
+                    "corpus": corpus_ds,
+                    "queries": queries_ds,
+                    "relevant_docs": {q: dict(d) for q, d in relevant.items()},
+                    "top_ranked": None,
+                }
+            }
+        }
+        self.data_loaded = True
+
+    return load_data
 
 
 def _build_task_class(
@@ -208,46 +263,7 @@ def _build_task_class(
         is_public=False,
         contributed_by="vdr",
     )
-    page_ids = corpus.ids()
-    image_paths = [str(corpus.image_path(i)) for i in page_ids]
-    query_ids = list(queries)
-    relevant = {q: {d: int(g) for d, g in qrels[q].items()} for q in qrels}
-
-    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-        """Build the split from the local corpus folder, queries and qrels (no hub access).
-
-        ``corpus``: columns ``id`` and ``image`` (a lazily decoded :class:`datasets.Image` of each
-        page's PNG); ``queries``: ``id`` and ``text``; ``relevant_docs``: every qrels line, all
-        grades (MTEB treats grades <= 0 as non-relevant).
-
-        Raises:
-            InputError: a page image file is missing.
-        """
-        if self.data_loaded:
-            return
-        from datasets import Dataset, Features, Image, Value
-
-        missing = [(i, p) for i, p in zip(page_ids, image_paths) if not Path(p).is_file()]
-        if missing:
-            raise InputError(f"{len(missing)} page image(s) are missing, e.g. {missing[0][1]}", id=missing[0][0])
-        corpus_ds = Dataset.from_dict(
-            {"id": page_ids, "image": image_paths}, features=Features({"id": Value("string"), "image": Image()})
-        )
-        queries_ds = Dataset.from_dict(
-            {"id": query_ids, "text": [queries[q].text for q in query_ids]},
-            features=Features({"id": Value("string"), "text": Value("string")}),
-        )
-        self.dataset = {
-            "default": {
-                "test": {
-                    "corpus": corpus_ds,
-                    "queries": queries_ds,
-                    "relevant_docs": {q: dict(d) for q, d in relevant.items()},
-                    "top_ranked": None,
-                }
-            }
-        }
-        self.data_loaded = True
+    load_data = _data_loader(corpus, queries, qrels)
 
     cls_name = "Vdr_" + re.sub(r"\W", "_", full)
     cls = type(
@@ -268,7 +284,7 @@ def _build_task_class(
 
 
 def make_tasks(
-    corpus_dir: str | Path,
+    corpus_dir: str | Path | Corpus,
     *,
     name: str,
     queries: str | Path | QuerySet | None = None,
@@ -284,7 +300,7 @@ def make_tasks(
 
     Args:
         corpus_dir: a corpus folder (``pages.jsonl`` + ``images/``) written by ``vdr ingest``
-            (PDFs or ``--vidore``).
+            (PDFs or ``--vidore``), or the :class:`~vdr.corpus.Corpus` already loaded from it.
         name: the task name of the originals (letters, digits, ``_ . -``); a variant ``v`` is
             ``name-v`` (see :func:`task_name`).
         queries: BEIR ``queries.jsonl`` (or a :class:`~vdr.types.QuerySet`); default
@@ -306,16 +322,16 @@ def make_tasks(
         InputError: bad names or main score, malformed or misaligned files, qrels queries without
             text, qrels pages that are not in the corpus.
     """
+    from ..inputs import check_inputs
+
     _check_name(name, "task name")
-    corpus_dir = Path(corpus_dir)
-    corpus = Corpus.load(corpus_dir)
+    corpus = corpus_dir if isinstance(corpus_dir, Corpus) else Corpus.load(corpus_dir)
+    corpus_dir = Path(corpus.root)
     q_src = queries if queries is not None else corpus_dir / "queries.jsonl"
     r_src = qrels if qrels is not None else corpus_dir / "qrels.tsv"
     originals = q_src if isinstance(q_src, QuerySet) else load_queries(q_src)
     qrels_obj = r_src if isinstance(r_src, Qrels) else load_qrels(r_src)
     qrels_path = Path(r_src) if not isinstance(r_src, Qrels) else Path("<qrels>")
-    from ..experiment import check_inputs
-
     check_inputs(corpus, originals, qrels_obj, qrels_path)
 
     variants: dict[str, tuple[QuerySet, Any]] = {ORIGINAL: (originals, q_src)}
@@ -486,6 +502,9 @@ class VdrColPaliModel(AbsEncoder):
         name: ModelMeta name (``org/name``); default ``vdr/<folder or repo name>``.
         device, dtype, trust_remote_code, query_prefix, min_pixels, max_pixels, revision,
             attn_implementation: as :meth:`LateInteractionEncoder.load`.
+        page_store: an :class:`~vdr.encode.store.EmbeddingStore` filled by this encoder: image-only
+            inputs whose ``id`` column names stored pages are answered from the store (no forward
+            pass; the stored vectors, as vdr's own engine scores them).
         kwargs: ignored (MTEB passes loader keyword arguments it knows, e.g. ``torch_dtype``).
 
     Attributes:
@@ -496,12 +515,14 @@ class VdrColPaliModel(AbsEncoder):
     def __init__(self, model, *, name: str | None = None, device: str | None = None, dtype=None,
                  trust_remote_code: bool = False, query_prefix: str | None = None, min_pixels: int | None = None,
                  max_pixels: int | None = None, revision: str | None = None, attn_implementation: str | None = None,
-                 **kwargs: Any) -> None:
+                 page_store=None, **kwargs: Any) -> None:
         from ..encode.colpali import DEFAULT_QUERY_PREFIX, LateInteractionEncoder
         from ..encode.settings import EncoderSettings
 
         if isinstance(model, dict) and "model" in model:  # ModelMeta.load_model(): settings as JSON
             model = EncoderSettings.from_json(model)
+        _check_version()
+
         if isinstance(model, LateInteractionEncoder):
             enc = model
             loader_kwargs = {"model": enc.encoder_settings.to_json()}
@@ -522,6 +543,7 @@ class VdrColPaliModel(AbsEncoder):
                 trust_remote_code=trust_remote_code, query_prefix=query_prefix, min_pixels=min_pixels,
                 max_pixels=max_pixels, revision=revision, attn_implementation=attn_implementation).items() if v is not None}
         self.encoder = enc
+        self.page_store = page_store
         self.model = enc.model
         self.device = enc.device
         self.mteb_model_meta = _model_meta_for(enc, name=name, loader_kwargs=loader_kwargs)
@@ -546,6 +568,8 @@ class VdrColPaliModel(AbsEncoder):
         if text_vecs is None and image_vecs is None:
             raise ValueError(f"{type(self).__name__}: inputs have neither a 'text' nor an 'image' column")
         for batch in inputs:
+            if text_vecs is None and self._from_store(batch, image_vecs):
+                continue
             if text_vecs is not None:
                 texts = list(batch["text"])
                 text_vecs.extend(self.encoder.encode_queries(texts, batch_size=max(1, len(texts)), progress=False))
@@ -560,6 +584,15 @@ class VdrColPaliModel(AbsEncoder):
         else:
             vecs = text_vecs if text_vecs is not None else image_vecs
         return torch.nn.utils.rnn.pad_sequence([v.float() for v in vecs], batch_first=True, padding_value=0.0)
+
+    def _from_store(self, batch, out: list) -> bool:
+        """Append the stored vectors of an image-only batch whose ids are all in the page store."""
+        ids = batch.get("id") if hasattr(batch, "get") else None
+        st = self.page_store
+        if st is None or ids is None or not all(isinstance(i, str) and i in st for i in ids):
+            return False
+        out.extend(st.get(i) for i in ids)
+        return True
 
     # -------------------------------------------------------------- scoring
     def similarity(self, embeddings1, embeddings2):
@@ -705,98 +738,220 @@ def run_from_predictions(predictions: Mapping, *, depth: int | None = None, name
     return Run(data, name=name)
 
 
-def mteb_multimodal_runs(
-    corpus_dir: str | Path,
-    variants: Mapping[str, QuerySet],
-    qrels: Qrels,
-    model: "str | Path | EncoderSettings",
-    out_dir: str | Path,
-    depth: int,
-    *,
-    ks: Sequence[int] = (3, 5, 10),
-    batch_size: int | None = None,
-    device: str | None = None,
-    trust_remote_code: bool = False,
-    progress: bool = True,
-) -> tuple[dict[str, Run], dict, dict]:
-    """The multimodal backend of ``vdr evaluate --engine mteb``: every query variant is an MTEB task
-    (same corpus and qrels), run with :func:`mteb.evaluate` and :class:`VdrColPaliModel`; MTEB's
-    TaskResult JSON goes to ``out_dir/<task>.json`` and its predictions to ``out_dir/predictions/``.
+def main_metric(dataset: str | None, default: str = DEFAULT_MAIN_SCORE) -> tuple[str, str]:
+    """MTEB's main metric for ``dataset`` (a ViDoRe hub name or local folder): the ``main_score``
+    of the MTEB task over the same dataset (exact hub path first, then the folder's last name);
+    otherwise ``default``.
 
     ``model`` is a model name or path (with ``batch_size`` default 8, ``device``,
     ``trust_remote_code``), or an :class:`~vdr.encode.settings.EncoderSettings` holding every
     encoder option (``batch_size`` and ``device``, when given, override its fields).
 
     Returns:
-        ``({variant: Run}, config, report)``: the runs (MTEB's retrieval output cut to ``depth``),
-        the backend config (engine, mteb version, model meta, task names) and a report with MTEB's
-        scores per variant, its query-set policy and the largest difference between MTEB's and
-        vdr's nDCG/MRR/Recall at ``ks`` on the same run (vdr's nDCG/Recall rounded to 5 decimals
-        as MTEB rounds them; expected 0 up to float noise).
-
-    Raises:
-        VdrError: the model cannot be loaded, or MTEB failed on a task (its message).
+        ``(metric, source)``, e.g. ``("ndcg_at_5", "MTEB task Vidore2ESGReportsRetrieval")``.
     """
-    from importlib.metadata import version
+    if dataset:
+        reg = _registry_module()._TASKS_REGISTRY
+        name = Path(str(dataset).rstrip("/")).name
+        for exact in (True, False):
+            for tname, cls in reg.items():
+                path = str((cls.metadata.dataset or {}).get("path", ""))
+                if not getattr(cls, "_vdr_task", False) and (path == dataset if exact else path.split("/")[-1] == name):
+                    return cls.metadata.main_score, f"MTEB task {tname} (dataset {path})"
+    return default, "vdr's task default (no MTEB task for this dataset)"
 
-    from ..errors import VdrError
+
+def check_agreement(variant: str, qrels: Qrels, run: Run, scores: Mapping[str, float],
+                    metrics: Sequence[str]) -> tuple[float, list[dict]]:
+    """vdr's metrics of ``run`` against MTEB's ``scores`` (a TaskResult's ``scores["test"][0]``) for
+    query variant ``variant``; warns (:class:`~vdr.errors.VdrWarning`) on any disagreement.
+
+    vdr's nDCG/MAP/Recall/Precision are rounded to 5 decimals first, as MTEB rounds its means (MRR
+    is not rounded). A difference above ``1e-6`` is a disagreement; its reason is looked for in
+    the query sets: queries with an empty judgment set (MTEB drops them, vdr averages them as 0),
+    qrels queries missing from MTEB's run; otherwise it is reported as unexplained.
+
+    Returns:
+        ``(largest absolute difference, disagreements)``; each disagreement is ``{"metric", "vdr",
+        "mteb", "difference", "reason"}``.
+    """
     from ..metrics import evaluate_run
 
-    mteb = _mteb()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pages_digest = _sha256_files([Path(corpus_dir) / PAGES_FILE])[:12]
-    base = f"vdr-{pages_digest}"
-    k_values = tuple(sorted(set(DEFAULT_K_VALUES) | {int(k) for k in ks}))
-    originals = variants[ORIGINAL]
-    others = {v: qs for v, qs in variants.items() if v != ORIGINAL}
-    classes = make_tasks(corpus_dir, name=base, queries=originals, qrels=qrels, rewrites=others,
-                         k_values=k_values, main_score=f"ndcg_at_{3 if 3 in k_values else min(ks)}")
-    from ..encode.settings import EncoderSettings
+    ours = evaluate_run(qrels, run, list(metrics)).aggregate
+    empty = [q for q in qrels if len(qrels[q]) == 0]
+    missing = [q for q in qrels if q not in run and len(qrels[q]) > 0]
+    reasons = []
+    if empty:
+        reasons.append(f"{len(empty)} qrels quer{'y has' if len(empty) == 1 else 'ies have'} an empty judgment set"
+                       f" (e.g. {empty[:3]}): MTEB drops them, vdr averages them")
+    if missing:
+        reasons.append(f"{len(missing)} qrels queries are missing from MTEB's run (e.g. {missing[:3]}): MTEB averages"
+                       " over the queries in its run, vdr counts them as 0")
+    reason = "; ".join(reasons) or "unexplained (same query set on both sides)"
+    worst, out = 0.0, []
+    for m in metrics:
+        v = ours[m] if m.startswith("mrr") else round(ours[m], 5)
+        theirs = float(scores[m.replace("@", "_at_")])
+        d = abs(v - theirs)
+        worst = max(worst, d)
+        if d > DISAGREEMENT_TOLERANCE:
+            out.append({"metric": m, "vdr": v, "mteb": theirs, "difference": d, "reason": reason})
+    if out:
+        import warnings
 
-    if isinstance(model, EncoderSettings):  # every encoder option, as `vdr embed` takes them
-        if batch_size is not None:
-            model = model.replace(batch_size=batch_size)
-        vm = VdrColPaliModel(model.replace(device=device) if device is not None else model)
-        batch_size = model.batch_size
-    else:
-        vm = VdrColPaliModel(model, device=device, trust_remote_code=trust_remote_code)
-        batch_size = 8 if batch_size is None else batch_size
-    tasks = [cls() for cls in classes.values()]
-    pred_dir = out_dir / "predictions"
-    res = mteb.evaluate(vm, tasks, cache=None, prediction_folder=pred_dir, encode_kwargs={"batch_size": batch_size},
-                        show_progress_bar=progress, raise_error=False, co2_tracker=False, overwrite_strategy="always")
-    if res.exceptions:
-        raise VdrError("MTEB failed: " + "; ".join(f"{e.task_name}: {e.exception}" for e in res.exceptions))
-    by_name = {tr.task_name: tr for tr in res.task_results}
-    runs: dict[str, Run] = {}
-    scores: dict[str, dict] = {}
-    diffs: dict[str, float] = {}
-    compared = [f"{m}@{k}" for k in ks for m in ("ndcg", "mrr", "recall")]
-    for v, cls in classes.items():
-        tname = cls.metadata.name
-        tr = by_name[tname]
-        tr.to_disk(out_dir / f"{tname}.json")
+        from ..errors import VdrWarning
+
+        warnings.warn(f"vdr and MTEB disagree on variant {variant!r} by up to {worst:.3g} ({out[0]['metric']}: vdr"
+                      f" {out[0]['vdr']:.6f}, MTEB {out[0]['mteb']:.6f}): {reason}", VdrWarning, stacklevel=2)
+    return worst, out
+
+
+#: Largest vdr/MTEB difference accepted silently.
+DISAGREEMENT_TOLERANCE = 1e-6
+
+
+class MtebBackend:
+    """The multimodal backend run through :func:`mteb.evaluate` (``vdr evaluate --engine mteb``),
+    as a :class:`~vdr.retrieve.base.Backend`.
+
+    :meth:`index` goes through the multimodal backend's own path (one encoder load, the page
+    store filled and reused); :meth:`search` turns the variant into one MTEB task over the corpus
+    and qrels already loaded, runs :func:`mteb.evaluate` with :class:`VdrColPaliModel` (pages
+    answered from the store, queries encoded by the same encoder), stores MTEB's TaskResult JSON in
+    ``out_dir/<task>.json`` and its predictions in ``out_dir/predictions/``, and returns MTEB's run
+    cut to ``depth``. Every variant's MTEB scores are compared with vdr's on the same run
+    (:func:`check_agreement`): a difference above 1e-6 warns and is recorded with its reason.
+
+    Args:
+        encoder: encoder options (see :class:`vdr.retrieve.multimodal.MultimodalBackend`).
+        qrels: the qrels already loaded (checked against the corpus by the caller).
+        out_dir: folder of MTEB's outputs (``RESULTS_DIR/mteb``).
+        ks: vdr's metric cutoffs (MTEB computes them too).
+        dataset: the ViDoRe dataset evaluated, if any (names MTEB's main metric, :func:`main_metric`).
+        store: the page store folder (default ``CORPUS_DIR/embeddings``).
+        progress: progress bars.
+        name: the backend's name in results (default ``"multimodal"``).
+
+    Attributes:
+        config: the multimodal backend's config plus ``engine``, ``mteb_version``, MTEB model meta
+            name and revision, task names, k values, main metric.
+        report: the standard keys (``page_forward_passes``, ``cache``, ``index``, ``searches``) plus
+            ``task_results``, ``mteb_scores``, ``main_metric`` (``{"name", "source", "values":
+            {variant: value}}``), ``max_abs_difference_vdr_vs_mteb`` and ``disagreements`` per
+            variant, ``mteb_query_policy`` and ``compared_metrics``.
+
+    Raises:
+        BackendUnavailable: no model (at construction).
+    """
+
+    def __init__(self, encoder: Mapping[str, Any], *, qrels: Qrels, out_dir: str | Path, ks: Sequence[int] = (3, 5, 10),
+                 dataset: str | None = None, store: str | Path | None = None, progress: bool = False,
+                 name: str = "multimodal") -> None:
+        from ..retrieve.multimodal import MultimodalBackend
+
+        self._pages = MultimodalBackend(encoder, store=store, progress=progress, name=name)
+        self.name = name
+        self.qrels = qrels
+        self.out_dir = Path(out_dir)
+        self.ks = [int(k) for k in ks]
+        self.k_values = tuple(sorted(set(DEFAULT_K_VALUES) | set(self.ks)))
+        self.dataset = dataset
+        self.progress = progress
+        self.config: dict = dict(self._pages.config, engine="mteb")
+        self.report: dict = self._pages.report
+        self._model = None
+        self._corpus = None
+
+    def index(self, corpus) -> None:
+        """Load the encoder and fill the page store (see :meth:`MultimodalBackend.index`); wrap the
+        encoder and the store as an MTEB model.
+
+        Raises:
+            BackendUnavailable: as :meth:`MultimodalBackend.index`.
+        """
+        from importlib.metadata import version
+
+        self._pages.index(corpus)
+        enc = self._pages.encoder
+        self._model = VdrColPaliModel(enc, page_store=self._pages.store)
+        self._corpus = corpus
+        default = f"ndcg_at_{3 if 3 in self.k_values else min(self.ks)}"
+        self._main, source = main_metric(self.dataset, default)
+        self.k_values = tuple(sorted(set(self.k_values) | {int(self._main.rsplit("_", 1)[1])}))
+        self._base = f"vdr-{_sha256_files([Path(corpus.root) / PAGES_FILE])[:12]}"
+        meta = self._model.mteb_model_meta
+        self.config = dict(self._pages.config, engine="mteb", mteb_version=version("mteb"), mteb_model=meta.name,
+                           mteb_model_revision=meta.revision, mteb_tasks={}, mteb_k_values=list(self.k_values),
+                           mteb_main_metric=self._main)
+        self.report = self._pages.report
+        self.report.update(engine="mteb", task_results={}, mteb_scores={}, max_abs_difference_vdr_vs_mteb={},
+                           disagreements={}, main_metric={"name": self._main, "source": source, "values": {}},
+                           mteb_query_policy=MTEB_QUERY_POLICY,
+                           compared_metrics=[f"{m}@{k}" for k in self.ks for m in ("ndcg", "mrr", "recall")])
+
+    def _task(self, queries: QuerySet, variant: str):
+        qdigest = hashlib.sha256(json.dumps(queries.texts(), sort_keys=True).encode()).hexdigest()
+        rdigest = hashlib.sha256(json.dumps(self.qrels.to_dict(), sort_keys=True).encode()).hexdigest()
+        revision = hashlib.sha256("\n".join([self._base, rdigest, qdigest]).encode()).hexdigest()
+        cls = _build_task_class(name=self._base, variant=variant, corpus=self._corpus, queries=queries, qrels=self.qrels,
+                                revision=revision, main_score=self._main, languages=("eng-Latn",), k_values=self.k_values,
+                                description=None, sources={"corpus_dir": str(Path(self._corpus.root).resolve())})
+        return cls()
+
+    def search(self, queries: QuerySet, depth: int) -> Run:
+        """Run the variant's MTEB task; MTEB's run cut to ``depth`` (trec_eval order).
+
+        Raises:
+            InputError: :meth:`index` was not called.
+            BackendUnavailable: MTEB failed on the task (its message).
+        """
+        from ..retrieve.base import BackendUnavailable
+
+        if self._model is None:
+            raise InputError("MtebBackend.search: call index(corpus) first")
+        variant = queries.name
+        task = self._task(queries, variant)
+        tname = task.metadata.name
+        pred_dir = self.out_dir / "predictions"
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        res = mteb.evaluate(self._model, [task], cache=None, prediction_folder=pred_dir,
+                            encode_kwargs={"batch_size": self._pages.settings.batch_size},
+                            show_progress_bar=self.progress, raise_error=False, co2_tracker=False, overwrite_strategy="always")
+        if res.exceptions:
+            raise BackendUnavailable("MTEB failed: " + "; ".join(f"{e.task_name}: {e.exception}" for e in res.exceptions))
+        tr = res.task_results[0]
+        tr.to_disk(self.out_dir / f"{tname}.json")
         pred = json.loads((pred_dir / f"{tname}_predictions.json").read_text(encoding="utf-8"))["default"]["test"]
-        full = run_from_predictions(pred, name=f"mteb-{v}")
-        runs[v] = run_from_predictions(pred, depth=depth, name=f"multimodal-{v}")
         s = tr.scores["test"][0]
-        scores[v] = {"task": tname, "main_score": s["main_score"], **{k: s[k] for k in sorted(s) if _SCORE_RE.match(k)}}
-        ours = evaluate_run(qrels, full, compared).aggregate
-        # MTEB rounds the means of nDCG/Recall to 5 decimals (MRR unrounded): compare like with like
-        diffs[v] = max(abs((ours[m] if m.startswith("mrr") else round(ours[m], 5)) - s[m.replace("@", "_at_")]) for m in compared)
-    meta = vm.mteb_model_meta
-    enc = vm.encoder
-    config = dict(enc.settings, engine="mteb", mteb_version=version("mteb"), fingerprint=enc.fingerprint,
-                  query_template=enc.query_template.to_json(), batch_size=batch_size,
-                  mteb_model=meta.name, mteb_model_revision=meta.revision,
-                  mteb_tasks={v: c.metadata.name for v, c in classes.items()}, mteb_k_values=list(k_values))
-    report = {
-        "engine": "mteb",
-        "task_results": {v: f"mteb/{c.metadata.name}.json" for v, c in classes.items()},
-        "mteb_scores": scores,
-        "mteb_query_policy": MTEB_QUERY_POLICY,
-        "max_abs_difference_vdr_vs_mteb": diffs,
-        "compared_metrics": compared,
-    }
-    return runs, config, report
+        worst, bad = check_agreement(variant, self.qrels, run_from_predictions(pred), s, self.report["compared_metrics"])
+        r = self.report
+        self.config["mteb_tasks"][variant] = tname
+        r["task_results"][variant] = f"{self.out_dir.name}/{tname}.json"
+        r["mteb_scores"][variant] = {"task": tname, "main_score": s["main_score"], **{k: s[k] for k in sorted(s) if _SCORE_RE.match(k)}}
+        r["max_abs_difference_vdr_vs_mteb"][variant] = worst
+        r["disagreements"][variant] = bad
+        r["main_metric"]["values"][variant] = s[self._main]
+        r["searches"][variant] = {"num_queries": len(queries), "task": tname, "depth": depth}
+        return run_from_predictions(pred, depth=depth, name=f"{self.name}-{variant}")
+
+
+def build(ctx) -> MtebBackend:
+    """Registry factory of the ``mteb`` entry (``vdr evaluate --engine mteb`` builds it under the
+    name ``multimodal``). Options: ``encoder`` (see :class:`vdr.retrieve.multimodal.MultimodalBackend`;
+    its ``device`` defaults to ``ctx.device``), ``store``, ``qrels`` (required), ``out_dir``
+    (default ``mteb``), ``ks``, ``dataset``.
+
+    Raises:
+        BackendUnavailable: no model.
+        InputError: no qrels, an unknown option.
+    """
+    opts = dict(ctx.options)
+    encoder = dict(opts.pop("encoder", {}))
+    encoder.setdefault("device", ctx.device)
+    if "qrels" not in opts:
+        raise InputError("the mteb backend needs the qrels (option qrels)")
+    unknown = sorted(set(opts) - {"store", "qrels", "out_dir", "ks", "dataset"})
+    if unknown:
+        raise InputError(f"unknown mteb option(s) {unknown}; known: dataset, encoder, ks, out_dir, qrels, store")
+    opts.setdefault("out_dir", "mteb")
+    return MtebBackend(encoder, progress=ctx.progress, name=ctx.name, **opts)

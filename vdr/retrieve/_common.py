@@ -34,11 +34,15 @@ def check_texts(texts: object, what: str, *, allow_empty: bool) -> dict[str, str
     return out
 
 
-def check_k(k: object) -> int:
-    """``k`` as a positive int. Raises InputError otherwise."""
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or int(k) < 1:
-        raise InputError(f"k must be a positive integer, got {k!r}")
-    return int(k)
+def check_depth(value: object, what: str = "depth") -> int:
+    """``value`` as a positive int (a retrieval depth, or the ``top``/``depth`` of a fusion).
+
+    Raises:
+        InputError: not a positive integer (the message names ``what``).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise InputError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def id_order(ids: list[str]) -> np.ndarray:
@@ -48,16 +52,16 @@ def id_order(ids: list[str]) -> np.ndarray:
     return pos
 
 
-def top_k(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: list[str], k: int) -> dict[str, float]:
-    """The ``k`` best ``candidates`` (indices into ``scores``) in trec_eval order: score descending,
-    then corpus id descending, so cutting at ``k`` agrees with :meth:`vdr.types.Run.ranked`.
+def top_k(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: list[str], depth: int) -> dict[str, float]:
+    """The ``depth`` best ``candidates`` (indices into ``scores``) in trec_eval order: score
+    descending, then corpus id descending, so the cut agrees with :meth:`vdr.types.Run.ranked`.
 
     Args:
         scores: one score per corpus page, float32 or float64, shape ``(n_pages,)``.
         candidates: int indices of the pages that may be returned.
         order: :func:`id_order` of ``ids``.
         ids: corpus ids, ``len(ids) == n_pages``.
-        k: cutoff.
+        depth: pages kept.
 
     Returns:
         ``{corpus_id: float score}`` (Python floats; float32 values widen exactly), best first.
@@ -65,7 +69,7 @@ def top_k(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: li
     if candidates.shape[0] == 0:
         return {}
     s = scores[candidates].astype(np.float64)
-    sel = np.lexsort((-order[candidates], -s))[:k]
+    sel = np.lexsort((-order[candidates], -s))[:depth]
     return {ids[int(candidates[j])]: float(s[j]) for j in sel}
 
 

@@ -21,21 +21,26 @@ Ranking rules (documented choices):
   :attr:`BM25Backend.report` (``num_empty_pages``).
 * A query none of whose tokens is in the index vocabulary (all out-of-vocabulary, all stopwords, or
   no token at all) gets an **empty ranking** (the query id is in the run with no pages, so every
-  metric is 0 for it); such queries are counted and listed in :attr:`BM25Backend.last_search`.
-* Order and the top-``k`` cut follow trec_eval: score descending, then corpus id descending.
+  metric is 0 for it); such queries are counted and listed in ``BM25Backend.report["searches"]``.
+* Order and the ``depth`` cut follow trec_eval: score descending, then corpus id descending.
+* The index is cached on disk (``cache_dir/lexical/<fingerprint>/``), so a re-run loads it
+  instead of tokenising and indexing every page again.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
-from ._common import check_k, check_texts, id_order, top_k, version_of
+from ._common import check_depth, check_texts, id_order, top_k, version_of
+from .base import BuildContext, cache_path, content_digest, corpus_texts, fingerprint, new_report, query_texts, read_json, write_cache_dir
 
 __all__ = ["BM25Backend", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN"]
 
@@ -93,11 +98,9 @@ def _resolve_stopwords(stopwords: object) -> tuple[frozenset[str], object]:
 
 
 class BM25Backend:
-    """BM25 retrieval over page text (bm25s), built once per corpus.
+    """BM25 retrieval over page text (bm25s): a :class:`~vdr.retrieve.base.Backend`.
 
     Args:
-        corpus_texts: ``{corpus_id: page text}``; ids ``str`` (or integers, converted), texts ``str``
-            (empty text allowed: such pages are never ranked, see the module docstring).
         k1: term-frequency saturation, >= 0 (default 1.5, bm25s's default).
         b: length normalisation in [0, 1] (default 0.75).
         method: bm25s variant, one of :data:`BM25_METHODS` (default ``"lucene"``).
@@ -108,22 +111,27 @@ class BM25Backend:
         stopwords: a language code or name (``"en"``, ``"english"``, ``"de"``, ...; bm25s's lists),
             a list of words, or ``None`` (keep every token). Default ``"en"``.
         lower: lower-case before tokenising (default True).
+        cache_dir: root of the index cache; the index is kept in
+            ``cache_dir/lexical/<fingerprint>/`` (bm25s's own ``save`` format: ``.npy`` arrays written
+            with ``allow_pickle=False`` and JSON, plus vdr's ``vdr-index.json``). The fingerprint
+            covers the page ids and texts and every setting in :attr:`config` that changes scores.
+            ``None``: no cache.
+        name: the backend's name in results (default ``"lexical"``).
 
     Attributes:
         config: every parameter as used, tokenizer details and library versions (JSON-ready).
-        report: index statistics: ``num_pages``, ``num_empty_pages`` (pages without any token after
-            tokenisation, never ranked), ``empty_pages`` (their ids, first 20), ``vocabulary_size``,
-            ``avg_page_tokens``.
-        last_search: statistics of the last :meth:`search` (see there).
+        report: ``page_forward_passes`` (always 0: no model), ``cache``, ``index``: ``num_pages``,
+            ``num_empty_pages`` (pages without any token after tokenisation, never ranked),
+            ``empty_pages`` (their ids, first 20), ``vocabulary_size``, ``avg_page_tokens``;
+            ``searches``: per variant, see :meth:`search`.
 
     Raises:
-        InputError: an empty corpus, bad ids or texts, a parameter out of range, an unknown method,
-            stopword language or stemmer language, or a stemmer language without PyStemmer.
+        InputError: a parameter out of range, an unknown method, stopword language or stemmer
+            language, or a stemmer language without PyStemmer.
     """
 
     def __init__(
         self,
-        corpus_texts: Mapping[str, str],
         *,
         k1: float = 1.5,
         b: float = 0.75,
@@ -132,38 +140,23 @@ class BM25Backend:
         stemmer: str | None = "auto",
         stopwords: str | Sequence[str] | None = "en",
         lower: bool = True,
+        cache_dir: str | Path | None = None,
+        name: str = "lexical",
     ) -> None:
-        import bm25s
-
-        texts = check_texts(corpus_texts, "corpus page", allow_empty=True)
-        for name, v, lo, hi in (("k1", k1, 0.0, float("inf")), ("b", b, 0.0, 1.0), ("delta", delta, 0.0, float("inf"))):
+        for pname, v, lo, hi in (("k1", k1, 0.0, float("inf")), ("b", b, 0.0, 1.0), ("delta", delta, 0.0, float("inf"))):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= float(v) <= hi):
-                raise InputError(f"BM25 {name} must be a number in [{lo}, {hi}], got {v!r}")
+                raise InputError(f"BM25 {pname} must be a number in [{lo}, {hi}], got {v!r}")
         if method not in BM25_METHODS:
             raise InputError(f"unknown BM25 method {method!r}; known: {', '.join(BM25_METHODS)}")
         self._stop, stop_record = _resolve_stopwords(stopwords)
         self._stem, stem_record = self._resolve_stemmer(stemmer)
         self._lower = bool(lower)
         self._split = re.compile(TOKEN_PATTERN).findall
-
-        self._ids = list(texts)
-        self._order = id_order(self._ids)
-        docs = [self.tokenize(t) for t in texts.values()]
-        vocab = sorted({tok for d in docs for tok in d})  # sorted: the index does not depend on hash order
-        self._vocab = {tok: i for i, tok in enumerate(vocab)}
+        self.name = name
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.report: dict = new_report()
         self._retriever = None
-        if vocab:
-            self._retriever = bm25s.BM25(k1=float(k1), b=float(b), delta=float(delta), method=method, dtype="float32")
-            self._retriever.index(([[self._vocab[t] for t in d] for d in docs], dict(self._vocab)), create_empty_token=False, show_progress=False)
-        empty = [i for i, d in zip(self._ids, docs) if not d]
-        self.report: dict = {
-            "num_pages": len(self._ids),
-            "num_empty_pages": len(empty),
-            "empty_pages": empty[:20],
-            "vocabulary_size": len(vocab),
-            "avg_page_tokens": float(np.mean([len(d) for d in docs])),
-        }
-        self.last_search: dict = {}
+        self._ids: list[str] | None = None
         self.config: dict = {
             "backend": "lexical",
             "scorer": "bm25s",
@@ -211,24 +204,107 @@ class BM25Backend:
             toks = self._stem(toks)
         return toks
 
-    def search(self, queries: Mapping[str, str], k: int = 100) -> Run:
-        """Rank the corpus for each query; keep the top ``k`` pages that contain a query token.
+    # ------------------------------------------------------------------ index
+
+    def index(self, corpus) -> None:
+        """Build the BM25 index of ``corpus`` (a :class:`~vdr.corpus.Corpus`, or ``{corpus_id: text}``
+        with str or integer ids and str texts; empty texts allowed, never ranked), or load it from
+        the cache.
+
+        Raises:
+            InputError: an empty corpus, bad ids or non-str texts.
+        """
+        texts = check_texts(corpus_texts(corpus), "corpus page", allow_empty=True)
+        key = fingerprint("lexical", _CACHE_FORMAT, self._scoring_settings(), content_digest(texts.items()))
+        path = cache_path(self.cache_dir, "lexical", key)
+        self.report = new_report()
+        self.report["cache"] = {"hit": False if path is not None else None, "path": None if path is None else str(path)}
+        if path is not None and self._load(path, list(texts)):
+            self.report["cache"]["hit"] = True
+            return
+        self._build(texts)
+        if path is not None:
+            write_cache_dir(path, self._save)
+
+    def _scoring_settings(self) -> dict:
+        """The part of :attr:`config` that changes the index or the scores (cache key)."""
+        c = self.config
+        keys = ("method", "k1", "b", "delta", "dtype", "tokenizer", "stemmer")
+        return {**{k: c[k] for k in keys}, "bm25s": c["versions"]["bm25s"], "PyStemmer": c["versions"]["PyStemmer"]}
+
+    def _build(self, texts: dict[str, str]) -> None:
+        import bm25s
+
+        self._ids = list(texts)
+        self._order = id_order(self._ids)
+        docs = [self.tokenize(t) for t in texts.values()]
+        vocab = sorted({tok for d in docs for tok in d})  # sorted: the index does not depend on hash order
+        self._vocab = {tok: i for i, tok in enumerate(vocab)}
+        self._retriever = None
+        if vocab:
+            c = self.config
+            self._retriever = bm25s.BM25(k1=c["k1"], b=c["b"], delta=c["delta"], method=c["method"], dtype="float32")
+            self._retriever.index(([[self._vocab[t] for t in d] for d in docs], dict(self._vocab)), create_empty_token=False, show_progress=False)
+        empty = [i for i, d in zip(self._ids, docs) if not d]
+        self.report["index"] = {
+            "num_pages": len(self._ids),
+            "num_empty_pages": len(empty),
+            "empty_pages": empty[:20],
+            "vocabulary_size": len(vocab),
+            "avg_page_tokens": float(np.mean([len(d) for d in docs])),
+        }
+
+    def _save(self, folder: Path) -> None:
+        """Write the index into ``folder`` (bm25s ``save`` with ``allow_pickle=False``, plus JSON)."""
+        meta = {"format": _CACHE_FORMAT, "ids": self._ids, "vocab": list(self._vocab), "index": self.report["index"]}
+        if self._retriever is not None:
+            self._retriever.save(str(folder), allow_pickle=False, show_progress=False)
+        (folder / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+
+    def _load(self, folder: Path, ids: list[str]) -> bool:
+        """Load a cached index; ``False`` (a miss) when it is absent, incomplete or for other ids."""
+        meta = read_json(folder / _META)
+        if meta is None or meta.get("format") != _CACHE_FORMAT or meta.get("ids") != ids:
+            return False
+        retriever = None
+        if meta["vocab"]:
+            import bm25s
+
+            try:
+                retriever = bm25s.BM25.load(str(folder), allow_pickle=False, mmap=False, show_progress=False)
+            except (OSError, ValueError, KeyError):
+                return False
+        self._ids, self._order = ids, id_order(ids)
+        self._vocab = {tok: i for i, tok in enumerate(meta["vocab"])}
+        self._retriever = retriever
+        self.report["index"] = meta["index"]
+        return True
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, queries, depth: int = 100) -> Run:
+        """Rank the corpus for each query; keep the ``depth`` best pages that contain a query token.
 
         Args:
-            queries: ``{query_id: text}`` (non-empty texts; ids str or integers).
-            k: cutoff per query (>= 1).
+            queries: a :class:`~vdr.types.QuerySet` (one variant) or ``{query_id: text}`` (non-empty
+                texts; ids str or integers).
+            depth: pages kept per query (>= 1).
 
         Returns:
             :class:`~vdr.types.Run` with every query id (possibly with an empty ranking); scores are
-            the float32 BM25 scores widened to float. Deterministic. Sets :attr:`last_search` to
+            the float32 BM25 scores widened to float. Deterministic. Records
             ``{"num_queries", "num_queries_without_known_terms", "queries_without_known_terms"
-            (ids, first 50), "k"}``.
+            (ids, first 50), "depth"}`` in ``report["searches"][variant]``.
 
         Raises:
-            InputError: no queries, a bad id, a non-str, empty or whitespace-only text, a bad ``k``.
+            InputError: :meth:`index` was not called, no queries, a bad id, a non-str, empty or
+                whitespace-only text, a bad ``depth``.
         """
-        qs = check_texts(queries, "query", allow_empty=False)
-        k = check_k(k)
+        if self._ids is None:
+            raise InputError("BM25Backend.search: call index(corpus) first")
+        texts, variant = query_texts(queries)
+        qs = check_texts(texts, "query", allow_empty=False)
+        depth = check_depth(depth)
         out: dict[str, dict[str, float]] = {}
         no_terms: list[str] = []
         r = self._retriever
@@ -242,17 +318,36 @@ class BM25Backend:
             scores = r.get_scores_from_ids(tids)
             indptr, indices = r.scores["indptr"], r.scores["indices"]
             matched = np.unique(np.concatenate([indices[indptr[t] : indptr[t + 1]] for t in tarr])).astype(np.int64)
-            out[qid] = top_k(scores, matched, self._order, self._ids, k)
-        self.last_search = {
+            out[qid] = top_k(scores, matched, self._order, self._ids, depth)
+        self.report["searches"][variant] = {
             "num_queries": len(qs),
             "num_queries_without_known_terms": len(no_terms),
             "queries_without_known_terms": no_terms[:50],
-            "k": k,
+            "depth": depth,
         }
         return Run._trusted(out, "bm25")
 
     def __repr__(self) -> str:
-        return f"BM25Backend({self.report['num_pages']} pages, method={self.config['method']!r}, k1={self.config['k1']}, b={self.config['b']})"
+        n = self.report["index"].get("num_pages", 0)
+        return f"BM25Backend({n} pages, method={self.config['method']!r}, k1={self.config['k1']}, b={self.config['b']})"
+
+
+def build(ctx: BuildContext) -> BM25Backend:
+    """Registry factory: ``BM25Backend(**ctx.options)`` with the experiment's cache folder.
+
+    Raises:
+        InputError: an unknown option or a bad value (see :class:`BM25Backend`).
+    """
+    opts = dict(ctx.options)
+    allowed = {"k1", "b", "method", "delta", "stemmer", "stopwords", "lower"}
+    unknown = sorted(set(opts) - allowed)
+    if unknown:
+        raise InputError(f"unknown BM25 option(s) {unknown}; known: {', '.join(sorted(allowed))}")
+    return BM25Backend(**opts, cache_dir=ctx.cache_dir, name=ctx.name)
+
+
+_CACHE_FORMAT = 1
+_META = "vdr-index.json"
 
 
 _FORMULAS = {

@@ -1,0 +1,112 @@
+"""Run-file backend: a run computed elsewhere (a TREC or pytrec_eval-JSON file), evaluated like any backend.
+
+One file serves every query variant (a system that does not see the rewrites), or one file per
+variant (``{"original": a.trec, "keywords": b.trec}``). :meth:`RunFileBackend.search` returns the
+queries of the variant asked for, each cut to ``depth`` pages in trec_eval order; a query of the
+variant that the file does not hold gets an empty ranking (counted, listed, and scored 0 by the
+metrics), and run queries outside the variant are ignored (counted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import InputError
+from ..types import QuerySet, Run
+from ._common import check_depth
+from .base import BuildContext, new_report
+
+__all__ = ["RunFileBackend", "build"]
+
+
+class RunFileBackend:
+    """A user's run file as a :class:`~vdr.retrieve.base.Backend`.
+
+    Args:
+        name: the backend's name in results (letters, digits, ``_ . -``: it names files).
+        path: a TREC (``qid Q0 docid rank score tag``) or JSON (``{qid: {docid: score}}``) run, or
+            ``{variant: path}`` with one run per query variant.
+
+    Attributes:
+        config: ``{"backend": "run", "files": {variant or "*": absolute path}, "sha256": {...}}``.
+        report: ``page_forward_passes`` 0; ``index``: per file the number of queries and scored
+            pages and the corpus ids not in the corpus (count, first 10); ``searches``: per variant
+            ``{"num_queries", "num_queries_missing" (count), "queries_missing" (first 20),
+            "num_run_queries_ignored", "depth"}``.
+
+    Raises:
+        InputError: a malformed or missing file (file, line and id named; raised by :meth:`index`).
+    """
+
+    def __init__(self, name: str, path: str | Path | Mapping[str, str | Path]) -> None:
+        self.name = name
+        files = {"*": path} if isinstance(path, (str, Path)) else dict(path)
+        if not files:
+            raise InputError(f"run backend {name!r}: no run file given")
+        self._files = {v: Path(p) for v, p in files.items()}
+        self._runs: dict[str, Run] | None = None
+        self.report: dict = new_report()
+        self.config: dict = {"backend": "run", "files": {v: str(p.resolve()) for v, p in self._files.items()}, "sha256": {}}
+
+    def index(self, corpus) -> None:
+        """Read the run file(s); count corpus ids that are not pages of ``corpus`` (they stay in the
+        run, as unjudged pages do).
+
+        Raises:
+            InputError: a missing or malformed run file.
+        """
+        from ..io.formats import load_run
+
+        self._runs = {v: load_run(p) for v, p in self._files.items()}
+        self.config["sha256"] = {v: _sha256(p) for v, p in self._files.items()}
+        info = {}
+        for v, run in self._runs.items():
+            unknown = sorted({d for q in run for d in run[q] if d not in corpus}) if corpus is not None else []
+            info[v] = {"num_queries": len(run), "num_scored_pages": run.num_entries(), "num_unknown_pages": len(unknown),
+                       "unknown_pages": unknown[:10]}
+        self.report["index"] = info
+
+    def search(self, queries: QuerySet, depth: int) -> Run:
+        """The run of ``queries``' variant restricted to its query ids, each cut to ``depth`` pages.
+
+        Raises:
+            InputError: :meth:`index` was not called; no run file for this variant; bad ``depth``.
+        """
+        if self._runs is None:
+            raise InputError(f"run backend {self.name!r}: call index(corpus) first")
+        depth = check_depth(depth)
+        variant = queries.name if isinstance(queries, QuerySet) else "original"
+        run = self._runs.get(variant, self._runs.get("*"))
+        if run is None:
+            raise InputError(f"run backend {self.name!r} has no run file for variant {variant!r}; it has {sorted(self._runs)}")
+        qids = list(queries)
+        missing = [q for q in qids if q not in run]
+        out = {q: dict(run.ranked(q)[:depth]) if q in run else {} for q in qids}
+        self.report["searches"][variant] = {
+            "num_queries": len(qids), "num_queries_missing": len(missing), "queries_missing": missing[:20],
+            "num_run_queries_ignored": sum(1 for q in run if q not in queries), "depth": depth,
+        }
+        return Run._trusted(out, self.name)
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build(ctx: BuildContext) -> RunFileBackend:
+    """Registry factory: option ``path`` (a run file, or ``{variant: run file}``).
+
+    Raises:
+        InputError: no ``path`` option, or an unknown option.
+    """
+    opts = dict(ctx.options)
+    if "path" not in opts or set(opts) != {"path"}:
+        raise InputError(f"run backend {ctx.name!r} needs exactly one option, path (a run file or {{variant: run file}}), got {sorted(opts)}")
+    return RunFileBackend(ctx.name, opts["path"])
