@@ -43,6 +43,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -275,7 +276,8 @@ class Rewarder:
 
     Attributes:
         stats: counters ``rewrites``, ``empty``, ``truncated``, ``cache_hits``, ``searched``
-            (distinct texts sent to the backend), ``batches``, ``failed_batches``.
+            (distinct texts sent to the backend), ``batches``, ``failed_batches``; seconds spent in
+            the backend (``search_s``) and in the metric code (``metric_s``).
 
     Raises:
         InputError: a bad metric, depth, budget, keep rule or cache size.
@@ -302,7 +304,8 @@ class Rewarder:
         self.metric = self.check_metric(metric)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
-        self.stats = {"rewrites": 0, "empty": 0, "truncated": 0, "cache_hits": 0, "searched": 0, "batches": 0, "failed_batches": 0}
+        self.stats = {"rewrites": 0, "empty": 0, "truncated": 0, "cache_hits": 0, "searched": 0, "batches": 0, "failed_batches": 0,
+                      "search_s": 0.0, "metric_s": 0.0}
 
     def check_metric(self, metric: str | Metric) -> str:
         """The canonical name of ``metric`` after checking it fits ``depth``.
@@ -375,7 +378,9 @@ class Rewarder:
             self.stats["empty"] += sum(empty)
             self.stats["truncated"] += sum(truncated)
             self.stats["batches"] += 1
+        t0 = time.perf_counter()
         values, ranks = self._values(ids, rows, names)
+        self.stats["metric_s"] += time.perf_counter() - t0
         out_rows = [list(r.items()) for r in rows] if return_rows else None
         return RewardBatch(names[0], values[names[0]], values, ranks, empty, truncated, cached, out_rows)
 
@@ -414,6 +419,7 @@ class Rewarder:
         self.stats["cache_hits"] += sum(cached)
         if todo:
             keys = {f"r{j}": t for j, t in enumerate(todo)}
+            t0 = time.perf_counter()
             try:
                 run = _search(self.backend, keys, self.depth)
             except Exception as e:
@@ -421,6 +427,7 @@ class Rewarder:
                 qs = sorted({ids[n] for ns in todo.values() for n in ns})
                 raise RewardError(f"retrieval failed for query id(s) {', '.join(map(repr, qs[:20]))}: {type(e).__name__}: {e}") from e
             self.stats["searched"] += len(keys)
+            self.stats["search_s"] += time.perf_counter() - t0
             for key, t in keys.items():
                 ranked = run.ranked(key) if key in run else []
                 row = dict(ranked)
@@ -442,8 +449,9 @@ class Rewarder:
         """``evaluate_run`` over one run entry per rewrite (key = its position) -> values and ranks."""
         keys = [str(n) for n in range(len(ids))]
         qd = self.qrels
-        pos_qrels = Qrels({k: dict(qd[q]) for k, q in zip(keys, ids)})
-        pos_run = Run(dict(zip(keys, rows)))
+        # rows come from backend runs (validated str ids, finite float scores) or the cache built from them
+        pos_qrels = Qrels._trusted({k: qd._data[q] for k, q in zip(keys, ids)})
+        pos_run = Run._trusted(dict(zip(keys, rows)))
         asked = [m for m in names if m != RANK_INCENTIVE]
         res = evaluate_run(pos_qrels, pos_run, [*asked, "mrr"], relevance_level=self.relevance_level)
         order = np.array([int(k) for k in res.query_ids], dtype=np.int64)
