@@ -1,10 +1,11 @@
-"""Speed of rewards through vdr.rewards and through ``vdr serve`` (lexical backend).
+"""Speed of rewards through vdr.rewards and through ``vdr serve`` (lexical backend by default).
 
 Run it directly (needs the ``serve`` extra: fastapi, uvicorn, httpx; and psutil)::
 
     python benchmarks/rewards.py                  # 100,000 passages, 32 clients for 60 s
     python benchmarks/rewards.py --quick          # 5,000 passages, 8 clients for 5 s (smoke test)
     python benchmarks/rewards.py --passages 20000 --duration 30 --clients 16 --seed 1
+    python benchmarks/rewards.py --backend semantic --passages 5000 --duration 20   # dense figures
 
 Data (deterministic, seeded NumPy): ``--passages`` passages of 50-70 words drawn from a Zipf
 distribution (exponent 1.1) over a 50,000-word vocabulary whose most frequent words are the
@@ -84,7 +85,7 @@ def bench_rewarder(backend, qrels, gold, vocab, batches: int, seed: int) -> dict
     from vdr.rewards import Rewarder
 
     rng = np.random.default_rng(seed + 1)
-    rw = Rewarder(backend, qrels, cache_size=0, name="lexical")
+    rw = Rewarder(backend, qrels, cache_size=0)
     rw.score(*make_rewrites(256, gold, vocab, rng))  # warm-up
     rw.stats.update(search_s=0.0, metric_s=0.0)
     data = [make_rewrites(256, gold, vocab, rng) for _ in range(batches)]
@@ -102,7 +103,7 @@ def _serve(backend, qrels, port: int, cache_size: int) -> None:  # runs in the f
     from vdr.rewards import Rewarder
     from vdr.serve import create_app
 
-    app = create_app(Rewarder(backend, qrels, cache_size=cache_size, name="lexical"))
+    app = create_app(Rewarder(backend, qrels, cache_size=cache_size))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error")
 
 
@@ -205,20 +206,21 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--cache-size", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", default="lexical", help="lexical (default), semantic (all-MiniLM-L6-v2) or hybrid")
     ap.add_argument("--quick", action="store_true", help="5,000 passages, 8 clients for 5 s")
     args = ap.parse_args()
     if args.quick:
         args.passages, args.clients, args.duration, args.batches, args.latency_requests = 5_000, 8, 5.0, 2, 10
-    from vdr.retrieve.lexical import BM25Backend
+    from vdr.rewards import build_backend
 
     load_avg = os.getloadavg()[0]
     t0 = time.perf_counter()
     texts, qrels, gold, vocab = make_data(args.passages, args.seed)
     gen_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    backend = BM25Backend(texts)
+    backend = build_backend(args.backend, texts)
     index_s = time.perf_counter() - t0
-    res = {"benchmark": "rewards", "backend": "lexical", "passages": args.passages, "queries": N_QUERIES, "seed": args.seed,
+    res = {"benchmark": "rewards", "backend": args.backend, "passages": args.passages, "queries": N_QUERIES, "seed": args.seed,
            "data_s": round(gen_s, 1), "index_s": round(index_s, 1)}
     res.update(bench_rewarder(backend, qrels, gold, vocab, args.batches, args.seed))
     res.update(bench_server(backend, qrels, gold, vocab, args))

@@ -322,3 +322,24 @@ def test_rewards_are_deterministic_numpy_free_floats(world):
     rw = rewarder(world)
     out = rw.score(list(REWRITES), list(REWRITES.values()), "rank_incentive")
     assert all(type(x) is float for x in out) and np.isfinite(out).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["semantic", "hybrid"])
+def test_dense_and_hybrid_rewards_equal_evaluate_run(world, name):
+    from vdr.retrieve.hybrid import HybridBackend
+    from vdr.retrieve.semantic import DenseBackend
+
+    texts, queries, qrels, lexical = world
+    backend = build_backend(name, texts, {"device": "cpu"})
+    rw = Rewarder(backend, qrels, name=name)
+    ids = list(REWRITES)
+    got = rw.evaluate(ids, [REWRITES[q] for q in ids], ["ndcg@3", "recall@10"])
+    dense = DenseBackend(device="cpu").index(texts)
+    runs = [dense.search(REWRITES, k=100)]
+    if name == "hybrid":  # as `vdr evaluate` fuses: RRF of the backends' runs, top depth
+        runs = [HybridBackend(60, top=100).fuse([lexical.search(REWRITES, k=100), runs[0]], names=["lexical", "semantic"])]
+    res = evaluate_run(qrels, runs[0], ["ndcg@3", "recall@10"]).per_query
+    assert got.values["ndcg@3"] == [res[q]["ndcg@3"] for q in ids]
+    assert got.values["recall@10"] == [res[q]["recall@10"] for q in ids]
+    assert rw.config()["backend_config"]["backend"] == name

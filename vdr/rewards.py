@@ -648,8 +648,9 @@ class CompletionReward:
                 log(f"vdr/{key}_fraction", self._last[key] / len(completions))
         return rewards
 
-    def compute_score(self, data_source, solution_str, ground_truth, extra_info=None):
-        """verl's reward signature (one completion -> float; lists -> list).
+    def compute_score(self, data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        """verl's reward signature (one completion -> float; lists -> list); other keyword
+        arguments (newer verl versions pass more) are accepted and ignored.
 
         Raises:
             RewardError: no query id in ``extra_info`` (its keys listed), a failed retrieval.

@@ -103,17 +103,15 @@ class _Batcher:
         return await job.future
 
     async def _gather(self) -> list[_Job]:
-        loop = asyncio.get_running_loop()
+        """The next job, then (after ``batch_wait_ms``) every queued job up to ``max_batch`` rewrites."""
         jobs = [await self.queue.get()]
         size = len(jobs[0].ids)
-        end = loop.time() + self.limits.batch_wait_ms / 1000.0
+        if self.limits.batch_wait_ms > 0:
+            await asyncio.sleep(self.limits.batch_wait_ms / 1000.0)
         while size < self.limits.max_batch:
-            left = end - loop.time()
-            if left <= 0:
-                break
             try:
-                job = await asyncio.wait_for(self.queue.get(), timeout=left)
-            except asyncio.TimeoutError:
+                job = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
                 break
             jobs.append(job)
             size += len(job.ids)

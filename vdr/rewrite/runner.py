@@ -75,6 +75,7 @@ class RewriteReport:
         return not self.failed
 
     def to_json(self) -> dict:
+        """The ``.meta.json`` document: counts, failed ids, files and settings."""
         return {"total": self.total, "rewritten": self.rewritten, "cached": self.cached, "failed": len(self.failed),
                 "failed_ids": list(self.failed), "history_cut": self.history_cut, "out": str(self.out),
                 "failures": None if self.failures_path is None else str(self.failures_path), **self.settings}

@@ -1,4 +1,4 @@
-"""Versioned rewrite templates: shipped ones (``vdr/rewrite/templates/*.toml``) and user files.
+"""Versioned rewrite templates: shipped ones (``vdr/rewrite/template_files/*.toml``) and user files.
 
 A template is a TOML file with the keys ``name``, ``version`` (part of every cache key: change it
 whenever the wording changes), ``system`` (optional), ``user`` (with ``${question}`` and optionally
@@ -87,7 +87,7 @@ def render_history(history: tuple[str, ...], max_words: int | None) -> tuple[str
 
 def builtin_templates() -> dict[str, Path]:
     """``{name: path}`` of the templates shipped with vdr."""
-    folder = resources.files(__package__) / "templates"
+    folder = resources.files(__package__) / "template_files"
     return {p.name[: -len(".toml")]: Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml")}
 
 
