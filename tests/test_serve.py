@@ -159,17 +159,17 @@ def test_health_answers_while_a_batch_is_scored(world):
 
     class Slow:
         def search(self, texts, k):
-            time.sleep(1.5)
+            time.sleep(5.0)
             return backend.search(texts, k=k)
 
     app = create_app(Rewarder(Slow(), qrels), limits=ServeLimits(batch_wait_ms=1.0))
     with running(app) as url:
         t = threading.Thread(target=lambda: post(url, "/reward", {"query_ids": ["q0"], "rewrites": ["volcano"]}, headers={}))
         t.start()
-        time.sleep(0.3)
+        time.sleep(0.5)
         t0 = time.monotonic()
         assert httpx.get(url + "/health", timeout=10).status_code == 200
-        assert time.monotonic() - t0 < 1.0  # not stuck behind the 1.5 s search
+        assert time.monotonic() - t0 < 3.0  # not stuck behind the 5 s search (generous: shared CI machines)
         t.join()
 
 
