@@ -12,6 +12,7 @@ Noise is drawn from a generator seeded by the request body, so an identical requ
 identical answer. Page ids are parsed from the prompt (text pages start with ``page-id: <id>``;
 image pages are recognised by their data URL). ``mode`` switches to malformed answers, HTTP 500 or
 slow answers (for timeouts); ``ok_first`` answers that many requests normally before the mode applies.
+A subclass may override ``answer`` and return ``(content, finish_reason)`` (e.g. ``"length"``).
 """
 
 from __future__ import annotations
@@ -64,9 +65,12 @@ class SimJudge:
                     time.sleep(1.5)
                 req = json.loads(body)
                 content = "Sure, here you go: scores look fine." if mode == "malformed" else sim.answer(req, body)
+                finish = "stop"
+                if isinstance(content, tuple):  # a subclass may answer (content, finish_reason)
+                    content, finish = content
                 self._send(200, {"id": "sim", "object": "chat.completion", "created": 0, "model": req["model"],
                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                              "finish_reason": "stop"}],
+                                              "finish_reason": finish}],
                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
             def _send(self, status, obj):

@@ -442,6 +442,75 @@ def judge_command(
     typer.echo(f"results: {res.out_dir / 'rcp.json'}; gains: {res.out_dir / 'gains.tsv'}")
 
 
+
+@app.command("serve")
+def serve_command(
+    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl); text backends use the page text."),
+    backend: str = typer.Option("lexical", "--backend", help="lexical (BM25), semantic (sentence-transformers) or hybrid (RRF of both)."),
+    qrels: Path = typer.Option(..., "--qrels", help="Qrels (BEIR TSV, TREC or JSON): the query ids that can be rewarded."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 exposes the server to the network)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="Environment variable holding a bearer token that POST requests must send (never written)."),
+    metric: str = typer.Option("ndcg@3", "--metric", help="Default reward metric: any vdr metric (ndcg@3, hit@5, mrr@10, recall@10 ...) or rank_incentive."),
+    depth: int = typer.Option(100, "--depth", help="Pages retrieved per rewrite (>= every metric cutoff)."),
+    max_words: int = typer.Option(1024, "--max-words", help="Word budget of a rewrite; longer ones are cut (oldest words dropped first) and counted."),
+    cache_size: int = typer.Option(100_000, "--cache-size", help="LRU cache entries of (backend, query id, rewrite) rankings."),
+    batch_wait_ms: float = typer.Option(2.0, "--batch-wait-ms", help="How long concurrent requests are gathered into one backend call."),
+    max_items: int = typer.Option(4096, "--max-items", help="Most rewrites per request."),
+    max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Largest request body in MiB."),
+    model: Optional[str] = typer.Option(None, "--model", help="Semantic backend model (default all-MiniLM-L6-v2, offline)."),
+    device: Optional[str] = typer.Option(None, "--device", help="Device of the semantic model (cpu, cuda)."),
+) -> None:
+    """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
+    from .serve import ServeLimits, serve
+
+    limits = ServeLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, batch_wait_ms=batch_wait_ms)
+    serve(corpus_dir, backend=backend, qrels=qrels, host=host, port=port, token_env=token_env, metric=metric, depth=depth,
+          max_words=max_words, cache_size=cache_size, limits=limits, model=model, device=device,
+          ready=lambda line: typer.echo(line, err=True))
+
+
+@app.command("rewrite")
+def rewrite_command(
+    queries: Path = typer.Argument(..., help="Queries to rewrite (BEIR queries.jsonl; `history` = earlier turns, oldest first)."),
+    template: str = typer.Option("conversational", "--template", help="Shipped template (conversational, convsearch-r1, rl-qr) or a TOML file."),
+    out: Path = typer.Option(..., "--out", "-o", help="Rewrite file to write (queries.jsonl); failures go to OUT.failures.jsonl."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name served by the endpoint."),
+    local: Optional[Path] = typer.Option(None, "--local", help="A local transformers causal-LM folder instead of an endpoint."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="JSONL cache of rewrites (default OUT.cache.jsonl beside OUT)."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Most calls to make (cached rewrites are free)."),
+    timeout: str = typer.Option("30", "--timeout", help="Seconds per HTTP attempt ('none' is refused)."),
+    deadline: str = typer.Option("120", "--deadline", help="Seconds per query, retries and backoff included."),
+    max_retries: int = typer.Option(2, "--max-retries", help="Retries of a failed request (exponential backoff)."),
+    max_tokens: int = typer.Option(1024, "--max-tokens", help="Token limit of an answer; an answer cut by it is a failed query."),
+    temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
+    max_history_words: int = typer.Option(2000, "--max-history-words", help="History word budget (oldest turns dropped first, the question always kept)."),
+    fill_failed: Optional[str] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed)."),
+    device: Optional[str] = typer.Option(None, "--device", help="Device of --local (cpu, cuda)."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the --local checkpoint's own code."),
+) -> None:
+    """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
+    from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
+    from .rewrite import rewrite
+
+    r = rewrite(queries, template=template, out=out, endpoint=endpoint, model=model, local=local, cache=cache,
+                concurrency=concurrency, budget=budget, timeout=timeout, deadline=deadline, max_retries=max_retries,
+                max_tokens=max_tokens, temperature=temperature, max_history_words=max_history_words,
+                fill_failed=fill_failed, device=device, trust_remote_code=trust_remote_code)
+    t = r.settings["template"]
+    typer.echo(f"{r.total} queries: {r.rewritten} rewritten, {r.cached} from cache, {len(r.failed)} failed"
+               f" (template {t['name']} {t['version']}, model {r.settings['model']}) -> {r.out}")
+    if r.history_cut:
+        typer.echo(f"note: {r.history_cut} queries had their history shortened to {max_history_words} words (oldest turns first)")
+    if r.failed:
+        for qid, reason in list(r.failed.items())[:20]:
+            typer.echo(f"failed: {qid}: {reason}", err=True)
+        more = f" ({len(r.failed) - 20} more)" if len(r.failed) > 20 else ""
+        typer.echo(f"{len(r.failed)} failed queries{more} listed in {r.failures_path}; rerun to retry them (successes are cached)", err=True)
+        raise typer.Exit(code=1)
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (2 on a :class:`VdrError`)."""
     from . import distributed as D

@@ -49,6 +49,7 @@ __all__ = [
     "JudgeError",
     "JudgeConfigError",
     "JudgeOutputError",
+    "AnswerTruncated",
     "JudgeCallError",
     "BudgetExhausted",
     "Window",
@@ -76,6 +77,10 @@ class JudgeConfigError(JudgeError):
 
 class JudgeOutputError(JudgeError):
     """A judge answer is not the JSON object the prompt asks for; names the query and window."""
+
+
+class AnswerTruncated(JudgeOutputError):
+    """The answer stopped at the token limit (``finish_reason == "length"``): no final answer."""
 
 
 class JudgeCallError(JudgeError):
@@ -430,7 +435,20 @@ class JudgeClient:
                 raise BudgetExhausted(f"the call budget of {self.budget} judge calls is spent")
             self.stats.calls += 1
 
-    def _ask(self, window: Window, messages: list[dict]) -> str | None:
+    def ask(self, window, messages: list[dict], *, deadline: float | None = None) -> str | None:
+        """Send one chat request with retries; the answer's content (``None`` when it has none).
+
+        Args:
+            window: what is asked (anything with ``describe()``: a :class:`Window`, a rewrite item).
+            messages: the chat messages.
+            deadline: ``time.monotonic()`` by which this request, retries and backoff included, must
+                end (each attempt's timeout is cut to the time left); ``None``: only the per-attempt
+                timeout and the retry count bound it.
+
+        Raises:
+            JudgeCallError: every attempt failed, or the deadline passed. BudgetExhausted: no call left.
+            AnswerTruncated: ``finish_reason == "length"``. JudgeOutputError: no choices.
+        """
         o = self._openai
         kwargs = dict(model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens)
         if self.json_mode:
@@ -438,6 +456,12 @@ class JudgeClient:
         attempt = 0
         last_failure: str | None = None
         while True:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise JudgeCallError(self._hide(f"endpoint {self.endpoint}: deadline passed for {window.describe()}"
+                                                    f" after {attempt} attempt(s){': ' + last_failure if last_failure else ''}"))
+                kwargs["timeout"] = min(self.timeout, left)
             try:
                 self._reserve_call()
             except BudgetExhausted:
@@ -456,7 +480,8 @@ class JudgeClient:
                                                     f" after {attempt + 1} attempt(s): {e}")) from None
                 with self.stats.lock:
                     self.stats.retries += 1
-                time.sleep(self.backoff * (2 ** attempt) * (1.0 + 0.1 * random.random()))
+                pause = self.backoff * (2 ** attempt) * (1.0 + 0.1 * random.random())
+                time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
                 attempt += 1
                 continue
             except o.APIStatusError as e:
@@ -465,7 +490,7 @@ class JudgeClient:
             if choice is None:
                 raise JudgeOutputError(f"judge answer for {window.describe()} is not valid: no choices in the response")
             if choice.finish_reason == "length":
-                raise JudgeOutputError(f"judge answer for {window.describe()} is not valid: truncated at max_tokens={self.max_tokens}")
+                raise AnswerTruncated(f"judge answer for {window.describe()} is not valid: truncated at max_tokens={self.max_tokens}")
             return choice.message.content
 
     def judge(self, windows: Sequence[Window], queries: Mapping[str, str], pages: PageSource) -> list[list]:
@@ -503,7 +528,7 @@ class JudgeClient:
             if stop.is_set():
                 return
             try:
-                raw = self._ask(w, self._messages(w, queries[w.query_id], [p for _, p in hp]))
+                raw = self.ask(w, self._messages(w, queries[w.query_id], [p for _, p in hp]))
                 labels = [f"doc_{i + 1}" for i in range(len(w.pages))]
                 try:
                     ans = parse_answer(raw, w.stage, labels)

@@ -1,0 +1,203 @@
+"""vdr rewrite against a simulated OpenAI-compatible server (tests/judge_sim.py) and a tiny local LM."""
+
+import json
+import re
+import time
+
+import pytest
+
+from judge_sim import SimJudge
+from rewards_fixtures import build_tiny_causal_lm
+from vdr.cli import main
+from vdr.errors import InputError
+from vdr.io import load_queries
+from vdr.rewrite import load_template, rewrite
+from vdr.rewrite.templates import NO_HISTORY, render_history
+
+
+class SimRewriter(SimJudge):
+    """Answers rewrite prompts: ``<question> standalone`` in the template's tags; magic words in
+    the question trigger the faults of reasoning models and broken servers."""
+
+    def __init__(self):
+        super().__init__({})
+        self.prompts = []
+
+    def answer(self, req, body):
+        user = req["messages"][-1]["content"]
+        self.prompts.append(user)
+        q = re.search(r"(?:Current question|Question): (.*)", user).group(1)
+        if "LENGTH" in q:
+            return "<think>still thinking about the", "length"
+        if "EMPTY" in q:
+            return "", "stop"
+        if "THINKONLY" in q:
+            return "<think>I never finish"
+        if "NOTAG" in q:
+            return "I will not use tags"
+        if "<rewrite>" in user:
+            return f"<think>resolve it</think>\n<rewrite>{q} standalone</rewrite>"
+        if "<answer>" in user:
+            return f"<answer>{q} standalone</answer>"
+        return f"<think>hmm</think>\n{q} standalone\n"
+
+
+@pytest.fixture
+def sim():
+    s = SimRewriter()
+    yield s
+    s.close()
+
+
+def write_queries(path, items):
+    with open(path, "w") as f:
+        for qid, text, hist in items:
+            f.write(json.dumps({"_id": qid, "text": text, "history": hist}) + "\n")
+    return path
+
+
+QUERIES = [
+    ("c1_1", "who wrote hamlet", []),
+    ("c1_2", "where was he born", ["who wrote hamlet", "William Shakespeare"]),
+    ("c2_1", "what is a glacier", []),
+]
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def run(sim, tmp_path, **kw):
+    kw.setdefault("template", "conversational")
+    return rewrite(tmp_path / "q.jsonl", out=tmp_path / "rw.jsonl", endpoint=sim.url, model="sim-model",
+                   timeout=kw.pop("timeout", 10), backoff=0.01, **kw)
+
+
+@pytest.mark.parametrize("template", ["conversational", "convsearch-r1", "rl-qr"])
+def test_rewrites_every_query_and_caches(sim, tmp_path, template):
+    write_queries(tmp_path / "q.jsonl", QUERIES)
+    r = run(sim, tmp_path, template=template)
+    assert r.ok and r.total == 3 and r.rewritten == 3 and r.cached == 0
+    assert read_jsonl(tmp_path / "rw.jsonl") == [{"_id": q, "text": f"{t} standalone"} for q, t, _ in QUERIES]
+    assert not (tmp_path / "rw.failures.jsonl").exists()
+    meta = json.loads((tmp_path / "rw.meta.json").read_text())
+    assert meta["template"]["version"] == load_template(template).version and meta["model"] == "sim-model"
+    # the prompt carries the history (oldest first) and the question
+    p = next(p for p in sim.prompts if "where was he born" in p)
+    assert "1. who wrote hamlet\n2. William Shakespeare" in p
+    assert NO_HISTORY in next(p for p in sim.prompts if "what is a glacier" in p)
+    hits = sim.hits
+    again = run(sim, tmp_path, template=template)
+    assert again.cached == 3 and again.rewritten == 0 and sim.hits == hits
+    # another model, or another template version, asks again
+    other = rewrite(tmp_path / "q.jsonl", out=tmp_path / "rw2.jsonl", endpoint=sim.url, model="other", template=template,
+                    cache=tmp_path / "rw.cache.jsonl")
+    assert other.cached == 0 and other.rewritten == 3
+    rewritten = load_queries(tmp_path / "rw.jsonl")
+    assert list(rewritten.ids()) == [q for q, _, _ in QUERIES]
+
+
+def test_reasoning_and_broken_answers_are_listed_failures(sim, tmp_path):
+    items = QUERIES + [("x_len", "LENGTH please", []), ("x_empty", "EMPTY please", []),
+                       ("x_think", "THINKONLY please", []), ("x_notag", "NOTAG please", [])]
+    write_queries(tmp_path / "q.jsonl", items)
+    r = run(sim, tmp_path, template="convsearch-r1")
+    assert not r.ok and r.rewritten == 3
+    assert list(r.failed) == ["x_len", "x_empty", "x_think", "x_notag"]
+    assert r.failed["x_len"].startswith("length: no final answer")
+    assert "empty answer" in r.failed["x_empty"]
+    assert "no rewrite in the answer" in r.failed["x_think"] and "no rewrite in the answer" in r.failed["x_notag"]
+    fails = read_jsonl(tmp_path / "rw.failures.jsonl")
+    assert [f["_id"] for f in fails] == list(r.failed)
+    assert [x["_id"] for x in read_jsonl(tmp_path / "rw.jsonl")] == ["c1_1", "c1_2", "c2_1"]
+    # failures are never cached: a rerun asks exactly the failed queries again
+    hits = sim.hits
+    again = run(sim, tmp_path, template="convsearch-r1")
+    assert again.cached == 3 and sim.hits - hits == 4
+    # plain template: text after </think>; an unterminated <think> is no final answer
+    plain = rewrite(tmp_path / "q.jsonl", out=tmp_path / "plain.jsonl", endpoint=sim.url, model="sim-model", template="conversational")
+    assert "x_think" in plain.failed and read_jsonl(tmp_path / "plain.jsonl")[0]["text"] == "who wrote hamlet standalone"
+    filled = run(sim, tmp_path, template="convsearch-r1", fill_failed="original")
+    texts = {x["_id"]: x["text"] for x in read_jsonl(tmp_path / "rw.jsonl")}
+    assert texts["x_len"] == "LENGTH please" and not filled.ok
+
+
+def test_http_errors_and_deadline_bound_the_time(sim, tmp_path):
+    write_queries(tmp_path / "q.jsonl", QUERIES[:2])
+    sim.mode = "http500"
+    r = run(sim, tmp_path, max_retries=2)
+    assert set(r.failed) == {"c1_1", "c1_2"} and "HTTP 500" in r.failed["c1_1"]
+    assert sim.hits == 2 * 3  # 1 + 2 retries each
+    sim.mode = "slow"  # answers after 1.5 s: every attempt times out
+    t0 = time.monotonic()
+    r = run(sim, tmp_path, timeout=0.3, max_retries=10, deadline=0.8, concurrency=2)
+    elapsed = time.monotonic() - t0
+    assert set(r.failed) == {"c1_1", "c1_2"} and all("deadline" in v or "timed out" in v for v in r.failed.values())
+    assert elapsed < 2.5, elapsed  # without the deadline: 11 attempts x 0.3 s + backoff per query
+    sim.mode = "ok"
+    assert run(sim, tmp_path).ok  # the timed-out queries were not cached
+
+
+def test_time_limits_none_refused_and_budget(sim, tmp_path):
+    write_queries(tmp_path / "q.jsonl", QUERIES)
+    for bad in (None, "none", "null", 0, -1, float("inf")):
+        with pytest.raises(InputError, match="timeout"):
+            run(sim, tmp_path, timeout=bad)
+    with pytest.raises(InputError, match="deadline"):
+        run(sim, tmp_path, deadline=None)
+    r = run(sim, tmp_path, budget=2, concurrency=1)
+    assert r.rewritten == 2 and list(r.failed) == ["c2_1"] and "budget" in r.failed["c2_1"]
+
+
+def test_history_budget_drops_the_oldest_turns(sim, tmp_path):
+    hist = [f"turn{i} " + "word " * 9 for i in range(10)]  # 10 words each
+    write_queries(tmp_path / "q.jsonl", [("long", "and the last one", hist)])
+    r = run(sim, tmp_path, max_history_words=25)
+    assert r.ok and r.history_cut == 1
+    p = sim.prompts[-1]
+    assert "turn8" in p and "turn9" in p and "turn7" not in p and "turn0" not in p
+    assert "Current question: and the last one" in p
+    assert render_history(("a b c d",), 2) == ("1. c d", 1)
+    assert render_history((), 5) == (NO_HISTORY, 0)
+
+
+def test_user_template_file(sim, tmp_path):
+    t = tmp_path / "mine.toml"
+    t.write_text('name = "mine"\nversion = "mine-3"\nextract = "QUERY: (.*)"\nuser = "Q: ${question} {literal braces}"\n')
+    with pytest.raises(InputError, match="question"):
+        (tmp_path / "bad.toml").write_text('name = "b"\nversion = "1"\nuser = "no placeholder"\n')
+        load_template(tmp_path / "bad.toml")
+    with pytest.raises(InputError, match="unknown template"):
+        load_template("nonexistent-template")
+    tpl = load_template(t)
+    assert tpl.version == "mine-3" and tpl.source == str(t)
+    msgs, _ = tpl.messages(load_queries(write_queries(tmp_path / "q.jsonl", QUERIES[:1]))["c1_1"])
+    assert msgs == [{"role": "user", "content": "Q: who wrote hamlet {literal braces}"}]
+
+
+def test_cli_rewrite_exit_codes(sim, tmp_path, capsys):
+    write_queries(tmp_path / "q.jsonl", QUERIES + [("x_len", "LENGTH", [])])
+    args = ["rewrite", str(tmp_path / "q.jsonl"), "--endpoint", sim.url, "--model", "m", "--out", str(tmp_path / "o.jsonl")]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "failed: x_len: length: no final answer" in err and "o.failures.jsonl" in err
+    assert main(args + ["--timeout", "none"]) == 2
+    assert "refused" in capsys.readouterr().err
+    write_queries(tmp_path / "q.jsonl", QUERIES)
+    assert main(args) == 0
+    assert "3 queries: 0 rewritten, 3 from cache, 0 failed" in capsys.readouterr().out
+    assert not (tmp_path / "o.failures.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_local_model_every_query_rewritten_or_failed(tmp_path):
+    folder = build_tiny_causal_lm(tmp_path / "lm")
+    write_queries(tmp_path / "q.jsonl", QUERIES)
+    r = rewrite(tmp_path / "q.jsonl", out=tmp_path / "rw.jsonl", local=folder, template="conversational", max_tokens=6, device="cpu")
+    assert r.rewritten + len(r.failed) == 3 and r.settings["model"].startswith("local:lm@")
+    written = [x["_id"] for x in read_jsonl(tmp_path / "rw.jsonl")]
+    failed = [x["_id"] for x in read_jsonl(tmp_path / "rw.failures.jsonl")] if r.failed else []
+    assert sorted(written + failed) == sorted(q for q, _, _ in QUERIES)
+    assert all(v.startswith("length: no final answer") or "empty" in v for v in r.failed.values())
+    with pytest.raises(InputError, match="either --endpoint"):
+        rewrite(tmp_path / "q.jsonl", out=tmp_path / "x.jsonl", local=folder, endpoint="http://127.0.0.1:9/v1", template="conversational")

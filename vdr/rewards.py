@@ -1,0 +1,778 @@
+"""Retrieval metrics as rewards for RL training of query rewriters (GRPO with TRL or verl).
+
+Both RL papers vdr serves train a rewriter whose reward IS the retrieval metric: RL-QR (Cha et al.
+2025, arXiv 2507.23242) rewards nDCG@3 from the target retriever; ConvSearch-R1 (Zhu et al. 2025,
+arXiv 2505.15776; code BeastyZ/ConvSearch-R1) rewards the rank of the best gold passage. Here the
+reward of a rewrite of query ``q`` is computed by the SAME code as ``vdr evaluate``: the rewrites
+are searched by a retrieval backend, the rankings become a :class:`~vdr.types.Run` and
+:func:`vdr.metrics.evaluate_run` gives the per-rewrite value (one run entry per rewrite, so the
+GRPO rollouts of one prompt, which share a query id, never overwrite each other).
+
+Metrics (:func:`parse_reward_metric`): every metric of :mod:`vdr.metrics` (``ndcg@3`` -- the
+default --, ``hit@k``, ``mrr@k``, ``recall@k``, ...) and ``rank_incentive`` (:class:`RankIncentive`,
+ConvSearch-R1's piecewise-linear map of the best gold rank ``r``: ``2 - (r - 1)/9`` for
+``1 <= r <= 10``, ``10/9 - r/90`` for ``10 < r <= 100``, ``0`` otherwise; breakpoints configurable).
+The best gold rank is read from ``evaluate_run``'s ``mrr`` (whole ranking): ``r = 1 / mrr``; ``-1``
+when no page with grade >= ``relevance_level`` is in the top ``depth``.
+
+Rewrites (documented choices, counted in :attr:`Rewarder.stats`):
+
+* **Empty** (``None``, ``""`` or whitespace only): never sent to the backend; an empty ranking, so
+  every metric is 0 (as a retriever returning nothing). Counted as ``empty``.
+* **Over-long**: cut to ``max_words`` whitespace-separated words (default 1,024, Lucene's
+  clause limit, which ConvSearch-R1's server also cuts to). The cut keeps the LAST words
+  (``keep="tail"``: the oldest words are dropped first, so a history-then-question rewrite keeps
+  its question, as the conversational token budget does); ``keep="head"`` keeps the first words
+  (ConvSearch-R1's server). Counted as ``truncated``.
+* **Cache**: an LRU cache of rankings keyed by (backend name, query id, rewrite after the cut),
+  bounded in entries (``cache_size``); identical rewrites in one batch are searched once.
+
+Adapters: :class:`CompletionReward` turns completions into rewards -- a TRL ``GRPOTrainer`` reward
+function (``reward(prompts, completions, **kwargs)``), verl's ``compute_score(data_source,
+solution_str, ground_truth, extra_info=None)`` -- extracting the rewrite by pattern
+(:class:`Extractor`: ``<rewrite>``, ``<answer>``, plain text or a regex) with a format penalty.
+It scores through a :class:`Rewarder` (in process) or a :class:`RemoteScorer` (``vdr serve``).
+
+The backend is called in ONE place, :func:`_search` (and built in :func:`build_backend`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import InputError, VdrError
+from .metrics import Metric, evaluate_run, parse_metric
+from .types import Qrels, Run, to_id
+
+__all__ = [
+    "RankIncentive",
+    "RewardError",
+    "UnknownQueryError",
+    "RewardBatch",
+    "Rewarder",
+    "Extractor",
+    "CompletionReward",
+    "RemoteScorer",
+    "PRESETS",
+    "parse_reward_metric",
+    "cut_words",
+    "build_backend",
+    "TEXT_BACKENDS",
+    "RANK_INCENTIVE",
+]
+
+RANK_INCENTIVE = "rank_incentive"
+DEFAULT_MAX_WORDS = 1024
+
+
+class RewardError(VdrError):
+    """A reward could not be computed (a failed retrieval, a bad adapter input); names the query id."""
+
+
+class UnknownQueryError(InputError):
+    """Query ids without qrels. Attributes: ``ids`` (all of them, in input order, deduplicated)."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.ids = list(dict.fromkeys(ids))
+        shown = ", ".join(repr(i) for i in self.ids[:20])
+        more = f" (and {len(self.ids) - 20} more)" if len(self.ids) > 20 else ""
+        super().__init__(f"{len(self.ids)} unknown query id(s) (not in the qrels): {shown}{more}")
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+
+
+@dataclass(frozen=True)
+class RankIncentive:
+    """ConvSearch-R1's rank incentive (Zhu et al. 2025, arXiv 2505.15776, rank-incentive reward shaping):
+    piecewise-linear in the best gold rank ``r`` through the ``points`` ``(rank, reward)``, 0 outside.
+
+    Default points ``((1, 2.0), (10, 1.0), (100, 0.0))``: ``2 - (r - 1)/9`` for ``1 <= r <= 10``,
+    ``10/9 - r/90`` for ``10 < r <= 100``, ``0`` for ``r > 100`` or not retrieved (``r = -1``).
+
+    >>> f = RankIncentive()
+    >>> [round(f(r), 6) for r in (1, 5, 10, 11, 55, 100, 101, -1)]
+    [2.0, 1.555556, 1.0, 0.988889, 0.5, 0.0, 0.0, 0.0]
+
+    Raises:
+        InputError: fewer than two points, ranks not strictly increasing integers >= 1, or a
+            reward that is not finite.
+    """
+
+    points: tuple[tuple[int, float], ...] = ((1, 2.0), (10, 1.0), (100, 0.0))
+
+    def __post_init__(self) -> None:
+        pts = tuple((int(r), float(v)) for r, v in self.points)
+        if len(pts) < 2 or any(r < 1 for r, _ in pts) or any(b[0] <= a[0] for a, b in zip(pts, pts[1:])):
+            raise InputError(f"rank incentive points must be >= 2 (rank, reward) pairs with strictly increasing ranks >= 1, got {self.points!r}")
+        if not all(math.isfinite(v) for _, v in pts):
+            raise InputError(f"rank incentive rewards must be finite, got {self.points!r}")
+        object.__setattr__(self, "points", pts)
+
+    @property
+    def max_rank(self) -> int:
+        """The last breakpoint's rank: the retrieval depth the incentive needs."""
+        return self.points[-1][0]
+
+    def values(self, ranks: np.ndarray) -> np.ndarray:
+        """Rewards of int ranks ``(n,)`` (``-1``: not retrieved) as float64 ``(n,)``."""
+        r = np.asarray(ranks, dtype=np.float64)
+        xs = [float(p[0]) for p in self.points]
+        ys = [p[1] for p in self.points]
+        inside = (r >= xs[0]) & (r <= xs[-1])
+        return np.where(inside, np.interp(r, xs, ys), 0.0)
+
+    def __call__(self, rank: int) -> float:
+        return float(self.values(np.array([rank]))[0])
+
+
+def parse_reward_metric(name: str | Metric) -> Metric | str:
+    """``"rank_incentive"`` or a parsed :class:`vdr.metrics.Metric` (``"ndcg@3"`` ...).
+
+    Raises:
+        InputError: an unknown metric name (the message lists the known ones).
+    """
+    if isinstance(name, str) and name.strip().lower() == RANK_INCENTIVE:
+        return RANK_INCENTIVE
+    if not isinstance(name, (str, Metric)):
+        raise InputError(f"metric must be a string such as 'ndcg@3' or {RANK_INCENTIVE!r}, got {type(name).__name__}")
+    try:
+        return parse_metric(name)
+    except InputError as e:
+        raise InputError(f"{e}; or {RANK_INCENTIVE!r} (ConvSearch-R1)") from None
+
+
+def cut_words(text: str, max_words: int | None, keep: str = "tail") -> tuple[str, bool]:
+    """Apply the word budget: ``(text, False)`` when it has at most ``max_words``
+    whitespace-separated words, else ``(the last/first max_words words joined by spaces, True)``.
+
+    ``keep="tail"`` drops the oldest (leading) words first; ``keep="head"`` keeps the first words.
+
+    >>> cut_words("a b c d", 2)
+    ('c d', True)
+    >>> cut_words("a b c d", 2, keep="head")
+    ('a b', True)
+    """
+    if max_words is None:
+        return text, False
+    words = text.split()
+    if len(words) <= max_words:
+        return text, False
+    return " ".join(words[-max_words:] if keep == "tail" else words[:max_words]), True
+
+
+# --------------------------------------------------------------------------------------------
+# backend adapter: the only code that builds or calls a retrieval backend
+
+TEXT_BACKENDS = ("lexical", "semantic", "hybrid")
+
+
+@dataclass
+class _Fused:
+    """Hybrid: reciprocal rank fusion of text backends (``parts``), fused by ``fuser``."""
+
+    parts: list
+    names: list[str]
+    fuser: object
+    config: dict = field(default_factory=dict)
+
+
+def build_backend(name: str, texts: Mapping[str, str], options: Mapping | None = None):
+    """Build the text backend ``name`` over ``{corpus_id: text}`` (loaded once, kept warm).
+
+    Args:
+        name: ``"lexical"`` (BM25, bm25s), ``"semantic"`` (sentence-transformers) or ``"hybrid"``
+            (reciprocal rank fusion of both).
+        texts: page texts (``vdr.Corpus.load(dir).texts()``).
+        options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60}``.
+
+    Raises:
+        InputError: an unknown backend name, or what the backend raises for bad texts/options.
+    """
+    opts = dict(options or {})
+    if name == "lexical":
+        from .retrieve.lexical import BM25Backend
+
+        return BM25Backend(texts, **dict(opts.get("bm25") or {}))
+    if name == "semantic":
+        from .retrieve.semantic import DenseBackend
+
+        return DenseBackend(opts.get("model"), device=opts.get("device")).index(texts)
+    if name == "hybrid":
+        from .retrieve.hybrid import RRF_K, HybridBackend
+
+        parts = [build_backend("lexical", texts, opts), build_backend("semantic", texts, opts)]
+        fuser = HybridBackend(opts.get("rrf_k", RRF_K))
+        return _Fused(parts, ["lexical", "semantic"], fuser, {"backend": "hybrid", "rrf_k": fuser.k, "fused": ["lexical", "semantic"]})
+    raise InputError(f"unknown backend {name!r} for rewards; known: {', '.join(TEXT_BACKENDS)}")
+
+
+def _search(backend, texts: dict[str, str], depth: int) -> Run:
+    """The ONE call into a backend: rank the corpus for ``{key: text}`` (non-empty texts), keeping
+    ``depth`` pages per key in trec_eval order. (With the ``Backend`` protocol this becomes
+    ``backend.search(QuerySet.from_texts(texts, name="rewards"), depth)``.)"""
+    if isinstance(backend, _Fused):
+        runs = [_search(b, texts, depth) for b in backend.parts]
+        return backend.fuser.fuse(runs, names=backend.names).top_k(depth)
+    return backend.search(texts, k=depth)
+
+
+def backend_config(backend) -> dict:
+    """The backend's ``config`` dict (JSON-ready), ``{}`` when it has none."""
+    return dict(getattr(backend, "config", {}) or {})
+
+
+# --------------------------------------------------------------------------------------------
+# the scorer
+
+
+@dataclass(frozen=True)
+class RewardBatch:
+    """Rewards of one batch of rewrites, in input order.
+
+    Attributes:
+        metric: the primary metric's name. rewards: its value per rewrite (float).
+        values: ``{metric name: [value per rewrite]}`` for every metric asked.
+        ranks: best gold rank per rewrite (1-based; ``-1``: not in the top ``depth``).
+        empty, truncated, cached: per-rewrite flags (see the module docstring).
+        rows: per rewrite, the ranking ``[(corpus_id, score), ...]`` best first (only when asked).
+    """
+
+    metric: str
+    rewards: list[float]
+    values: dict[str, list[float]]
+    ranks: list[int]
+    empty: list[bool]
+    truncated: list[bool]
+    cached: list[bool]
+    rows: list[list[tuple[str, float]]] | None = None
+
+
+class Rewarder:
+    """Rewards of rewrites of known queries from one retrieval backend and the qrels.
+
+    Args:
+        backend: a text backend (:func:`build_backend`, or any object :func:`_search` can call).
+        qrels: :class:`~vdr.types.Qrels` (or a dict): the query ids that can be rewarded.
+        metric: default metric (``"ndcg@3"``; see :func:`parse_reward_metric`).
+        depth: pages retrieved per rewrite (default 100); every metric cutoff and the rank
+            incentive's last breakpoint must be <= ``depth``.
+        max_words, keep: the word budget (see :func:`cut_words`; ``None``: no cut).
+        relevance_level: minimum grade counted as relevant (binary metrics, ranks).
+        cache_size: LRU cache entries (0: no cache).
+        name: the backend's name (part of the cache key and of :meth:`config`).
+        rank_incentive: the :class:`RankIncentive` used for ``"rank_incentive"``.
+
+    Attributes:
+        stats: counters ``rewrites``, ``empty``, ``truncated``, ``cache_hits``, ``searched``
+            (distinct texts sent to the backend), ``batches``, ``failed_batches``; seconds spent in
+            the backend (``search_s``) and in the metric code (``metric_s``).
+
+    Raises:
+        InputError: a bad metric, depth, budget, keep rule or cache size.
+    """
+
+    def __init__(self, backend, qrels, *, metric: str = "ndcg@3", depth: int = 100, max_words: int | None = DEFAULT_MAX_WORDS,
+                 keep: str = "tail", relevance_level: int = 1, cache_size: int = 10_000, name: str = "backend",
+                 rank_incentive: RankIncentive | None = None) -> None:
+        self.backend = backend
+        self.qrels = qrels if isinstance(qrels, Qrels) else Qrels(qrels)
+        self.name = str(name)
+        self.incentive = rank_incentive or RankIncentive()
+        for what, v in (("depth", depth), ("cache_size", cache_size), ("relevance_level", relevance_level)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise InputError(f"{what} must be an integer, got {v!r}")
+        if depth < 1 or cache_size < 0:
+            raise InputError(f"depth must be >= 1 and cache_size >= 0, got depth={depth}, cache_size={cache_size}")
+        if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1):
+            raise InputError(f"max_words must be a positive integer or None, got {max_words!r}")
+        if keep not in ("tail", "head"):
+            raise InputError(f"keep must be 'tail' (drop the oldest words first) or 'head', got {keep!r}")
+        self.depth, self.max_words, self.keep = int(depth), max_words, keep
+        self.relevance_level, self.cache_size = int(relevance_level), int(cache_size)
+        self.metric = self.check_metric(metric)
+        self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.stats = {"rewrites": 0, "empty": 0, "truncated": 0, "cache_hits": 0, "searched": 0, "batches": 0, "failed_batches": 0,
+                      "search_s": 0.0, "metric_s": 0.0}
+
+    def check_metric(self, metric: str | Metric) -> str:
+        """The canonical name of ``metric`` after checking it fits ``depth``.
+
+        Raises:
+            InputError: unknown metric, or a cutoff (rank incentive: last breakpoint) > ``depth``.
+        """
+        m = parse_reward_metric(metric)
+        need = self.incentive.max_rank if m == RANK_INCENTIVE else m.k
+        if need is not None and need > self.depth:
+            raise InputError(f"metric {m} needs retrieval depth >= {need}, but depth is {self.depth}")
+        return str(m)
+
+    def config(self) -> dict:
+        """Every setting that changes a reward (JSON-ready)."""
+        return {"backend": self.name, "backend_config": backend_config(self.backend), "metric": self.metric, "depth": self.depth,
+                "max_words": self.max_words, "keep": self.keep, "relevance_level": self.relevance_level,
+                "rank_incentive": [list(p) for p in self.incentive.points], "cache_size": self.cache_size,
+                "metric_code": "vdr.metrics.evaluate_run (one run entry per rewrite)"}
+
+    def check_ids(self, query_ids: Sequence[object]) -> list[str]:
+        """Query ids as strings.
+
+        Raises:
+            InputError: an id that is not a str or an integer.
+            UnknownQueryError: ids without qrels (all of them listed).
+        """
+        ids = [q if type(q) is str else to_id(q, what="query id") for q in query_ids]
+        unknown = [q for q in ids if q not in self.qrels]
+        if unknown:
+            raise UnknownQueryError(unknown)
+        return ids
+
+    def score(self, query_ids: Sequence[object], rewrites: Sequence[str | None], metric: str | None = None) -> list[float]:
+        """One reward per rewrite (the plain adapter): ``evaluate(...).rewards``.
+
+        Raises:
+            InputError, UnknownQueryError, RewardError: see :meth:`evaluate`.
+        """
+        return self.evaluate(query_ids, rewrites, [metric or self.metric]).rewards
+
+    def evaluate(self, query_ids: Sequence[object], rewrites: Sequence[str | None], metrics: Sequence[str] | None = None,
+                 *, return_rows: bool = False, max_words: int | None = None) -> RewardBatch:
+        """Search every rewrite and evaluate it against its query's qrels with ``evaluate_run``.
+
+        Args:
+            query_ids: the query each rewrite rewrites (repeats allowed: GRPO rollouts).
+            rewrites: the rewrite texts (``None`` or whitespace-only: empty, see the module doc).
+            metrics: metric names (default ``[self.metric]``); the first is the primary one.
+            return_rows: also return each ranking (:attr:`RewardBatch.rows`).
+            max_words: a tighter word budget for this call (never looser than the rewarder's).
+
+        Returns:
+            :class:`RewardBatch`.
+
+        Raises:
+            InputError: lengths differ, a rewrite that is not a str or None, a bad metric.
+            UnknownQueryError: ids without qrels.
+            RewardError: the backend failed (the message names the query ids of the batch).
+        """
+        if len(query_ids) != len(rewrites):
+            raise InputError(f"{len(query_ids)} query ids but {len(rewrites)} rewrites: one query id per rewrite")
+        names = [self.check_metric(m) for m in (metrics or [self.metric])]
+        ids = self.check_ids(query_ids)
+        budget = self.max_words if max_words is None else (max_words if self.max_words is None else min(max_words, self.max_words))
+        texts, empty, truncated = self._prepare(rewrites, budget)
+        with self._lock:
+            rows, cached = self._rows(ids, texts)
+            self.stats["rewrites"] += len(ids)
+            self.stats["empty"] += sum(empty)
+            self.stats["truncated"] += sum(truncated)
+            self.stats["batches"] += 1
+        t0 = time.perf_counter()
+        values, ranks = self._values(ids, rows, names)
+        self.stats["metric_s"] += time.perf_counter() - t0
+        out_rows = [list(r.items()) for r in rows] if return_rows else None
+        return RewardBatch(names[0], values[names[0]], values, ranks, empty, truncated, cached, out_rows)
+
+    def _prepare(self, rewrites: Sequence[str | None], budget: int | None) -> tuple[list[str | None], list[bool], list[bool]]:
+        texts: list[str | None] = []
+        empty, truncated = [], []
+        for n, t in enumerate(rewrites):
+            if t is not None and not isinstance(t, str):
+                raise InputError(f"rewrite {n} must be a string or null, got {type(t).__name__}")
+            if t is None or not t.strip():
+                texts.append(None)
+                empty.append(True)
+                truncated.append(False)
+                continue
+            t, cut = cut_words(t, budget, self.keep)
+            texts.append(t)
+            empty.append(False)
+            truncated.append(cut)
+        return texts, empty, truncated
+
+    def _rows(self, ids: list[str], texts: list[str | None]) -> tuple[list[dict[str, float]], list[bool]]:
+        """Each rewrite's ranking, from the cache or one backend call for the distinct new texts."""
+        rows: list[dict | None] = [None] * len(ids)
+        cached = [False] * len(ids)
+        todo: dict[str, list[int]] = {}
+        for n, (q, t) in enumerate(zip(ids, texts)):
+            if t is None:
+                rows[n] = {}
+                continue
+            hit = self._cache.get((self.name, q, t)) if self.cache_size else None
+            if hit is not None:
+                self._cache.move_to_end((self.name, q, t))
+                rows[n], cached[n] = dict(zip(hit[0], hit[1].tolist())), True
+            else:
+                todo.setdefault(t, []).append(n)
+        self.stats["cache_hits"] += sum(cached)
+        if todo:
+            keys = {f"r{j}": t for j, t in enumerate(todo)}
+            t0 = time.perf_counter()
+            try:
+                run = _search(self.backend, keys, self.depth)
+            except Exception as e:
+                self.stats["failed_batches"] += 1
+                qs = sorted({ids[n] for ns in todo.values() for n in ns})
+                raise RewardError(f"retrieval failed for query id(s) {', '.join(map(repr, qs[:20]))}: {type(e).__name__}: {e}") from e
+            self.stats["searched"] += len(keys)
+            self.stats["search_s"] += time.perf_counter() - t0
+            for key, t in keys.items():
+                ranked = run.ranked(key) if key in run else []
+                row = dict(ranked)
+                for n in todo[t]:
+                    rows[n] = row
+                    self._remember(ids[n], t, ranked)
+        return rows, cached
+
+    def _remember(self, qid: str, text: str, ranked: list[tuple[str, float]]) -> None:
+        if not self.cache_size:
+            return
+        key = (self.name, qid, text)
+        self._cache[key] = (tuple(d for d, _ in ranked), np.array([s for _, s in ranked], dtype=np.float64))
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _values(self, ids: list[str], rows: list[dict], names: list[str]) -> tuple[dict[str, list[float]], list[int]]:
+        """``evaluate_run`` over one run entry per rewrite (key = its position) -> values and ranks."""
+        keys = [str(n) for n in range(len(ids))]
+        qd = self.qrels
+        # rows come from backend runs (validated str ids, finite float scores) or the cache built from them
+        pos_qrels = Qrels._trusted({k: qd._data[q] for k, q in zip(keys, ids)})
+        pos_run = Run._trusted(dict(zip(keys, rows)))
+        asked = [m for m in names if m != RANK_INCENTIVE]
+        res = evaluate_run(pos_qrels, pos_run, [*asked, "mrr"], relevance_level=self.relevance_level)
+        order = np.array([int(k) for k in res.query_ids], dtype=np.int64)
+        cols: dict[str, np.ndarray] = {}
+        for m, v in res.values.items():
+            col = np.empty(len(ids), dtype=np.float64)
+            col[order] = v
+            cols[m] = col
+        mrr = cols["mrr"]
+        ranks = np.where(mrr > 0, np.rint(1.0 / np.where(mrr > 0, mrr, 1.0)), -1).astype(np.int64)
+        out: dict[str, list[float]] = {}
+        for m in names:
+            v = self.incentive.values(ranks) if m == RANK_INCENTIVE else cols[m]
+            out[m] = [float(x) for x in v]
+        return out, ranks.tolist()
+
+    def cache_info(self) -> dict:
+        """``{"entries", "max_entries"}`` of the LRU cache."""
+        return {"entries": len(self._cache), "max_entries": self.cache_size}
+
+
+# --------------------------------------------------------------------------------------------
+# extraction from completions
+
+_TAG = {"rewrite": r"<rewrite>(.*?)</rewrite>", "answer": r"<answer>(.*?)</answer>"}
+_CONVSEARCH_FORMAT = r"^<think>.*?</think>\n<rewrite>.*?</rewrite>$"
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """Extract the rewrite from a completion and check its format.
+
+    Args:
+        pattern: ``"plain"`` (the whole completion, stripped), ``"rewrite"`` (the first
+            ``<rewrite>...</rewrite>``), ``"answer"`` (the first ``<answer>...</answer>``), or a
+            regular expression with one group (or a group named ``rewrite``); searched with DOTALL.
+        format_regex: the completion must match it (``re.match`` with DOTALL | MULTILINE) for the
+            format to be correct; ``None``: the format is correct when the pattern is found.
+
+    Raises:
+        InputError: a regex that does not compile or has no group.
+    """
+
+    pattern: str = "plain"
+    format_regex: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.pattern not in ("plain", *_TAG):
+            try:
+                rx = re.compile(self.pattern, re.DOTALL)
+            except re.error as e:
+                raise InputError(f"rewrite pattern {self.pattern!r} is not a valid regular expression: {e}") from None
+            if rx.groups < 1:
+                raise InputError(f"rewrite pattern {self.pattern!r} needs a group around the rewrite, e.g. <q>(.*?)</q>")
+        if self.format_regex is not None:
+            try:
+                re.compile(self.format_regex)
+            except re.error as e:
+                raise InputError(f"format regex {self.format_regex!r} is not valid: {e}") from None
+
+    def extract(self, completion: str) -> tuple[str | None, bool]:
+        """``(rewrite or None when the pattern is absent, format_ok)``; the rewrite is stripped.
+
+        ``"plain"`` of a reasoning model's answer: the text after the last ``</think>``; a
+        ``<think>`` that is never closed (the token budget ended while thinking) gives ``None``.
+        """
+        if self.pattern == "plain":
+            head, sep, tail = completion.rpartition("</think>")
+            rewrite: str | None = (tail if sep else completion).strip()
+            if not sep and "<think>" in completion:
+                rewrite = None
+        else:
+            m = re.search(_TAG.get(self.pattern, self.pattern), completion, re.DOTALL)
+            rewrite = None
+            if m is not None:
+                g = m.group("rewrite") if "rewrite" in m.re.groupindex else m.group(1)
+                rewrite = (g or "").strip()
+        if self.format_regex is None:
+            ok = rewrite is not None
+        else:
+            ok = re.match(self.format_regex, completion, re.DOTALL | re.MULTILINE) is not None
+        return rewrite, ok
+
+
+PRESETS: dict[str, dict] = {
+    "plain": {"pattern": "plain", "format_regex": None, "format_penalty": 0.0, "penalty_mode": "add", "metric": None},
+    # ConvSearch-R1 (BeastyZ/ConvSearch-R1, verl reward rewrite_r1): -0.1 replaces the rank reward
+    # when the completion is not exactly <think>...</think>\n<rewrite>...</rewrite>.
+    "convsearch-r1": {"pattern": "rewrite", "format_regex": _CONVSEARCH_FORMAT, "format_penalty": -0.1,
+                      "penalty_mode": "replace", "metric": RANK_INCENTIVE},
+    # RL-QR (arXiv 2507.23242): nDCG@3, rewrite inside <answer>...</answer>; the penalty value is
+    # vdr's default (the paper names a format penalty without a value we could confirm).
+    "rl-qr": {"pattern": "answer", "format_regex": None, "format_penalty": -0.1, "penalty_mode": "replace", "metric": "ndcg@3"},
+}
+"""Extraction and format-penalty settings of the papers (see :class:`CompletionReward`)."""
+
+
+def _completion_text(completion: object, n: int) -> str:
+    """The text of completion ``n``: a str, or (conversational data) the last message's content."""
+    if isinstance(completion, str):
+        return completion
+    msg = completion[-1] if isinstance(completion, list) and completion else completion
+    if isinstance(msg, dict) and "content" in msg:
+        content = msg["content"]
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+            return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+        if content is None:
+            return ""
+    raise RewardError(f"completion {n} must be a string or a list of messages with 'content', got {type(completion).__name__}")
+
+
+class CompletionReward:
+    """Completions -> rewards: the TRL reward function, verl's ``compute_score`` and a plain call.
+
+    TRL (``GRPOTrainer(reward_funcs=[reward])``): ``reward(prompts, completions, **kwargs)``; the
+    query ids come from the dataset column ``query_id_key`` (TRL passes every dataset column as a
+    keyword argument, one value per completion); unknown keyword arguments (``completion_ids``,
+    ``trainer_state``, ...) are accepted; completions may be strings or message lists. Returns exactly
+    one finite float per completion (never NaN; ``None`` only with ``abstain=True``, counted).
+
+    verl: ``reward.compute_score(data_source, solution_str, ground_truth, extra_info=None)`` with the
+    query id in ``extra_info[query_id_key]`` (or in ``ground_truth`` with ``verl_id="ground_truth"``);
+    lists for the four arguments (verl's batch reward manager) give a list.
+
+    Reward of a completion: the metric of its extracted rewrite (a missing or empty rewrite
+    scores 0); when the format is broken, ``penalty_mode="replace"`` gives ``format_penalty``
+    instead (ConvSearch-R1) and ``"add"`` adds it.
+
+    Args:
+        scorer: a :class:`Rewarder` (in process) or :class:`RemoteScorer` (``vdr serve``): anything
+            with ``score(query_ids, rewrites, metric) -> list[float]``.
+        preset: ``"plain"``, ``"convsearch-r1"`` or ``"rl-qr"`` (:data:`PRESETS`); the other
+            arguments override it.
+        pattern, format_regex: see :class:`Extractor`. format_penalty: a float (e.g. ``-0.1``).
+        penalty_mode: ``"replace"`` or ``"add"``. metric: the metric (default: the preset's, else
+            the scorer's). query_id_key: the dataset column / ``extra_info`` key of the query id.
+        abstain: return ``None`` for a completion whose retrieval failed instead of raising.
+        name: ``__name__`` (TRL logs rewards under it); default ``"vdr_<metric>"``.
+
+    Attributes:
+        stats: ``completions``, ``format_broken``, ``not_extracted``, ``empty``, ``abstained``.
+
+    Raises:
+        InputError: an unknown preset or penalty mode, a bad pattern or penalty.
+    """
+
+    def __init__(self, scorer, *, preset: str = "plain", pattern: str | None = None, format_regex: str | None | bool = False,
+                 format_penalty: float | None = None, penalty_mode: str | None = None, metric: str | None = None,
+                 query_id_key: str = "query_id", verl_id: str = "extra_info", abstain: bool = False, name: str | None = None) -> None:
+        if preset not in PRESETS:
+            raise InputError(f"unknown reward preset {preset!r}; known: {', '.join(PRESETS)}")
+        base = PRESETS[preset]
+        self.scorer = scorer
+        self.extractor = Extractor(pattern or base["pattern"], base["format_regex"] if format_regex is False else format_regex)
+        self.format_penalty = float(base["format_penalty"] if format_penalty is None else format_penalty)
+        self.penalty_mode = penalty_mode or base["penalty_mode"]
+        if self.penalty_mode not in ("replace", "add") or not math.isfinite(self.format_penalty):
+            raise InputError(f"penalty_mode must be 'replace' or 'add' and format_penalty finite, got {self.penalty_mode!r}, {self.format_penalty!r}")
+        if verl_id not in ("extra_info", "ground_truth"):
+            raise InputError(f"verl_id must be 'extra_info' or 'ground_truth', got {verl_id!r}")
+        self.metric = metric or base["metric"] or getattr(scorer, "metric", None)
+        self.query_id_key, self.verl_id, self.abstain = query_id_key, verl_id, bool(abstain)
+        self.__name__ = name or f"vdr_{self.metric or 'reward'}"
+        self.stats = {"completions": 0, "format_broken": 0, "not_extracted": 0, "empty": 0, "abstained": 0}
+        self._last = dict.fromkeys(self.stats, 0)
+
+    def config(self) -> dict:
+        """Extraction and penalty settings (JSON-ready)."""
+        return {"pattern": self.extractor.pattern, "format_regex": self.extractor.format_regex, "format_penalty": self.format_penalty,
+                "penalty_mode": self.penalty_mode, "metric": self.metric, "query_id_key": self.query_id_key, "abstain": self.abstain}
+
+    def __call__(self, prompts=None, completions=None, **kwargs) -> list[float | None]:
+        """TRL reward function: one reward per completion (see the class docstring).
+
+        Raises:
+            RewardError: no completions, no query-id column (the received keyword arguments are
+                listed), a count mismatch (expected and received counts named), a failed retrieval.
+            UnknownQueryError: query ids without qrels.
+        """
+        if completions is None:
+            raise RewardError("the reward function got no 'completions'")
+        ids = kwargs.get(self.query_id_key)
+        if ids is None:
+            raise RewardError(f"no query-id column {self.query_id_key!r} among the keyword arguments received:"
+                              f" {sorted(kwargs)}; add a {self.query_id_key!r} column to the dataset (or set query_id_key)")
+        if len(ids) != len(completions):
+            raise RewardError(f"expected one query id per completion: {len(completions)} completions but {len(ids)} query ids")
+        rewards = self.score_completions(ids, completions)
+        log = kwargs.get("log_metric")
+        if callable(log) and completions:
+            for key in ("format_broken", "empty"):
+                log(f"vdr/{key}_fraction", self._last[key] / len(completions))
+        return rewards
+
+    def compute_score(self, data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        """verl's reward signature (one completion -> float; lists -> list); other keyword
+        arguments (newer verl versions pass more) are accepted and ignored.
+
+        Raises:
+            RewardError: no query id in ``extra_info`` (its keys listed), a failed retrieval.
+        """
+        batch = isinstance(solution_str, list)
+        sols = solution_str if batch else [solution_str]
+        gts = ground_truth if batch else [ground_truth]
+        infos = (extra_info if extra_info is not None else [None] * len(sols)) if batch else [extra_info]
+        if len(gts) != len(sols) or len(infos) != len(sols):
+            raise RewardError(f"expected one ground_truth and extra_info per solution: {len(sols)} solutions, {len(gts)} ground truths, {len(infos)} extra_info")
+        ids = [self._verl_query_id(gt, info) for gt, info in zip(gts, infos)]
+        out = self.score_completions(ids, sols)
+        return out if batch else out[0]
+
+    def _verl_query_id(self, ground_truth, extra_info):
+        if self.verl_id == "ground_truth":
+            return ground_truth
+        if not isinstance(extra_info, Mapping) or self.query_id_key not in extra_info:
+            keys = sorted(extra_info) if isinstance(extra_info, Mapping) else type(extra_info).__name__
+            raise RewardError(f"no query id: extra_info has no {self.query_id_key!r} key (got {keys}); put the query id"
+                              f" in extra_info[{self.query_id_key!r}] when preparing the verl dataset")
+        return extra_info[self.query_id_key]
+
+    def score_completions(self, query_ids: Sequence[object], completions: Sequence[object]) -> list[float | None]:
+        """One reward per completion (the plain adapter over completions).
+
+        Raises:
+            RewardError: a count mismatch, a completion of a bad type, a failed retrieval (unless
+                ``abstain``), a non-finite reward.
+            UnknownQueryError: query ids without qrels.
+        """
+        if len(query_ids) != len(completions):
+            raise RewardError(f"expected one query id per completion: {len(completions)} completions but {len(query_ids)} query ids")
+        got = [self.extractor.extract(_completion_text(c, n)) for n, c in enumerate(completions)]
+        send = [rw if (ok or self.penalty_mode == "add") else None for rw, ok in got]
+        metric = self._metric_values(list(query_ids), send)
+        out: list[float | None] = []
+        for (rw, ok), v in zip(got, metric):
+            if v is None:
+                out.append(None)
+            elif ok:
+                out.append(v)
+            else:
+                out.append(self.format_penalty if self.penalty_mode == "replace" else v + self.format_penalty)
+        if any(v is not None and not math.isfinite(v) for v in out):
+            raise RewardError("a reward is not finite (NaN or infinite); refusing to return it")
+        self._last = {"format_broken": sum(not ok for _, ok in got), "not_extracted": sum(rw is None for rw, _ in got),
+                      "empty": sum(rw is not None and not rw for rw, _ in got), "abstained": sum(v is None for v in out)}
+        self.stats["completions"] += len(out)
+        for k, v in self._last.items():
+            self.stats[k] += v
+        return out
+
+    def _metric_values(self, ids: list, rewrites: list[str | None]) -> list[float | None]:
+        """The scorer's values; on a failed retrieval with ``abstain``, ``None`` for the failing ids."""
+        try:
+            return [float(v) for v in self.scorer.score(ids, rewrites, self.metric)]
+        except RewardError:
+            if not self.abstain:
+                raise
+        out: list[float | None] = []
+        for q, rw in zip(ids, rewrites):  # locate the failing ones
+            try:
+                out.append(float(self.scorer.score([q], [rw], self.metric)[0]))
+            except RewardError:
+                out.append(None)
+        return out
+
+
+class RemoteScorer:
+    """Score rewrites through a ``vdr serve`` server (``POST /reward``): the scorer of a trainer
+    that runs in another process or machine than the retrieval index.
+
+    Args:
+        url: the server's base URL (``http://127.0.0.1:8000``).
+        metric: default metric (default: the server's).
+        token: a bearer token; default the value of the environment variable ``token_env``
+            (if given). Never logged.
+        timeout: seconds per request.
+
+    Raises:
+        InputError: an empty URL or a named token variable that is unset.
+    """
+
+    def __init__(self, url: str, *, metric: str | None = None, token: str | None = None, token_env: str | None = None,
+                 timeout: float = 300.0) -> None:
+        if not url:
+            raise InputError("RemoteScorer needs the server URL, e.g. http://127.0.0.1:8000")
+        if token is None and token_env:
+            token = os.environ.get(token_env)
+            if not token:
+                raise InputError(f"environment variable {token_env} (the bearer token) is not set")
+        self.url, self.metric, self._token, self.timeout = url.rstrip("/"), metric, token, float(timeout)
+
+    def score(self, query_ids: Sequence[object], rewrites: Sequence[str | None], metric: str | None = None) -> list[float]:
+        """``POST /reward``; the ``rewards`` of the answer.
+
+        Raises:
+            UnknownQueryError: the server answered 422 with unknown query ids.
+            RewardError: any other failure (HTTP status and the server's message named).
+        """
+        import urllib.error
+        import urllib.request
+
+        body = {"query_ids": [q if isinstance(q, str) else to_id(q, what="query id") for q in query_ids], "rewrites": list(rewrites)}
+        if metric or self.metric:
+            body["metric"] = metric or self.metric
+        req = urllib.request.Request(self.url + "/reward", data=json.dumps(body).encode("utf-8"), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        if self._token:
+            req.add_header("Authorization", f"Bearer {self._token}")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(req, timeout=self.timeout) as resp:
+                return [float(x) for x in json.loads(resp.read())["rewards"]]
+        except urllib.error.HTTPError as e:
+            try:
+                detail = json.loads(e.read())
+            except (ValueError, OSError):
+                detail = {}
+            if e.code == 422 and detail.get("unknown_query_ids"):
+                raise UnknownQueryError(detail["unknown_query_ids"]) from None
+            raise RewardError(f"reward server {self.url}: HTTP {e.code}: {detail.get('error', e.reason)}") from None
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
+            raise RewardError(f"reward server {self.url}: {type(e).__name__}: {e}") from None

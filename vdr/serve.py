@@ -1,0 +1,371 @@
+"""``vdr serve``: the reward of RL training over HTTP, with the index and models kept warm.
+
+FastAPI + uvicorn. Endpoints:
+
+* ``POST /reward`` ``{"query_ids": [...], "rewrites": [...], "metric": "ndcg@3"}`` ->
+  ``{"rewards": [...], "ranks": [...], "metric": ..., "counts": {"empty", "truncated", "cached"}}``
+  (one value per position; ``ranks``: best gold rank, ``-1`` when not in the top ``depth``).
+  Rewards are :class:`vdr.rewards.Rewarder` values: the metric code of ``vdr evaluate``.
+* ``POST /retrieve``: ConvSearch-R1's retrieval-server request ``{"queries", "query_ids", "topk",
+  "return_scores", "max_length"}`` -> ``{"result": [rank or -1, ...]}``, or with ``return_scores``
+  ``{"result": [[rank, ...], [[score, ...], ...]]}`` (ranks, then each query's top-``topk`` scores),
+  as their server answers; ``topk`` <= the server's depth; ``max_length`` tightens the word budget.
+  "Gold" is any page with grade >= the relevance level. Results are per position: rollouts that
+  share a query id each get their own rank.
+* ``GET /health``: status, settings, counters, cache occupancy (no token needed).
+
+Behaviour (documented choices):
+
+* **Batching**: requests are queued and gathered for up to ``batch_wait_ms`` (or ``max_batch``
+  rewrites), then scored in ONE backend call on a worker thread -- never on the event loop, so
+  ``/health`` answers while a batch is scored.
+* **Bounds**: request bodies over ``max_body_bytes`` get 413 (checked on ``Content-Length`` and
+  while reading a body without it); more than ``max_items`` rewrites get 413.
+* **Errors**: malformed JSON or fields -> 400 ``{"error": message}``; unknown query ids -> 422
+  ``{"error", "unknown_query_ids"}``; missing/wrong bearer token -> 401; a failed retrieval -> 500
+  with the message. No request can stop the server.
+* **Security**: binds to 127.0.0.1 unless ``--host`` says otherwise; with ``--token-env VAR`` the
+  ``POST`` endpoints need ``Authorization: Bearer <value of VAR>`` (read from the environment, never
+  written or logged).
+"""
+
+import asyncio
+import hmac
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+from .rewards import RewardError, Rewarder, UnknownQueryError
+
+__all__ = ["create_app", "serve", "ServeLimits"]
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """Request bounds and batching settings.
+
+    Attributes:
+        max_body_bytes: largest request body (bytes). max_items: most rewrites per request.
+        batch_wait_ms: how long the batcher gathers requests before scoring (milliseconds).
+        max_batch: most rewrites scored in one backend call (a request larger than this is one batch).
+    """
+
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_items: int = 4096
+    batch_wait_ms: float = 2.0
+    max_batch: int = 1024
+
+
+class _ApiError(Exception):
+    def __init__(self, status: int, message: str, **extra) -> None:
+        super().__init__(message)
+        self.status, self.payload = status, {"error": message, **extra}
+
+
+@dataclass
+class _Job:
+    ids: list[str]
+    rewrites: list[str | None]
+    metrics: list[str]
+    max_words: int | None
+    rows: bool
+    future: asyncio.Future = field(repr=False)
+
+
+class _Batcher:
+    """Gathers queued jobs for a few ms, scores them in one call on a worker thread."""
+
+    def __init__(self, rewarder: Rewarder, limits: ServeLimits) -> None:
+        self.rewarder, self.limits = rewarder, limits
+        self.queue: asyncio.Queue | None = None
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vdr-reward")
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.queue = asyncio.Queue()
+        self.task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    async def submit(self, job: _Job):
+        await self.queue.put(job)
+        return await job.future
+
+    async def _gather(self) -> list[_Job]:
+        """The next job, then (after ``batch_wait_ms``) every queued job up to ``max_batch`` rewrites."""
+        jobs = [await self.queue.get()]
+        size = len(jobs[0].ids)
+        if self.limits.batch_wait_ms > 0:
+            await asyncio.sleep(self.limits.batch_wait_ms / 1000.0)
+        while size < self.limits.max_batch:
+            try:
+                job = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            jobs.append(job)
+            size += len(job.ids)
+        return jobs
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = await self._gather()
+            groups: dict[tuple, list[_Job]] = {}
+            for j in jobs:
+                groups.setdefault((j.max_words,), []).append(j)
+            for (max_words,), group in groups.items():
+                try:
+                    results = await loop.run_in_executor(self.pool, _score_group, self.rewarder, group, max_words)
+                except Exception as e:  # the whole group failed: every waiting request gets the error
+                    for j in group:
+                        if not j.future.done():
+                            j.future.set_exception(e)
+                    continue
+                for j, r in zip(group, results):
+                    if not j.future.done():
+                        j.future.set_result(r)
+
+
+def _score_group(rewarder: Rewarder, jobs: list[_Job], max_words: int | None) -> list[dict]:
+    """One ``Rewarder.evaluate`` call for every job; each job's slice of the results."""
+    ids = [q for j in jobs for q in j.ids]
+    rws = [r for j in jobs for r in j.rewrites]
+    metrics = list(dict.fromkeys(m for j in jobs for m in j.metrics))
+    batch = rewarder.evaluate(ids, rws, metrics, return_rows=any(j.rows for j in jobs), max_words=max_words)
+    out, start = [], 0
+    for j in jobs:
+        sl = slice(start, start + len(j.ids))
+        start += len(j.ids)
+        out.append({"values": {m: batch.values[m][sl] for m in j.metrics}, "ranks": batch.ranks[sl],
+                    "empty": batch.empty[sl], "truncated": batch.truncated[sl], "cached": batch.cached[sl],
+                    "rows": batch.rows[sl] if j.rows else None})
+    return out
+
+
+async def _read_json(request, limits: ServeLimits) -> dict:
+    """The request body as a JSON object, bounded in size (413) and well-formed (400)."""
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > limits.max_body_bytes):
+        raise _ApiError(413, f"request body larger than {limits.max_body_bytes} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limits.max_body_bytes:
+            raise _ApiError(413, f"request body larger than {limits.max_body_bytes} bytes")
+        chunks.append(chunk)
+    try:
+        obj = json.loads(b"".join(chunks))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise _ApiError(400, f"body is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise _ApiError(400, f"body must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _list_field(obj: dict, key: str, limits: ServeLimits, *, kinds: tuple, what: str, nullable: bool = False) -> list:
+    if key not in obj:
+        raise _ApiError(400, f"missing field {key!r}")
+    v = obj[key]
+    if not isinstance(v, list):
+        raise _ApiError(400, f"{key!r} must be a list, got {type(v).__name__}")
+    if len(v) > limits.max_items:
+        raise _ApiError(413, f"{key!r} has {len(v)} items; at most {limits.max_items} per request")
+    for n, x in enumerate(v):
+        if (x is None and not nullable) or (x is not None and (isinstance(x, bool) or not isinstance(x, kinds))):
+            raise _ApiError(400, f"{key}[{n}] must be {what}, got {json.dumps(x)[:80]}")
+    return v
+
+
+def _opt_int(obj: dict, key: str, lo: int = 1) -> int | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise _ApiError(400, f"{key!r} must be an integer >= {lo} or null, got {json.dumps(v)[:80]}")
+    return v
+
+
+def _checked_ids(rewarder: Rewarder, raw: list) -> list[str]:
+    ids = [q if isinstance(q, str) else str(q) for q in raw]
+    if any(q == "" for q in ids):
+        raise _ApiError(400, "query ids must be non-empty")
+    try:
+        return rewarder.check_ids(ids)
+    except UnknownQueryError as e:
+        raise _ApiError(422, str(e), unknown_query_ids=e.ids[:1000]) from None
+
+
+def _metric(rewarder: Rewarder, obj: dict) -> str:
+    m = obj.get("metric", rewarder.metric)
+    if not isinstance(m, str):
+        raise _ApiError(400, f"'metric' must be a string such as 'ndcg@3', got {json.dumps(m)[:80]}")
+    try:
+        return rewarder.check_metric(m)
+    except InputError as e:
+        raise _ApiError(400, str(e)) from None
+
+
+async def _run(batcher: _Batcher, job: _Job) -> dict:
+    try:
+        return await batcher.submit(job)
+    except UnknownQueryError as e:
+        raise _ApiError(422, str(e), unknown_query_ids=e.ids[:1000]) from None
+    except InputError as e:
+        raise _ApiError(400, str(e)) from None
+    except RewardError as e:
+        raise _ApiError(500, str(e)) from None
+
+
+def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits):
+    async def reward(request) -> dict:
+        obj = await _read_json(request, limits)
+        ids = _list_field(obj, "query_ids", limits, kinds=(str, int), what="a string or an integer")
+        rws = _list_field(obj, "rewrites", limits, kinds=(str,), what="a string or null", nullable=True)
+        if len(ids) != len(rws):
+            raise _ApiError(400, f"{len(ids)} query_ids but {len(rws)} rewrites: one query id per rewrite")
+        metric = _metric(rewarder, obj)
+        ids = _checked_ids(rewarder, ids)
+        r = await _run(batcher, _Job(ids, rws, [metric], None, False, asyncio.get_running_loop().create_future()))
+        return {"rewards": r["values"][metric], "ranks": r["ranks"], "metric": metric,
+                "counts": {k: sum(r[k]) for k in ("empty", "truncated", "cached")}}
+
+    return reward
+
+
+def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits):
+    async def retrieve(request) -> dict:
+        obj = await _read_json(request, limits)
+        qs = _list_field(obj, "queries", limits, kinds=(str,), what="a string")
+        ids = _list_field(obj, "query_ids", limits, kinds=(str, int), what="a string or an integer")
+        if len(ids) != len(qs):
+            raise _ApiError(400, f"{len(qs)} queries but {len(ids)} query_ids: one query id per query")
+        topk = _opt_int(obj, "topk") or rewarder.depth
+        if topk > rewarder.depth:
+            raise _ApiError(400, f"topk {topk} is larger than the server's retrieval depth {rewarder.depth} (vdr serve --depth)")
+        scores = obj.get("return_scores", False)
+        if not isinstance(scores, bool):
+            raise _ApiError(400, f"'return_scores' must be true or false, got {json.dumps(scores)[:80]}")
+        max_len = _opt_int(obj, "max_length")
+        ids = _checked_ids(rewarder, ids)
+        r = await _run(batcher, _Job(ids, qs, [rewarder.metric], max_len, scores, asyncio.get_running_loop().create_future()))
+        ranks = [k if 0 < k <= topk else -1 for k in r["ranks"]]
+        if not scores:
+            return {"result": ranks}
+        return {"result": [ranks, [[s for _, s in row[:topk]] for row in r["rows"]]]}
+
+    return retrieve
+
+
+def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLimits | None = None, info: dict | None = None):
+    """The FastAPI application serving ``rewarder`` (see the module docstring).
+
+    Args:
+        rewarder: the warm :class:`~vdr.rewards.Rewarder` (backend, qrels, metric, cache).
+        token: bearer token required on ``POST`` endpoints (``None``: no authentication).
+        limits: :class:`ServeLimits`.
+        info: extra JSON-ready facts shown by ``/health`` (corpus size, qrels checks).
+
+    Returns:
+        A ``fastapi.FastAPI`` app (run it with uvicorn).
+    """
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    limits = limits or ServeLimits()
+    batcher = _Batcher(rewarder, limits)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="vdr reward server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(_ApiError)
+    async def api_error(request, exc: _ApiError):
+        return JSONResponse(exc.payload, status_code=exc.status)
+
+    @app.exception_handler(Exception)
+    async def any_error(request, exc: Exception):
+        return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+
+    def auth(request: Request) -> None:
+        if token is None:
+            return
+        got = request.headers.get("authorization", "")
+        if not hmac.compare_digest(got.encode("utf-8", "replace"), f"Bearer {token}".encode("utf-8")):
+            raise _ApiError(401, "missing or wrong bearer token (Authorization: Bearer ...)")
+
+    reward, retrieve = _reward_handler(rewarder, batcher, limits), _retrieve_handler(rewarder, batcher, limits)
+
+    @app.post("/reward", dependencies=[Depends(auth)])
+    async def reward_endpoint(request: Request):
+        return await reward(request)
+
+    @app.post("/retrieve", dependencies=[Depends(auth)])
+    async def retrieve_endpoint(request: Request):
+        return await retrieve(request)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", **rewarder.config(), "num_queries": len(rewarder.qrels), "stats": dict(rewarder.stats),
+                "cache": rewarder.cache_info(), "limits": limits.__dict__, "auth": token is not None, **(info or {})}
+
+    return app
+
+
+def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path, host: str = "127.0.0.1", port: int = 8000,
+          token_env: str | None = None, metric: str = "ndcg@3", depth: int = 100, max_words: int | None = 1024,
+          keep: str = "tail", cache_size: int = 100_000, limits: ServeLimits | None = None, model: str | None = None,
+          device: str | None = None, log_level: str = "warning", ready=None) -> None:
+    """Load the corpus and qrels, build the backend once, and serve until interrupted.
+
+    Args:
+        corpus_dir: a corpus folder (``pages.jsonl``; text backends use the page text).
+        backend: ``lexical``, ``semantic`` or ``hybrid``. qrels: the qrels file.
+        host, port: where to listen (default 127.0.0.1:8000; 0.0.0.0 exposes it to the network).
+        token_env: name of the environment variable holding the bearer token (never written).
+        metric, depth, max_words, keep, cache_size: see :class:`vdr.rewards.Rewarder`.
+        limits: :class:`ServeLimits`. model, device: the semantic model and device.
+        ready: called with a one-line summary before serving starts (the CLI prints it).
+
+    Raises:
+        InputError: a bad corpus, qrels, backend or setting; a token variable that is unset or empty.
+    """
+    from .corpus import Corpus
+    from .io import load_qrels
+    from .rewards import build_backend
+
+    token = None
+    if token_env:
+        token = os.environ.get(token_env)
+        if not token:
+            raise InputError(f"environment variable {token_env} (the bearer token) is not set or empty")
+    corpus = Corpus.load(corpus_dir)
+    texts = corpus.texts()
+    qr = load_qrels(qrels)
+    missing = sorted({d for q in qr for d in qr[q] if d not in texts})
+    be = build_backend(backend, texts, {"model": model, "device": device})
+    rw = Rewarder(be, qr, metric=metric, depth=depth, max_words=max_words, keep=keep, cache_size=cache_size, name=backend)
+    info = {"num_pages": len(texts), "num_judged_pages_missing_from_corpus": len(missing),
+            "judged_pages_missing_from_corpus": missing[:20]}
+    app = create_app(rw, token=token, limits=limits, info=info)
+    if ready is not None:
+        ready(f"vdr serve: {backend} over {len(texts)} pages, {len(qr)} queries, metric {rw.metric}, depth {depth};"
+              f" listening on http://{host}:{port}{' (bearer token required)' if token else ''}")
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
