@@ -16,7 +16,7 @@ httpx = pytest.importorskip("httpx")
 
 from rewards_fixtures import free_port, make_passages, running, write_corpus  # noqa: E402
 from vdr.retrieve.lexical import BM25Backend  # noqa: E402
-from vdr.rewards import CompletionReward, RemoteScorer, Rewarder, RewardError, UnknownQueryError  # noqa: E402
+from vdr.rewards import build_backend, CompletionReward, RemoteScorer, Rewarder, RewardError, UnknownQueryError  # noqa: E402
 from vdr.serve import ServeLimits, create_app  # noqa: E402
 
 TOKEN = "s3cret-token"
@@ -26,7 +26,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture(scope="module")
 def world():
     texts, queries, qrels = make_passages()
-    return texts, queries, qrels, BM25Backend(texts)
+    return texts, queries, qrels, build_backend("lexical", texts)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_retrieve_is_convsearch_compatible_and_per_position(server, world):
     r = post(url, "/retrieve", {"queries": qs, "query_ids": ids, "topk": 2, "return_scores": True}).json()
     ranks, scores = r["result"]
     assert ranks == [k if 0 < k <= 2 else -1 for k in local.ranks]
-    assert [len(s) for s in scores] == [min(2, n) for n in (len(world[3].search({"x": q}, k=100)["x"]) if q else 0 for q in qs)]
+    assert [len(s) for s in scores] == [min(2, n) for n in (len(world[3].search({"x": q}, 100)["x"]) if q else 0 for q in qs)]
     assert all(a >= b for s in scores for a, b in zip(s, s[1:]))
     bad = post(url, "/retrieve", {"queries": ["a"], "query_ids": ["q0"], "topk": 1000})
     assert bad.status_code == 400 and "depth 100" in bad.json()["error"]
@@ -158,9 +158,9 @@ def test_health_answers_while_a_batch_is_scored(world):
     texts, queries, qrels, backend = world
 
     class Slow:
-        def search(self, texts, k):
+        def search(self, texts, depth):
             time.sleep(5.0)
-            return backend.search(texts, k=k)
+            return backend.search(texts, depth)
 
     app = create_app(Rewarder(Slow(), qrels), limits=ServeLimits(batch_wait_ms=1.0))
     with running(app) as url:
@@ -177,11 +177,11 @@ def test_failed_retrieval_is_a_500_not_a_crash(world):
     class Broken:
         calls = 0
 
-        def search(self, texts, k):
+        def search(self, texts, depth):
             Broken.calls += 1
             if Broken.calls == 1:
                 raise RuntimeError("disk on fire")
-            return world[3].search(texts, k=k)
+            return world[3].search(texts, depth)
 
     app = create_app(Rewarder(Broken(), world[2]))
     with running(app) as url:
@@ -227,7 +227,7 @@ def test_cli_serve_subprocess(tmp_path, world):
                 pytest.fail(f"vdr serve exited: {proc.stderr.read()}")
         r = post(url, "/reward", {"query_ids": ["q0", "q1"], "rewrites": ["volcano lava", "glacier"]})
         assert r.status_code == 200 and r.json()["metric"] == "hit@5"
-        assert r.json()["rewards"] == Rewarder(BM25Backend(texts), qrels).score(["q0", "q1"], ["volcano lava", "glacier"], "hit@5")
+        assert r.json()["rewards"] == Rewarder(build_backend("lexical", texts), qrels).score(["q0", "q1"], ["volcano lava", "glacier"], "hit@5")
     finally:
         proc.terminate()
         out, err = proc.communicate(timeout=30)

@@ -38,6 +38,8 @@ The backend is called in ONE place, :func:`_search` (and built in :func:`build_b
 
 from __future__ import annotations
 
+import warnings
+
 import json
 import math
 import os
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError, VdrError
+from .errors import InputError, VdrError, VdrWarning
 from .metrics import Metric, evaluate_run, parse_metric
 from .types import Qrels, Run, to_id
 
@@ -178,17 +180,7 @@ def cut_words(text: str, max_words: int | None, keep: str = "tail") -> tuple[str
 TEXT_BACKENDS = ("lexical", "semantic", "hybrid")
 
 
-@dataclass
-class _Fused:
-    """Hybrid: reciprocal rank fusion of text backends (``parts``), fused by ``fuser``."""
-
-    parts: list
-    names: list[str]
-    fuser: object
-    config: dict = field(default_factory=dict)
-
-
-def build_backend(name: str, texts: Mapping[str, str], options: Mapping | None = None):
+def build_backend(name: str, texts: Mapping[str, str], options: Mapping | None = None, *, index: bool = True):
     """Build the text backend ``name`` over ``{corpus_id: text}`` (loaded once, kept warm).
 
     Args:
@@ -196,6 +188,7 @@ def build_backend(name: str, texts: Mapping[str, str], options: Mapping | None =
             (reciprocal rank fusion of both).
         texts: page texts (``vdr.Corpus.load(dir).texts()``).
         options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60}``.
+        index: index ``texts`` now (``False``: the caller indexes, as :class:`HybridBackend` does).
 
     Raises:
         InputError: an unknown backend name, or what the backend raises for bad texts/options.
@@ -204,28 +197,27 @@ def build_backend(name: str, texts: Mapping[str, str], options: Mapping | None =
     if name == "lexical":
         from .retrieve.lexical import BM25Backend
 
-        return BM25Backend(texts, **dict(opts.get("bm25") or {}))
-    if name == "semantic":
+        backend = BM25Backend(**dict(opts.get("bm25") or {}))
+    elif name == "semantic":
         from .retrieve.semantic import DenseBackend
 
-        return DenseBackend(opts.get("model"), device=opts.get("device")).index(texts)
-    if name == "hybrid":
+        backend = DenseBackend(opts.get("model"), device=opts.get("device"))
+    elif name == "hybrid":
         from .retrieve.hybrid import RRF_K, HybridBackend
 
-        parts = [build_backend("lexical", texts, opts), build_backend("semantic", texts, opts)]
-        fuser = HybridBackend(opts.get("rrf_k", RRF_K))
-        return _Fused(parts, ["lexical", "semantic"], fuser, {"backend": "hybrid", "rrf_k": fuser.k, "fused": ["lexical", "semantic"]})
-    raise InputError(f"unknown backend {name!r} for rewards; known: {', '.join(TEXT_BACKENDS)}")
+        backend = HybridBackend([build_backend("lexical", {}, opts, index=False), build_backend("semantic", {}, opts, index=False)],
+                                rrf_k=opts.get("rrf_k", RRF_K))
+    else:
+        raise InputError(f"unknown backend {name!r} for rewards; known: {', '.join(TEXT_BACKENDS)}")
+    if index:
+        backend.index(texts)
+    return backend
 
 
 def _search(backend, texts: dict[str, str], depth: int) -> Run:
-    """The ONE call into a backend: rank the corpus for ``{key: text}`` (non-empty texts), keeping
-    ``depth`` pages per key in trec_eval order. (With the ``Backend`` protocol this becomes
-    ``backend.search(QuerySet.from_texts(texts, name="rewards"), depth)``.)"""
-    if isinstance(backend, _Fused):
-        runs = [_search(b, texts, depth) for b in backend.parts]
-        return backend.fuser.fuse(runs, names=backend.names).top_k(depth)
-    return backend.search(texts, k=depth)
+    """The ONE call into a backend (the :class:`~vdr.retrieve.base.Backend` protocol): rank the
+    corpus for ``{key: text}`` (non-empty texts), keeping ``depth`` pages per key in trec_eval order."""
+    return backend.search(texts, depth)
 
 
 def backend_config(backend) -> dict:
@@ -453,7 +445,10 @@ class Rewarder:
         pos_qrels = Qrels._trusted({k: qd._data[q] for k, q in zip(keys, ids)})
         pos_run = Run._trusted(dict(zip(keys, rows)))
         asked = [m for m in names if m != RANK_INCENTIVE]
-        res = evaluate_run(pos_qrels, pos_run, [*asked, "mrr"], relevance_level=self.relevance_level)
+        # a rewrite that retrieves no judged page earns 0: expected in training, neither an id-format error nor a warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", VdrWarning)
+            res = evaluate_run(pos_qrels, pos_run, [*asked, "mrr"], relevance_level=self.relevance_level, allow_unjudged=True)
         order = np.array([int(k) for k in res.query_ids], dtype=np.int64)
         cols: dict[str, np.ndarray] = {}
         for m, v in res.values.items():
