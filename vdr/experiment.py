@@ -250,11 +250,12 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
 
 def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan, out: Path, *,
              relevance_level: int, macro_average: bool) -> list[RunResult]:
-    """Write each run file and evaluate it; add the labelled macro rows when asked."""
+    """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when asked."""
     results: list[RunResult] = []
     for b in order:
         for name, run in runs[b].items():
             # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
+            run = run.renamed(f"{b}/{name}")
             res = evaluate_run(inputs.qrels, run, plan.metric_names, relevance_level=relevance_level, allow_unjudged=True)
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
     if macro_average and len(order) > 1:

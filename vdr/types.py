@@ -208,6 +208,11 @@ class Run(_IdMapping):
         obj._cols = None
         return obj
 
+    def renamed(self, name: str | None) -> "Run":
+        """The same run (the rankings are shared, not copied) under another ``name``, the name that
+        warnings and errors about the run use (e.g. ``"lexical/keywords"``)."""
+        return Run._trusted(self._data, name=name)
+
     def _columns(self) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
         """All scores as one float64 array in query order, each query's start offset, and each query's
         position: ``(flat (n_entries,), starts (n_queries,), {query_id: position})``. Cached.
