@@ -147,7 +147,7 @@ def test_bad_inputs(corpus, tmp_path):
     with pytest.raises(InputError, match=r"empty.jsonl:3: empty query text"):
         evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"x": bad}, out=tmp_path / "o", backends="lexical")
     short = tmp_path / "short.jsonl"
-    short.write_text("\n".join(lines[:3]) + "\n")
+    short.write_text("\n".join(lines[:2]) + "\n")
     with pytest.raises(AlignmentError, match="missing from the variant"):
         evaluate(cdir, queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"x": short}, out=tmp_path / "o", backends="lexical")
     with pytest.raises(InputError, match="unknown backend"):

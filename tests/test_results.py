@@ -80,7 +80,7 @@ def test_hand_computed_values_and_table_text():
     assert lines[2].endswith("  2/2/0")
     assert lines[3] == "multimodal: skipped: no --model given"
     assert lines[4].startswith("d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
-                               " (200 permutations, seed 3); p (Holm): Holm-corrected over the 2 tests (variants x mrr@3, recall@3)")
+                               " (exact test over all 2^")
     assert len(lines) == 5
 
 

@@ -361,7 +361,7 @@ def stage_lines(timing: Mapping[str, Any]) -> list[str]:
     walk("", timing)
     total = float(timing.get("total") or 0.0) or 1.0
     width = max((len(n) for n, _ in flat), default=5)
-    return [f"{n.ljust(width)}  {v:9.3f} s  {100 * v / total:5.1f}%" for n, v in flat]
+    return [f"{n:<{width}}  {v:9.3f} s  {100 * v / total:5.1f}%" for n, v in flat]
 
 
 # --------------------------------------------------------------------------------------------- evaluate

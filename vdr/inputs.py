@@ -16,11 +16,10 @@ from .corpus import PAGES_FILE, Corpus
 from .errors import InputError
 from .metrics import check_judged_overlap
 from .io.formats import load_qrels, load_queries, load_rewrites
-from .types import Qrels, Query, QuerySet
+from .types import ORIGINAL, Qrels, Query, QuerySet
 
 __all__ = ["Inputs", "load_inputs", "build_variants", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
 
-ORIGINAL = "original"
 CONCAT = "concat"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .compare import Comparison, compare_variants, describe_test
+from .inputs import duplicate_texts
 from .corpus import Corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
@@ -242,7 +243,8 @@ def _length_stats(qs: QuerySet) -> dict:
         n = len(xs)
         return {"mean": sum(xs) / n, "median": (xs[(n - 1) // 2] + xs[n // 2]) / 2, "min": xs[0], "max": xs[-1]} if n else {}
 
-    return {"num_queries": len(qs), "chars": stats(chars), "whitespace_tokens": stats(toks), "source": qs.source}
+    return {"num_queries": len(qs), "chars": stats(chars), "whitespace_tokens": stats(toks), "source": qs.source,
+            "duplicate_texts": duplicate_texts(qs)}
 
 
 def _nan_to_none(x):
