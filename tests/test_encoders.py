@@ -293,7 +293,7 @@ def test_cli_evaluate_finds_the_store_embed_wrote(colqwen_dir, tmp_path):
     r1, r2 = (json.loads((tmp_path / o / "results.json").read_text()) for o in ("r1", "r2"))
     for r in (r1, r2):
         rep = r["backend_reports"]["multimodal"]
-        assert (rep["encoded"], rep["reused"]) == (0, 3)  # the store embed wrote, found and reused
+        assert (rep["index"]["encoded"], rep["index"]["reused"]) == (0, 3)  # the store embed wrote, found and reused
         cfg = r["config"]["backend_config"]["multimodal"]
         assert cfg["store"] == emb["store"] and cfg["page_fingerprint"] == emb["fingerprint"]
         assert r["config"]["encoder"]["store_dtype"] == "float32" and cfg["device"] == "cpu"
@@ -305,9 +305,9 @@ def test_cli_evaluate_finds_the_store_embed_wrote(colqwen_dir, tmp_path):
 def test_embed_defaults_are_the_encoder_defaults():
     import inspect
 
-    from vdr.encode import N_AUGMENTATION_TOKENS, embed
+    from vdr.encode import N_AUGMENTATION_TOKENS, EncoderSettings
 
-    params = inspect.signature(embed).parameters
+    params = inspect.signature(EncoderSettings).parameters
     assert params["query_prefix"].default == DEFAULT_QUERY_PREFIX == "Query: "
     assert params["n_augmentation"].default == N_AUGMENTATION_TOKENS == 10
 

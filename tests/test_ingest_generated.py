@@ -209,8 +209,10 @@ def test_pdfium_and_poppler_agree(tmp_path, folder):
     from vdr.retrieve.lexical import BM25Backend
 
     queries = {"q1": "financial", "q2": "r\u00e9sum\u00e9", "q3": "Re\u0301sume\u0301 cafe\u0301", "q4": "information", "q5": "alpha page"}
-    ra = BM25Backend(ca.texts()).search(queries, 5).to_dict()
-    rb = BM25Backend(cb.texts()).search(queries, 5).to_dict()
+    ba, bb = BM25Backend(), BM25Backend()
+    ba.index(ca.texts())
+    bb.index(cb.texts())
+    ra, rb = ba.search(queries, 5).to_dict(), bb.search(queries, 5).to_dict()
     assert ra == rb
     assert list(ra["q1"]) == ["ligature.pdf#1"] and list(ra["q2"]) == ["ligature.pdf#1"] and list(ra["q3"]) == ["ligature.pdf#1"]
 

@@ -59,7 +59,7 @@ def test_notebook_without_model(sample_results, monkeypatch):
     # the table, then the largest lexical regression (q10: conversational drops nDCG@3 from 1 to 0)
     html = "".join(o.get("data", {}).get("text/html", "") for o in outs)
     assert "<table" in html and "0.6977" in html
-    assert "9072 per-query values; mean ndcg@3 per variant and backend:" in text  # 9 runs x 42 queries x 24 metrics
+    assert "10206 per-query values; mean ndcg@3 per variant and backend:" in text  # 9 runs x 42 queries x 27 metrics (ties@k included)
     assert "query q10" in text and "lexical / conversational  ndcg@3 0.000" in text
     assert "judged pages: {'grunfeld-investment-deck.pdf#3': 2}" in text
     assert _images(outs) == 3 + 1  # one grid per backend + the relevant pages

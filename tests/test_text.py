@@ -29,13 +29,20 @@ def test_normalize_text_values():
     assert TEXT_POLICY["unicode"] == "NFKC"
 
 
+
+def _bm25(texts, **options):
+    bm = BM25Backend(**options)
+    bm.index(texts)
+    return bm
+
+
 def test_lexical_matches_ligatures_and_decomposed_accents_both_ways():
     pages = {"lig": f"the {LIGATURE} statements", "acc": f"my {DECOMPOSED} online", "other": "nothing relevant here"}
-    bm = BM25Backend(pages, stemmer=None)
+    bm = _bm25(pages, stemmer=None)
     run = bm.search({"q1": "financial", "q2": "r\u00e9sum\u00e9", "q3": "R\u00c9SUM\u00c9"}, 3).to_dict()
     assert list(run["q1"]) == ["lig"] and list(run["q2"]) == ["acc"] and list(run["q3"]) == ["acc"]
     # the other way round: typed with a ligature / decomposed accents, pages in plain form
-    bm2 = BM25Backend({"lig": "the financial statements", "acc": "my r\u00e9sum\u00e9 online", "other": "nothing relevant here"}, stemmer=None)
+    bm2 = _bm25({"lig": "the financial statements", "acc": "my r\u00e9sum\u00e9 online", "other": "nothing relevant here"}, stemmer=None)
     run2 = bm2.search({"q1": LIGATURE, "q2": DECOMPOSED}, 3).to_dict()
     assert list(run2["q1"]) == ["lig"] and list(run2["q2"]) == ["acc"]
     assert run["q1"]["lig"] == pytest.approx(run2["q1"]["lig"])  # same tokens, same scores
@@ -44,7 +51,7 @@ def test_lexical_matches_ligatures_and_decomposed_accents_both_ways():
 
 
 def test_accents_are_kept_not_stripped():
-    bm = BM25Backend({"fr": "un r\u00e9sum\u00e9", "en": "a resume"}, stemmer=None, stopwords=None)
+    bm = _bm25({"fr": "un r\u00e9sum\u00e9", "en": "a resume"}, stemmer=None, stopwords=None)
     assert list(bm.search({"q": "r\u00e9sum\u00e9"}, 5).to_dict()["q"]) == ["fr"]
 
 

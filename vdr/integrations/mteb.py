@@ -844,7 +844,7 @@ class MtebBackend:
         BackendUnavailable: no model (at construction).
     """
 
-    def __init__(self, encoder: Mapping[str, Any], *, qrels: Qrels, out_dir: str | Path, ks: Sequence[int] = (3, 5, 10),
+    def __init__(self, encoder: Any, *, qrels: Qrels, out_dir: str | Path, ks: Sequence[int] = (3, 5, 10),
                  dataset: str | None = None, store: str | Path | None = None, progress: bool = False,
                  name: str = "multimodal") -> None:
         from ..retrieve.multimodal import MultimodalBackend
@@ -946,8 +946,10 @@ def build(ctx) -> MtebBackend:
         InputError: no qrels, an unknown option.
     """
     opts = dict(ctx.options)
-    encoder = dict(opts.pop("encoder", {}))
-    encoder.setdefault("device", ctx.device)
+    encoder = opts.pop("encoder", {})
+    if isinstance(encoder, Mapping):
+        encoder = dict(encoder)
+        encoder.setdefault("device", ctx.device)
     if "qrels" not in opts:
         raise InputError("the mteb backend needs the qrels (option qrels)")
     unknown = sorted(set(opts) - {"store", "qrels", "out_dir", "ks", "dataset"})
