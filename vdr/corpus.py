@@ -272,6 +272,14 @@ class Corpus(Mapping):
         """``{corpus_id: text}`` for every page (``""`` where the page has no text)."""
         return {cid: p.text for cid, p in self._pages.items()}
 
+    def iter_texts(self, batch_size: int = 8192) -> Iterator[tuple[list[str], list[str]]]:
+        """``(ids, texts)`` batches of at most ``batch_size`` pages in file order (``""`` where a page
+        has no text): the streaming form every corpus kind offers to the backends."""
+        ids = list(self._pages)
+        for start in range(0, len(ids), batch_size):
+            chunk = ids[start : start + batch_size]
+            yield chunk, [self._pages[i].text for i in chunk]
+
     def unavailable(self) -> dict[str, str]:
         """``{corpus id: reason}`` of the pages that ingest skipped or failed to render, as recorded
         in ``ingest-report.json`` (``unavailable_pages``; for older PDF reports, derived from each

@@ -23,6 +23,8 @@ complete entry or none; entries hold safetensors, ``.npy`` (``allow_pickle=False
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import hashlib
 import json
 import os
@@ -268,6 +270,23 @@ def corpus_texts(corpus) -> dict[str, str]:
     ``{corpus_id: text}`` given directly (checked by the backend)."""
     texts = getattr(corpus, "texts", None)
     return texts() if callable(texts) else corpus
+
+
+def iter_corpus_texts(corpus, batch_size: int = 8192) -> Iterator[tuple[list[str], list[str]]]:
+    """Stream the corpus as ``(ids, texts)`` batches of at most ``batch_size`` items, in corpus order.
+
+    Works for every corpus kind: an object with ``iter_texts(batch_size)`` (a page
+    :class:`~vdr.corpus.Corpus` or a passage corpus, which never holds all passages in memory) or a
+    mapping ``{corpus_id: text}`` given directly (ids and texts are checked by the backend).
+    """
+    it = getattr(corpus, "iter_texts", None)
+    if callable(it):
+        yield from it(batch_size)
+        return
+    ids = list(corpus)
+    for start in range(0, len(ids), batch_size):
+        chunk = ids[start : start + batch_size]
+        yield chunk, [corpus[i] for i in chunk]
 
 
 def query_texts(queries) -> tuple[dict[str, str], str]:
