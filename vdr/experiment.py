@@ -520,11 +520,16 @@ def evaluate(
             comparisons=comparisons, skipped=skipped, variants=inputs.variants,
             backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
         )
-        with timer.stage("write"):
-            results.save(folder.staging)
-        timer.write(folder.staging / "timing.json")
-        folder.commit()
+        _write(results, folder, timer)
     return results
+
+
+def _write(results: Results, folder, timer: "_Timer") -> None:
+    """Stage ``results`` and ``timing.json`` in the results folder, then replace its content with them."""
+    with timer.stage("write"):
+        results.save(folder.staging)
+    timer.write(folder.staging / "timing.json")
+    folder.commit()
 
 
 def _open_folder(out: Path, corpus_dir, queries, qrels, vidore, *, engine: str, overwrite: bool):
