@@ -237,3 +237,16 @@ def test_external_run_and_primary_metric(corpus, ext_run, tmp_path, capsys):
         assert rc == 2 and msg in err
     rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--primary-metric", "ndgc@3", "--out", tmp_path / "x")
     assert rc == 2 and "did you mean 'ndcg@3'" in err
+
+
+def test_inputs_inside_the_results_folder_are_kept(tmp_path, capsys):
+    out = tmp_path / "work"
+    texts, queries, qrels = make_passages(n_per_topic=4)
+    corpus = write_corpus(out / "mycorpus", texts, queries, qrels)
+    (out / "runs").mkdir()
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # the corpus is not a foreign file
+    assert rc == 0, err
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # and survives a re-run
+    assert rc == 0, err
+    assert (corpus / "pages.jsonl").is_file() and (out / "results.json").is_file()
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "mycorpus", "per_query.csv", "results.json", "runs", "timing.json"]

@@ -167,7 +167,8 @@ def compare_runs(
     qrels_path = str(Path(qrels).resolve()) if isinstance(qrels, (str, Path)) else None
     folder = None
     if out is not None:  # before any work
-        folder = ResultsFolder(out, identity={"command": "compare", "qrels": qrels_path}, overwrite=overwrite).open()
+        files = [qrels_path, *(r for r in (runs.values() if isinstance(runs, Mapping) else runs) if isinstance(r, (str, Path)))]
+        folder = ResultsFolder(out, identity={"command": "compare", "qrels": qrels_path}, overwrite=overwrite, inputs=files).open()
     try:
         res = _compare(qrels, runs, qrels_path, baseline=baseline, metrics=metrics, primary_metric=primary_metric, k=k,
                        relevance_level=relevance_level, queries_without_relevant=queries_without_relevant,

@@ -488,7 +488,8 @@ def evaluate(
     progress = progress and D.is_main()
     runs = dict(runs or {})
     plan = _plan(k, backends, depth, engine, runs, primary_metric)
-    folder = _open_folder(out, corpus_dir, queries, qrels, vidore, engine=engine, overwrite=overwrite)  # before any work
+    folder = _open_folder(out, corpus_dir, queries, qrels, vidore, engine=engine, overwrite=overwrite,  # before any work
+                          inputs=[store, cache_dir, *(rewrites or {}).values(), *runs.values()])
     with folder if folder is not None else nullcontext():
         with timer.stage("load"):
             inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
@@ -532,10 +533,11 @@ def _write(results: Results, folder, timer: "_Timer") -> None:
     folder.commit()
 
 
-def _open_folder(out: Path, corpus_dir, queries, qrels, vidore, *, engine: str, overwrite: bool):
+def _open_folder(out: Path, corpus_dir, queries, qrels, vidore, *, engine: str, overwrite: bool, inputs=()):
     """Take the results folder (:class:`~vdr.io.outdir.ResultsFolder`) on rank 0, before any work:
     writable, locked, holding no other experiment's results (unless ``overwrite``). ``None`` on the
-    other ranks of a torchrun job (an error on rank 0 stops them too).
+    other ranks of a torchrun job (an error on rank 0 stops them too). ``inputs`` inside ``out``
+    (a corpus in the results folder) are kept when its content is replaced.
 
     Raises:
         InputError: see :meth:`ResultsFolder.open <vdr.io.outdir.ResultsFolder.open>`.
@@ -549,8 +551,10 @@ def _open_folder(out: Path, corpus_dir, queries, qrels, vidore, *, engine: str, 
     identity = {"command": "evaluate", "corpus_dir": None if corpus is None else str(corpus.resolve()),
                 "queries": path(queries, "queries.jsonl"), "qrels": path(qrels, "qrels.tsv"), "vidore": vidore}
     keep = ("judge/cache.jsonl", *(("corpus",) if vidore is not None else ()), *(("mteb",) if engine == "mteb" else ()))
+    inputs = [corpus_dir, queries, qrels, *(p for x in inputs for p in (x.values() if isinstance(x, Mapping) else [x]))]
+    inputs = [p for p in inputs if isinstance(p, (str, Path))]
     taken: list = []
-    D.run_on_main(lambda: taken.append(ResultsFolder(out, identity=identity, overwrite=overwrite, keep=keep).open()))
+    D.run_on_main(lambda: taken.append(ResultsFolder(out, identity=identity, overwrite=overwrite, keep=keep, inputs=inputs).open()))
     return taken[0] if taken else None
 
 

@@ -85,6 +85,8 @@ class ResultsFolder:
         overwrite: replace a folder holding another experiment's results or other files.
         keep: paths relative to ``path`` carried over into the new content when they exist
             (``"corpus"``, ``"judge/cache.jsonl"``).
+        inputs: the run's input files and folders; those inside ``path`` (e.g. ``--out`` holding
+            the corpus) are kept as well (their top-level entry) and never count as foreign files.
 
     Use::
 
@@ -95,11 +97,11 @@ class ResultsFolder:
     """
 
     def __init__(self, path: str | Path, *, identity: Mapping | None = None, overwrite: bool = False,
-                 keep: tuple[str, ...] = ()) -> None:
+                 keep: tuple[str, ...] = (), inputs=()) -> None:
         self.path = Path(path)
         self.identity = None if identity is None else identity_of(identity)
         self.overwrite = overwrite
-        self.keep = tuple(keep)
+        self.keep = tuple(keep) + _inside(self.path, inputs)
         self.lock_path = self.path / LOCK_FILE
         self._lock = None
         self._created = False
@@ -167,7 +169,8 @@ class ResultsFolder:
         entries = sorted(e.name for e in self.path.iterdir() if not _ours(e.name))
         if not entries or self.overwrite:
             return
-        foreign = [n for n in entries if n not in KNOWN_ENTRIES]
+        kept = {Path(k).parts[0] for k in self.keep if Path(k).parts}
+        foreign = [n for n in entries if n not in KNOWN_ENTRIES and n not in kept]
         if foreign:
             raise InputError(f"the results folder holds files vdr did not write ({', '.join(foreign[:5])}"
                              f"{' ...' if len(foreign) > 5 else ''}); give --overwrite to replace the folder's content"
@@ -274,6 +277,22 @@ class ResultsFolder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _inside(folder: Path, paths) -> tuple[str, ...]:
+    """The top-level entries of ``folder`` that hold one of ``paths`` (inputs kept across a replace)."""
+    root = folder.resolve()
+    out = []
+    for p in paths:
+        if p is None:
+            continue
+        try:
+            rel = Path(p).resolve().relative_to(root)
+        except ValueError:
+            continue
+        if rel.parts:
+            out.append(rel.parts[0])
+    return tuple(dict.fromkeys(out))
 
 
 def _umask() -> int:
