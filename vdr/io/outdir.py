@@ -143,9 +143,11 @@ class ResultsFolder:
                 raise InputError(f"cannot create the results folder (--out): {anc} is not writable", path=p)
             try:
                 p.mkdir(parents=True)
+                self._created = True
+            except FileExistsError:  # another run created it meanwhile: the lock decides
+                pass
             except OSError as e:
                 raise InputError(f"cannot create the results folder (--out): {e.strerror or e}", path=p) from None
-            self._created = True
         if not os.access(p, os.W_OK | os.X_OK):
             raise InputError("the results folder (--out) is not writable", path=p)
 
