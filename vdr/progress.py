@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["progress_bar", "stage_line", "format_stage"]
+__all__ = ["progress_bar", "stage_line", "format_stage", "MIN_RATE_SECONDS"]
+
+#: Stages shorter than this get no rate (it would only measure the timer).
+MIN_RATE_SECONDS = 0.01
 
 
 def _console():
@@ -62,7 +65,8 @@ def progress_bar(description: str, total: int, unit: str, *, enabled: bool = Tru
 
 
 def format_stage(name: str, seconds: float, count: int | None = None, unit: str | None = None, note: str = "") -> str:
-    """``"NAME: COUNT UNITs in S s (RATE UNITs/s)NOTE"`` (count and rate only when ``count`` is given).
+    """``"NAME: COUNT UNITs in S s (RATE UNITs/s)NOTE"`` (count only when ``count`` is given, rate
+    only then and when the stage took at least :data:`MIN_RATE_SECONDS`).
 
     >>> format_stage("search lexical/kw", 0.5, 42, "query")
     'search lexical/kw: 42 queries in 0.50 s (84.0 queries/s)'
@@ -72,7 +76,7 @@ def format_stage(name: str, seconds: float, count: int | None = None, unit: str 
     if count is None:
         return f"{name}: {seconds:.2f} s{note}"
     units = _plural(unit or "item", count)
-    rate = f" ({count / seconds:.1f} {_plural(unit or 'item', 2)}/s)" if seconds > 0 and count else ""
+    rate = f" ({count / seconds:.1f} {_plural(unit or 'item', 2)}/s)" if seconds >= MIN_RATE_SECONDS and count else ""
     return f"{name}: {count} {units} in {seconds:.2f} s{rate}{note}"
 
 
