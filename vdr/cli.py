@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import warnings
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
