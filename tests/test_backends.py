@@ -295,7 +295,7 @@ def test_timing_per_stage_profile_and_duplicate_texts(data, tmp_path, capsys):
                "--rewrites", f"kw={data['kw']}", "--backend", "lexical", "--out", str(out), "--quiet", "--profile"])
     assert rc == 0
     t = json.loads((out / "timing.json").read_text())
-    assert set(t) == {"load", "index", "search", "metrics", "statistics", "write", "total"}
+    assert set(t) == {"load", "build", "index", "search", "metrics", "statistics", "results", "write", "total"}
     assert set(t["index"]) == {"lexical"} and set(t["search"]["lexical"]) == {"original", "kw"}
     assert t["total"] >= t["metrics"] + t["statistics"] + t["load"]
     cap = capsys.readouterr()

@@ -283,7 +283,8 @@ def test_empty_qrels_exit_2(tmp_path, capsys):
     assert rc == 2 and "no queries to evaluate" in err
 
 
-def test_help_exit_0(capsys):
+def test_help_exit_0(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")  # at 80 columns rich truncates the long --x/--no-x flag pairs
     rc, out, _ = run_cli(capsys, "metrics", "--help")
     assert rc == 0
     for opt in ("--k", "--metric", "--relevance-level", "--exclude-queries-without", "--json", "--per-query", "--allow-unjudged",

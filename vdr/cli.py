@@ -20,6 +20,11 @@ from typing import Optional
 
 import typer
 
+from . import _cli_common as common
+from ._cli_common import (
+    AttnImplementation, Bm25Method, ComputeDtype, Engine, FillFailed, Modality, OcrMode, Rasterizer, ServeBackend,
+    StoreDtype,
+)
 from .errors import InputError, VdrError, VdrWarning
 
 
@@ -49,12 +54,15 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=common.Group,
 )
 
 
 @app.callback()
-def _root() -> None:
-    """vdr: visual-document retrieval evaluation."""
+def _root(
+    version: bool = typer.Option(False, "--version", callback=common.print_version, is_eager=True, help="Print vdr's version and exit."),
+) -> None:
+    """vdr: visual-document retrieval evaluation. Every command takes -q/--quiet and --log-level."""
 
 
 def _parse_rewrites(items: list[str] | None) -> dict[str, str]:
@@ -129,15 +137,17 @@ def _metric_help() -> str:
 _ENCODER_OPTIONS = {
     "batch_size": lambda: typer.Option(8, "--batch-size", help="Pages per forward pass (halved on CUDA out-of-memory)."),
     "device": lambda: typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)."),
-    "dtype": lambda: typer.Option("float16", "--dtype", help="Stored page-vector dtype: float16 or float32."),
+    "dtype": lambda: typer.Option(StoreDtype.float16, "--dtype", help="Stored page-vector dtype."),
     "model_dtype": lambda: typer.Option(None, "--model-dtype", help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
-    "trust_remote_code": lambda: typer.Option(False, "--trust-remote-code", help="Allow the checkpoint's own Python code (only for checkpoints you trust)."),
+    "trust_remote_code": lambda: typer.Option(
+        False, "--trust-remote-code/--no-trust-remote-code", help="Allow the checkpoint's own Python code (only for checkpoints you trust)."
+    ),
     "revision": lambda: typer.Option(None, "--revision", help="Model hub revision (branch, tag or commit)."),
     "query_prefix": lambda: typer.Option("Query: ", "--query-prefix", help="Text before every query (keyed with the query template, not the page store)."),
     "augmentation_tokens": lambda: typer.Option(10, "--augmentation-tokens", help="Query-augmentation tokens appended to every query."),
     "min_pixels": lambda: typer.Option(None, "--min-pixels", help="Qwen families: minimum image area in pixels."),
     "max_pixels": lambda: typer.Option(None, "--max-pixels", help="Qwen families: maximum image area in pixels."),
-    "attn_implementation": lambda: typer.Option(None, "--attn-implementation", help="flash_attention_2, sdpa or eager (default: flash-attention 2 on CUDA when installed, else sdpa)."),
+    "attn_implementation": lambda: typer.Option(None, "--attn-implementation", help="Attention kernels (default: flash-attention 2 on CUDA when installed, else sdpa)."),
     "workers": lambda: typer.Option(None, "--workers", help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
     "shard_pages": lambda: typer.Option(256, "--shard-pages", help="Pages per committed store shard (the unit of resumption)."),
 }
@@ -167,6 +177,75 @@ def encoder_settings_from_options(
     )
 
 
+# ---------------------------------------------------------------------------------- evaluation options
+# Options of `vdr evaluate` that map onto arguments of vdr.evaluate() (the BM25 ones onto its `bm25`
+# dict); _evaluation_kwargs turns their values into those arguments. None: the API's default.
+_PANEL_STATS, _PANEL_TEXT = "Metrics and statistics", "Text backends (lexical, semantic, hybrid)"
+_EVALUATION_OPTIONS = {
+    "relevance_level": lambda: typer.Option(
+        1, "--relevance-level", min=0, rich_help_panel=_PANEL_STATS,
+        help="Minimum grade counted as relevant by the binary metrics (recall, precision, hit, MRR, MAP); nDCG uses the grades.",
+    ),
+    "exclude_no_relevant": lambda: typer.Option(
+        False, "--exclude-queries-without-relevant/--keep-all-queries", rich_help_panel=_PANEL_STATS,
+        help="Leave out of every mean and test the queries whose qrels hold no grade > 0 (default: keep them, scoring 0).",
+    ),
+    "permutations": lambda: typer.Option(
+        10_000, "--permutations", min=1, rich_help_panel=_PANEL_STATS, help="Random sign assignments of the paired randomization test.",
+    ),
+    "bootstrap": lambda: typer.Option(
+        10_000, "--bootstrap", min=1, rich_help_panel=_PANEL_STATS, help="Resamples of the bootstrap confidence interval of the mean change.",
+    ),
+    "concat": lambda: typer.Option(
+        None, "--concat/--no-concat", help="Add the history-concatenation baseline variant, or not (default: when the queries carry history).",
+    ),
+    "vidore_revision": lambda: typer.Option(None, "--vidore-revision", help="With --vidore: dataset revision (default: MTEB's pinned commit)."),
+    "vidore_language": lambda: typer.Option(None, "--vidore-language", help="With --vidore: keep only queries in this language (e.g. english)."),
+    "semantic_model": lambda: typer.Option(
+        None, "--semantic-model", rich_help_panel=_PANEL_TEXT,
+        help="sentence-transformers model (name or folder) of the semantic backend (default: all-MiniLM-L6-v2, offline).",
+    ),
+    "rrf_k": lambda: typer.Option(
+        60.0, "--rrf-k", min=0.0, rich_help_panel=_PANEL_TEXT, help="RRF constant of the hybrid backend: score = sum 1 / (rrf_k + rank).",
+    ),
+    "bm25_k1": lambda: typer.Option(None, "--bm25-k1", min=0.0, rich_help_panel=_PANEL_TEXT, help="BM25 term-frequency saturation k1 (default 1.5)."),
+    "bm25_b": lambda: typer.Option(None, "--bm25-b", min=0.0, max=1.0, rich_help_panel=_PANEL_TEXT, help="BM25 length normalisation b (default 0.75)."),
+    "bm25_method": lambda: typer.Option(None, "--bm25-method", rich_help_panel=_PANEL_TEXT, help="BM25 variant (bm25s; default lucene)."),
+    "bm25_delta": lambda: typer.Option(None, "--bm25-delta", rich_help_panel=_PANEL_TEXT, help="Delta of the bm25l and bm25+ variants (default 0.5)."),
+    "bm25_stemmer": lambda: typer.Option(
+        None, "--bm25-stemmer", rich_help_panel=_PANEL_TEXT,
+        help="auto (English when PyStemmer is installed), none, or a PyStemmer language (english, porter, german ...).",
+    ),
+    "bm25_stopwords": lambda: typer.Option(
+        None, "--bm25-stopwords", rich_help_panel=_PANEL_TEXT, help="Stopword list: a language code or name (en, de, french ...) or none (default en).",
+    ),
+    "bm25_lower": lambda: typer.Option(None, "--bm25-lower/--bm25-no-lower", rich_help_panel=_PANEL_TEXT, help="Lower-case before tokenising (default: yes)."),
+}
+_BM25_KEYS = ("k1", "b", "method", "delta", "stemmer", "stopwords", "lower")
+
+
+def _evaluation_kwargs(values: dict) -> dict:
+    """The :data:`_EVALUATION_OPTIONS` values of ``vdr evaluate`` (``values``: the command's
+    parameters by name) as keyword arguments of :func:`vdr.evaluate`: ``bm25`` holds only the BM25
+    parameters given (``none`` for stemmer or stopwords means ``None``), or is ``None``."""
+    bm25 = {key: values[f"bm25_{key}"] for key in _BM25_KEYS if values[f"bm25_{key}"] is not None}
+    for key in ("stemmer", "stopwords"):
+        if isinstance(bm25.get(key), str) and bm25[key].lower() == "none":
+            bm25[key] = None
+    return {
+        "relevance_level": values["relevance_level"],
+        "queries_without_relevant": "exclude" if values["exclude_no_relevant"] else "zero",
+        "n_permutations": values["permutations"],
+        "n_bootstrap": values["bootstrap"],
+        "concat": values["concat"],
+        "vidore_revision": values["vidore_revision"],
+        "vidore_language": values["vidore_language"],
+        "semantic_model": values["semantic_model"],
+        "rrf_k": values["rrf_k"],
+        "bm25": bm25 or None,
+    }
+
+
 @app.command("metrics")
 def metrics_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
@@ -175,10 +254,11 @@ def metrics_command(
     metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", help=_metric_help()),
     relevance_level: int = typer.Option(1, "--relevance-level", help="Minimum grade counted as relevant (binary metrics)."),
     exclude_no_relevant: bool = typer.Option(
-        False, "--exclude-queries-without-relevant", help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."
+        False, "--exclude-queries-without-relevant/--keep-all-queries",
+        help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0).",
     ),
     allow_unjudged: bool = typer.Option(
-        False, "--allow-unjudged",
+        False, "--allow-unjudged/--refuse-unjudged",
         help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
     ),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write aggregate, per-query values and policy as JSON."),
@@ -217,19 +297,19 @@ def ingest_command(
     out: Path = typer.Option(..., "--out", "-o", help="Corpus folder to write (pages.jsonl, images/, ingest-report.json)."),
     dpi: float = typer.Option(144.0, "--dpi", help="Rendering resolution in dots per inch."),
     max_pixels: int = typer.Option(2048 * 2048, "--max-pixels", help="Pixel budget per page; larger pages render at a lower, recorded DPI."),
-    rasterizer: str = typer.Option("pdfium", "--rasterizer", help="pdfium (pypdfium2) or poppler (pdf2image + poppler-utils)."),
-    ocr: str = typer.Option("auto", "--ocr", help="auto (Tesseract for pages without a text layer), always or never."),
+    rasterizer: Rasterizer = typer.Option(Rasterizer.pdfium, "--rasterizer", help="pdfium (pypdfium2) or poppler (pdf2image + poppler-utils)."),
+    ocr: OcrMode = typer.Option(OcrMode.auto, "--ocr", help="auto (Tesseract for pages without a text layer), always or never."),
     ocr_lang: str = typer.Option("eng", "--ocr-lang", help="Tesseract language(s), e.g. eng+deu."),
     password: Optional[str] = typer.Option(None, "--password", help="Open password for encrypted PDFs."),
     password_file: Optional[Path] = typer.Option(None, "--password-file", help='JSON map {"relative/path.pdf": "password"}.'),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: number of CPUs)."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to each step of one document."),
-    strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when any document failed or was partial."),
+    strict: bool = typer.Option(False, "--strict/--no-strict", help="Exit with status 1 when any document failed or was partial."),
     vidore: Optional[str] = typer.Option(None, "--vidore", help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs."),
     revision: Optional[str] = typer.Option(None, "--revision", help="ViDoRe dataset revision (default: MTEB's pinned commit)."),
     language: Optional[str] = typer.Option(None, "--language", help="ViDoRe: keep only queries in this language (e.g. english)."),
     split: str = typer.Option("test", "--split", help="ViDoRe dataset split."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = common.OPTIONS["quiet"](),
 ) -> None:
     """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore)."""
     from . import distributed as D
@@ -285,43 +365,53 @@ def evaluate_command(
     store: Optional[Path] = typer.Option(None, "--store", help="Embedding store folder (default CORPUS_DIR/embeddings)."),
     batch_size: int = _ENCODER_OPTIONS["batch_size"](),
     device: Optional[str] = _ENCODER_OPTIONS["device"](),
-    dtype: str = _ENCODER_OPTIONS["dtype"](),
-    model_dtype: Optional[str] = _ENCODER_OPTIONS["model_dtype"](),
+    dtype: StoreDtype = _ENCODER_OPTIONS["dtype"](),
+    model_dtype: Optional[ComputeDtype] = _ENCODER_OPTIONS["model_dtype"](),
     trust_remote_code: bool = _ENCODER_OPTIONS["trust_remote_code"](),
     revision: Optional[str] = _ENCODER_OPTIONS["revision"](),
     query_prefix: str = _ENCODER_OPTIONS["query_prefix"](),
     augmentation_tokens: int = _ENCODER_OPTIONS["augmentation_tokens"](),
     min_pixels: Optional[int] = _ENCODER_OPTIONS["min_pixels"](),
     max_pixels: Optional[int] = _ENCODER_OPTIONS["max_pixels"](),
-    attn_implementation: Optional[str] = _ENCODER_OPTIONS["attn_implementation"](),
+    attn_implementation: Optional[AttnImplementation] = _ENCODER_OPTIONS["attn_implementation"](),
     workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
     shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
     depth: int = typer.Option(100, "--depth", help="Pages retrieved per query."),
-    macro_average: bool = typer.Option(False, "--macro-average", help="Add a labelled macro-average row across backends."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    engine: str = typer.Option("vdr", "--engine", help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/)."),
+    macro_average: bool = typer.Option(False, "--macro-average/--no-macro-average", help="Add a labelled macro-average row across backends."),
+    quiet: bool = common.OPTIONS["quiet"](),
+    engine: Engine = typer.Option(Engine.vdr, "--engine", help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Build the BM25 index and semantic page vectors afresh, keep nothing."),
-    profile: bool = typer.Option(False, "--profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
+    use_cache: bool = typer.Option(True, "--cache/--no-cache", help="--no-cache: build the BM25 index and semantic page vectors afresh, keep nothing."),
+    profile: bool = typer.Option(False, "--profile/--no-profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
+    relevance_level: int = _EVALUATION_OPTIONS["relevance_level"](),
+    exclude_no_relevant: bool = _EVALUATION_OPTIONS["exclude_no_relevant"](),
+    permutations: int = _EVALUATION_OPTIONS["permutations"](),
+    bootstrap: int = _EVALUATION_OPTIONS["bootstrap"](),
+    concat: Optional[bool] = _EVALUATION_OPTIONS["concat"](),
+    vidore_revision: Optional[str] = _EVALUATION_OPTIONS["vidore_revision"](),
+    vidore_language: Optional[str] = _EVALUATION_OPTIONS["vidore_language"](),
+    semantic_model: Optional[str] = _EVALUATION_OPTIONS["semantic_model"](),
+    rrf_k: float = _EVALUATION_OPTIONS["rrf_k"](),
+    bm25_k1: Optional[float] = _EVALUATION_OPTIONS["bm25_k1"](),
+    bm25_b: Optional[float] = _EVALUATION_OPTIONS["bm25_b"](),
+    bm25_method: Optional[Bm25Method] = _EVALUATION_OPTIONS["bm25_method"](),
+    bm25_delta: Optional[float] = _EVALUATION_OPTIONS["bm25_delta"](),
+    bm25_stemmer: Optional[str] = _EVALUATION_OPTIONS["bm25_stemmer"](),
+    bm25_stopwords: Optional[str] = _EVALUATION_OPTIONS["bm25_stopwords"](),
+    bm25_lower: Optional[bool] = _EVALUATION_OPTIONS["bm25_lower"](),
     run: Optional[list[str]] = typer.Option(
         None, "--run", help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME."),
     primary_metric: Optional[str] = typer.Option(
         None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3)."),
     overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace an --out folder holding another experiment's results or other files (refused otherwise)."),
+        False, "--overwrite/--no-overwrite", help="Replace an --out folder holding another experiment's results or other files (refused otherwise)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     import json
 
     from .experiment import evaluate, stage_lines
 
-    if quiet:  # transformers' weight-loading bar as well
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()
-        except ImportError:  # pragma: no cover
-            pass
+    api = _evaluation_kwargs(locals())  # the _EVALUATION_OPTIONS as evaluate() arguments
     rw = _parse_rewrites(rewrites)
     settings = encoder_settings_from_options(
         model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
@@ -345,10 +435,11 @@ def evaluate_command(
         macro_average=macro_average,
         progress=not quiet,
         engine=engine,
-        cache_dir=False if no_cache else cache_dir,
+        cache_dir=cache_dir if use_cache else False,
         runs=_parse_runs(run),
         primary_metric=primary_metric,
         overwrite=overwrite,
+        **api,
     )
     if res is None:  # torchrun: not rank 0
         return
@@ -371,20 +462,20 @@ def compare_command(
     runs: list[str] = typer.Argument(..., help="Run files (TREC or JSON), each FILE (named by its file name) or NAME=FILE; two or more."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="The run the others are compared with (default: the first)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Results folder to write (results.json, per_query.csv, runs/, report.html)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an --out folder holding another experiment's results or other files."),
+    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", help="Replace an --out folder holding another experiment's results or other files."),
     primary_metric: Optional[str] = typer.Option(
         None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3, or the first --metric)."),
     metric: Optional[list[str]] = typer.Option(None, "--metric", "--metrics", "-m", help=_metric_help()),
     k: str = typer.Option("3,5,10", "--k", help="Cutoffs of the default metrics (without --metric)."),
     relevance_level: int = typer.Option(1, "--relevance-level", help="Minimum grade counted as relevant (binary metrics)."),
     exclude_no_relevant: bool = typer.Option(
-        False, "--exclude-queries-without-relevant", help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
+        False, "--exclude-queries-without-relevant/--keep-all-queries", help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
     allow_unjudged: bool = typer.Option(
-        False, "--allow-unjudged", help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
+        False, "--allow-unjudged/--refuse-unjudged", help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the randomization test and the bootstrap."),
     n_permutations: int = typer.Option(10_000, "--permutations", help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
     n_bootstrap: int = typer.Option(10_000, "--bootstrap", help="Bootstrap resamples of the 95% CI."),
-    no_report: bool = typer.Option(False, "--no-report", help="With --out, do not write report.html / report.md."),
+    write_report: bool = typer.Option(True, "--report/--no-report", help="With --out, write report.html / report.md (--no-report: do not)."),
 ) -> None:
     """Compare runs of several systems with a baseline run (paired randomization test, t-test, bootstrap CI,
     Holm, W/T/L), ranx-style; see vdr.compare."""
@@ -394,11 +485,11 @@ def compare_command(
         qrels, parse_run_items(runs), baseline=baseline, metrics=metric or None, primary_metric=primary_metric, k=k,
         relevance_level=relevance_level, queries_without_relevant="exclude" if exclude_no_relevant else "zero",
         allow_unjudged=allow_unjudged, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, out=out,
-        overwrite=overwrite, report=not no_report,
+        overwrite=overwrite, report=write_report,
     )
     typer.echo(res.table())
     if out is not None:
-        typer.echo(f"results: {out / 'results.json'}" + ("" if no_report else f"; report: {out / 'report.html'}"))
+        typer.echo(f"results: {out / 'results.json'}" + ("" if not write_report else f"; report: {out / 'report.html'}"))
 
 
 @app.command("report")
@@ -452,19 +543,19 @@ def embed_command(
     store: Path = typer.Option(..., "--store", help="Embedding store folder (vectors go to a sub-folder per model/page settings)."),
     batch_size: int = _ENCODER_OPTIONS["batch_size"](),
     device: Optional[str] = _ENCODER_OPTIONS["device"](),
-    dtype: str = _ENCODER_OPTIONS["dtype"](),
-    model_dtype: Optional[str] = _ENCODER_OPTIONS["model_dtype"](),
+    dtype: StoreDtype = _ENCODER_OPTIONS["dtype"](),
+    model_dtype: Optional[ComputeDtype] = _ENCODER_OPTIONS["model_dtype"](),
     trust_remote_code: bool = _ENCODER_OPTIONS["trust_remote_code"](),
     revision: Optional[str] = _ENCODER_OPTIONS["revision"](),
     query_prefix: str = _ENCODER_OPTIONS["query_prefix"](),
     augmentation_tokens: int = _ENCODER_OPTIONS["augmentation_tokens"](),
     min_pixels: Optional[int] = _ENCODER_OPTIONS["min_pixels"](),
     max_pixels: Optional[int] = _ENCODER_OPTIONS["max_pixels"](),
-    attn_implementation: Optional[str] = _ENCODER_OPTIONS["attn_implementation"](),
+    attn_implementation: Optional[AttnImplementation] = _ENCODER_OPTIONS["attn_implementation"](),
     workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
     shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the embed report as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = common.OPTIONS["quiet"](),
 ) -> None:
     """Encode a corpus' page images into a resumable embedding store (see vdr.embed)."""
     import json
@@ -496,14 +587,14 @@ def judge_command(
     results_dir: Path = typer.Argument(..., help="Results folder written by `vdr evaluate` (results.json, runs/)."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default $VDR_JUDGE_ENDPOINT)."),
     judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name served by the endpoint."),
-    modality: str = typer.Option("image", "--modality", help="image (page PNGs, a vision judge) or text (page text)."),
+    modality: Modality = typer.Option(Modality.image, "--modality", help="image (page PNGs, a vision judge) or text (page text)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Most judge calls to make (cached answers are free); stops cleanly when spent."),
     k: int = typer.Option(3, "--k", help="Cutoff of RCP-nDCG@k and depth of the pools."),
     concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="JSONL answer cache (default RESULTS_DIR/judge/cache.jsonl)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request."),
     max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (exponential backoff)."),
-    json_mode: bool = typer.Option(False, "--json-mode", help="Ask the endpoint for JSON output (response_format json_object)."),
+    json_mode: bool = typer.Option(False, "--json-mode/--no-json-mode", help="Ask the endpoint for JSON output (response_format json_object)."),
 ) -> None:
     """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
     $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
@@ -519,7 +610,7 @@ def judge_command(
 @app.command("serve")
 def serve_command(
     corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl); text backends use the page text."),
-    backend: str = typer.Option("lexical", "--backend", help="lexical (BM25), semantic (sentence-transformers) or hybrid (RRF of both)."),
+    backend: ServeBackend = typer.Option(ServeBackend.lexical, "--backend", help="lexical (BM25), semantic (sentence-transformers) or hybrid (RRF of both)."),
     qrels: Path = typer.Option(..., "--qrels", help="Qrels (BEIR TSV, TREC or JSON): the query ids that can be rewarded."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 exposes the server to the network)."),
     port: int = typer.Option(8000, "--port", help="Port to listen on."),
@@ -560,9 +651,9 @@ def rewrite_command(
     max_tokens: int = typer.Option(1024, "--max-tokens", help="Token limit of an answer; an answer cut by it is a failed query."),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
     max_history_words: int = typer.Option(2000, "--max-history-words", help="History word budget (oldest turns dropped first, the question always kept)."),
-    fill_failed: Optional[str] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed)."),
+    fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed)."),
     device: Optional[str] = typer.Option(None, "--device", help="Device of --local (cpu, cuda)."),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the --local checkpoint's own code."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", help="Allow the --local checkpoint's own code."),
 ) -> None:
     """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
     from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
@@ -588,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (2 on a :class:`VdrError`)."""
     from . import distributed as D
 
+    common.install(app)  # -q/--quiet, --log-level on every command, also on commands registered late
     old = warnings.showwarning
     warnings.showwarning = _show_warning
     ok = False
@@ -628,6 +720,8 @@ def _destroy_group() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 
+
+common.install(app)
 
 if __name__ == "__main__":  # python -m vdr.cli
     sys.exit(main())

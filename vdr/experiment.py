@@ -13,8 +13,13 @@ win/tie/loss, Holm over all variants x metrics of a backend), and writes::
     RESULTS_DIR/results.json     config, versions, backend reports, runs (aggregate + per query), comparisons
     RESULTS_DIR/per_query.csv    query id, text and length of each variant, every metric per run
     RESULTS_DIR/runs/<backend>.<variant>.trec   one TREC run per backend x variant
-    RESULTS_DIR/timing.json      seconds per stage (load, index per backend, search per backend x
-                                 variant, metrics, statistics, write, total)
+    RESULTS_DIR/timing.json      seconds per stage (load, build (model loading) and index (page
+                                 encoding) per backend, search (query encoding included) per
+                                 backend x variant, hybrid included, metrics, statistics, results,
+                                 write) and the total (>= their sum)
+
+With ``progress`` each stage prints one line on stderr when it ends (count and rate where it
+counts pages or queries, see :mod:`vdr.progress`); long loops show a live bar on a terminal.
 
 The folder is taken before any work (writable, locked against a second run, no other experiment's
 results in it unless ``overwrite``); the results are staged and replace its content at the end, so
@@ -115,13 +120,17 @@ def _table_metrics(ks: list[int]) -> list[str]:
     return [f"ndcg@{k0}", f"mrr@{k0}"] + [f"recall@{k}" for k in rest] + [f"hole@{k0}"]
 
 
-def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: str | None = None) -> _Plan:
+def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: str | None = None,
+          queries_without_relevant: str = "zero") -> _Plan:
     """Check the options that need no file.
 
     Raises:
         InputError: an unknown backend or engine, a depth below the largest cutoff, a bad run name,
-            an unknown primary metric.
+            an unknown primary metric, a ``queries_without_relevant`` other than ``"zero"`` or
+            ``"exclude"``.
     """
+    if queries_without_relevant not in ("zero", "exclude"):
+        raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', got {queries_without_relevant!r}")
     ks = parse_cutoffs(k)
     wanted = _parse_list(backends, "--backend")
     known = available_backends()
@@ -223,14 +232,22 @@ def _run_backend(spec: _Spec, ctx: BuildContext, inputs: Inputs, depth: int, tim
     Raises:
         BackendUnavailable: the backend cannot run (the caller records it as skipped).
     """
-    with timer.stage("index", spec.name):  # building (model loading) included
+    with timer.stage("build", spec.name):  # model loading
         backend = _Memo(backend_factory(spec.factory)(ctx))
+    with timer.stage("index", spec.name, count=len(inputs.corpus), unit="page") as st:  # page encoding
         backend.index(inputs.corpus)
+        st.note = _cache_note(backend.report)
     runs = {}
     for variant, queries in inputs.variants.items():
-        with timer.stage("search", spec.name, variant):
+        with timer.stage("search", spec.name, variant, count=len(queries), unit="query"):  # query encoding included
             runs[variant] = backend.search(queries, depth)
     return backend, runs
+
+
+def _cache_note(report: Mapping) -> str:
+    """``" (loaded from the cache)"`` when a backend's report says its index came from the cache."""
+    cache = report.get("cache") if isinstance(report, Mapping) else None
+    return " (loaded from the cache)" if isinstance(cache, Mapping) and cache.get("hit") else ""
 
 
 def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: Path | None, device, progress: bool,
@@ -258,14 +275,16 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
 
 
 def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan, out: Path, *,
-             relevance_level: int, macro_average: bool) -> list[RunResult]:
-    """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when asked."""
+             relevance_level: int, macro_average: bool, queries_without_relevant: str = "zero") -> list[RunResult]:
+    """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when asked.
+    ``queries_without_relevant``: ``"zero"`` or ``"exclude"`` (see :func:`vdr.metrics.evaluate_run`)."""
     results: list[RunResult] = []
     for b in order:
         for name, run in runs[b].items():
             # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
             run = run.renamed(f"{b}/{name}")
-            res = evaluate_run(inputs.qrels, run, plan.metric_names, relevance_level=relevance_level, allow_unjudged=True)
+            res = evaluate_run(inputs.qrels, run, plan.metric_names, relevance_level=relevance_level, allow_unjudged=True,
+                               queries_without_relevant=queries_without_relevant)
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
     if macro_average and len(order) > 1:
         for name in inputs.variants:
@@ -292,7 +311,7 @@ def _statistics(results: list[RunResult], plan: _Plan, *, n_permutations: int, n
 
 
 def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites, model, encoder, engine, depth, seed, relevance_level,
-            n_permutations, n_bootstrap, macro_average, vidore, cache_dir) -> dict:
+            n_permutations, n_bootstrap, macro_average, vidore, cache_dir, queries_without_relevant: str = "zero") -> dict:
     return {
         "corpus_dir": str(inputs.corpus_dir.resolve()),
         "queries": str(inputs.queries_path.resolve()),
@@ -307,6 +326,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
         "depth": depth,
         "seed": seed,
         "relevance_level": relevance_level,
+        "queries_without_relevant": queries_without_relevant,
         "n_permutations": n_permutations,
         "n_bootstrap": n_bootstrap,
         "metrics": plan.metric_names,
@@ -331,29 +351,60 @@ def _versions_of(inputs: Inputs, configs: dict, vidore) -> dict:
     return versions
 
 
-class _Timer:
-    """Wall-clock seconds per stage, nested by name: ``{"load": s, "index": {backend: s}, "search":
-    {backend: {variant: s}}, "metrics": s, "statistics": s, "write": s, "total": s}``."""
+class _Stage:
+    """What a running stage reports for its progress line: ``count`` items of ``unit``, a ``note``."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: int | None, unit: str | None) -> None:
+        self.count, self.unit, self.note = count, unit, ""
+
+
+class _Timer:
+    """Wall-clock seconds per stage, nested by name: ``{"load": s, "build": {backend: s}, "index":
+    {backend: s}, "search": {backend: {variant: s}}, "metrics": s, "statistics": s, "results": s,
+    "write": s, "total": s}``. The stages do not overlap, so ``total`` >= their sum (the rest is
+    option checking). With ``progress``, each finished stage prints one line on stderr
+    (:func:`vdr.progress.stage_line`: seconds, and count and rate when the stage counts items)."""
+
+    def __init__(self, progress: bool = False) -> None:
         self.t0 = time.perf_counter()
         self.seconds: dict[str, Any] = {}
+        self.progress = progress
 
     @contextmanager
-    def stage(self, *path: str) -> Iterator[None]:
+    def stage(self, *path: str, count: int | None = None, unit: str | None = None) -> Iterator[_Stage]:
+        """Time the block as stage ``path`` (e.g. ``("search", "lexical", "kw")``); the block may set
+        the yielded stage's ``count``, ``unit`` and ``note`` for the progress line."""
+        st = _Stage(count, unit)
         t = time.perf_counter()
+        ok = False
         try:
-            yield
+            yield st
+            ok = True
         finally:
+            dt = time.perf_counter() - t
             node = self.seconds
             for p in path[:-1]:
                 node = node.setdefault(p, {})
-            node[path[-1]] = round(node.get(path[-1], 0.0) + time.perf_counter() - t, 4)
+            node[path[-1]] = node.get(path[-1], 0.0) + dt
+            if ok and self.progress:
+                from .progress import stage_line
+
+                stage_line(" ".join([path[0], "/".join(path[1:])]).strip(), dt, st.count, st.unit, st.note)
 
     def write(self, path: Path) -> None:
-        """Add ``total`` and write ``timing.json`` atomically."""
-        self.seconds["total"] = round(time.perf_counter() - self.t0, 4)
+        """Add ``total`` and write ``timing.json`` atomically: stages rounded down and the total up
+        to 0.1 ms, so that ``total`` >= the sum of the stages holds in the file too."""
+        total = time.perf_counter() - self.t0
+
+        def floor(node):
+            return {k: floor(v) if isinstance(v, dict) else math.floor(v * 1e4) / 1e4 for k, v in node.items()}
+
+        self.seconds = dict(floor(self.seconds), total=math.ceil(total * 1e4) / 1e4)
         write_text_atomic(path, json.dumps(self.seconds, indent=1) + "\n")
+        if self.progress:
+            from .progress import stage_line
+
+            stage_line("total", total)
 
 
 def stage_lines(timing: Mapping[str, Any]) -> list[str]:
@@ -403,6 +454,7 @@ def evaluate(
     concat: bool | None = None,
     macro_average: bool = False,
     relevance_level: int = 1,
+    queries_without_relevant: str = "zero",
     n_permutations: int = 10_000,
     n_bootstrap: int = 10_000,
     progress: bool = True,
@@ -447,6 +499,9 @@ def evaluate(
         concat: add the history-concatenation baseline (default: when queries carry history).
         macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
         relevance_level: minimum grade counted as relevant for the binary metrics.
+        queries_without_relevant: ``"zero"`` (default: a query whose qrels hold no grade > 0 counts
+            as 0 on every metric) or ``"exclude"`` (left out of every mean and test); see
+            :func:`vdr.metrics.evaluate_run`.
         n_permutations, n_bootstrap: sizes of the randomization test and the bootstrap.
         engine: ``"vdr"`` (default) runs the multimodal backend with vdr's store and streaming
             MaxSim; ``"mteb"`` runs it through ``mteb.evaluate``
@@ -477,24 +532,25 @@ def evaluate(
 
     Raises:
         InputError: missing or malformed inputs (file, line and id named), unknown backends, bad
-            variant names, misaligned or empty rewrites, no backend that could run; an ``out`` that
-            cannot be written, is locked by another run or holds another experiment (see
-            ``overwrite``).
+            variant names, misaligned or empty rewrites, no backend that could run, a bad
+            ``queries_without_relevant``; an ``out`` that cannot be written, is locked by another
+            run or holds another experiment (see ``overwrite``).
     """
     from . import distributed as D
 
-    timer = _Timer()
     out = Path(out)
     progress = progress and D.is_main()
+    timer = _Timer(progress)
     runs = dict(runs or {})
-    plan = _plan(k, backends, depth, engine, runs, primary_metric)
+    plan = _plan(k, backends, depth, engine, runs, primary_metric, queries_without_relevant)
     folder = _open_folder(out, corpus_dir, queries, qrels, vidore, engine=engine, overwrite=overwrite,  # before any work
                           inputs=[store, cache_dir, *(rewrites or {}).values(), *runs.values()])
     with folder if folder is not None else nullcontext():
-        with timer.stage("load"):
+        with timer.stage("load", unit="page") as st:
             inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
                                  vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
                                  vidore_language=vidore_language, progress=progress)
+            st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
         cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
         model = None if encoder is None else encoder.model
@@ -505,16 +561,15 @@ def evaluate(
         if folder is None:
             return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
         order = [s for s in sorted(run_map, key=_result_order(plan.wanted))]
-        with timer.stage("metrics"):
-            run_results = _metrics(run_map, order, inputs, plan, out, relevance_level=relevance_level, macro_average=macro_average)
-        if not run_results:
-            raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
-        with timer.stage("statistics"):
-            comparisons = _statistics(run_results, plan, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        run_results, comparisons = _score(run_map, order, inputs, plan, out, skipped, timer, relevance_level=relevance_level,
+                                          macro_average=macro_average, queries_without_relevant=queries_without_relevant,
+                                          n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
         ran = {b: built[b] for b in order}
-        config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth, seed=seed,
-                         relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                         macro_average=macro_average, vidore=vidore, cache_dir=cache)
+        with timer.stage("results"):  # config, versions (file hashes), the Results object
+            config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth,
+                             seed=seed, relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+                             macro_average=macro_average, vidore=vidore, cache_dir=cache,
+                             queries_without_relevant=queries_without_relevant)
         _warn_duplicates(inputs.variants)
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], vidore), runs=run_results,
@@ -523,6 +578,25 @@ def evaluate(
         )
         _write(results, folder, timer)
     return results
+
+
+def _score(run_map, order, inputs, plan, out, skipped, timer: "_Timer", *, relevance_level, macro_average,
+           queries_without_relevant, n_permutations, n_bootstrap, seed):
+    """The metrics of every run, then the paired comparisons (stages ``metrics`` and ``statistics``).
+
+    Raises:
+        InputError: no backend ran (each skipped backend's reason named).
+    """
+    with timer.stage("metrics", unit="run") as st:
+        run_results = _metrics(run_map, order, inputs, plan, out, relevance_level=relevance_level, macro_average=macro_average,
+                               queries_without_relevant=queries_without_relevant)
+        st.count = len(run_results)
+    if not run_results:
+        raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
+    with timer.stage("statistics", unit="comparison") as st:
+        comparisons = _statistics(run_results, plan, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        st.count = len(comparisons)
+    return run_results, comparisons
 
 
 def _write(results: Results, folder, timer: "_Timer") -> None:

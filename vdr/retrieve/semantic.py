@@ -126,6 +126,8 @@ class DenseBackend:
             or the loaded parameters for a hub name), the page ids and texts and every setting that
             changes the vectors. ``None``: no cache.
         name: the backend's name in results (default ``"semantic"``).
+        progress: a live bar (pages or queries encoded, rate) on stderr while encoding
+            (:func:`vdr.progress.progress_bar`; drawn on a terminal only).
 
     Attributes:
         config: model id, path, weights hash, source package, max_seq_length, dimension, device,
@@ -151,12 +153,13 @@ class DenseBackend:
         document_prompt: str | None = None,
         cache_dir: str | Path | None = None,
         name: str = "semantic",
+        progress: bool = False,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
-        for name, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
+        for option, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
             if p is not None and not isinstance(p, str):
-                raise InputError(f"{name} must be a str or None, got {type(p).__name__}")
+                raise InputError(f"{option} must be a str or None, got {type(p).__name__}")
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -209,6 +212,7 @@ class DenseBackend:
             },
         }
         self.name = name
+        self.progress = bool(progress)
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.report: dict = new_report()
         self.page_embeddings: np.ndarray | None = None
@@ -226,8 +230,9 @@ class DenseBackend:
             lens[s : s + step] = [len(x) for x in enc["input_ids"]]
         return lens
 
-    def encode(self, texts: list[str], *, prompt: str = "") -> tuple[np.ndarray, np.ndarray]:
-        """Embed ``texts`` (``prompt`` prepended to each).
+    def encode(self, texts: list[str], *, prompt: str = "", what: str = "text") -> tuple[np.ndarray, np.ndarray]:
+        """Embed ``texts`` (``prompt`` prepended to each); with :attr:`progress`, a bar counts them
+        as ``what`` (``"page"``, ``"query"``).
 
         Returns:
             ``(embeddings, truncated)``: float32 ``(n, dim)`` with unit L2-norm rows, and a bool
@@ -235,12 +240,15 @@ class DenseBackend:
         """
         import torch
 
+        from ..progress import progress_bar
+
         full = [prompt + t for t in texts]
         lens = self._token_lengths(full)
         truncated = lens > self.max_seq_length
         eff = np.minimum(lens, self.max_seq_length)
         out: np.ndarray | None = None
-        with torch.inference_mode():
+        label = f"encode {'queries' if what == 'query' else what + 's'} ({self.name})"
+        with torch.inference_mode(), progress_bar(label, len(full), what, enabled=self.progress) as advance:
             for L in np.unique(eff):
                 idx = np.nonzero(eff == L)[0]
                 for s in range(0, len(idx), self.batch_size):
@@ -255,6 +263,7 @@ class DenseBackend:
                     if out is None:
                         out = np.zeros((len(full), emb.shape[1]), dtype=np.float32)
                     out[chunk] = emb
+                    advance(len(chunk))
         if out is None:
             out = np.zeros((0, self.config["dimension"] or 0), dtype=np.float32)
         # re-normalise in float32 (a no-op up to rounding; guarantees unit rows whatever the model's last module)
@@ -290,7 +299,7 @@ class DenseBackend:
             emb, info = cached
             self.report["cache"]["hit"] = True
         else:
-            emb, truncated = self.encode([texts[i] for i in ids], prompt=self.document_prompt)
+            emb, truncated = self.encode([texts[i] for i in ids], prompt=self.document_prompt, what="page")
             self.report["page_forward_passes"] = len(ids)
             trunc_ids = [i for i, t in zip(ids, truncated) if t]
             info = {
@@ -331,7 +340,7 @@ class DenseBackend:
         cached like the page vectors (``cache_dir/semantic-queries/<fingerprint>/``), so a re-run
         encodes only the variants it has not seen."""
         if self.cache_dir is None:
-            return (*self.encode(texts, prompt=self.query_prompt), None)
+            return (*self.encode(texts, prompt=self.query_prompt, what="query"), None)
         settings = dict(self._vector_settings(), document_prompt=None, query_prompt=self.query_prompt)
         path = cache_path(self.cache_dir, "semantic-queries", fingerprint("semantic-queries", _CACHE_FORMAT, settings, texts))
         try:
@@ -343,7 +352,7 @@ class DenseBackend:
                 return emb, truncated, True
         except (OSError, KeyError, ValueError):
             pass
-        emb, truncated = self.encode(texts, prompt=self.query_prompt)
+        emb, truncated = self.encode(texts, prompt=self.query_prompt, what="query")
 
         def fill(d: Path) -> None:
             from safetensors.numpy import save_file
@@ -447,7 +456,7 @@ def build(ctx: BuildContext) -> "DenseBackend":
     if unknown:
         raise InputError(f"unknown semantic option(s) {unknown}; known: {', '.join(sorted(allowed))}")
     model = opts.pop("model", None)
-    return DenseBackend(model, ctx.device, cache_dir=ctx.cache_dir, name=ctx.name, **opts)
+    return DenseBackend(model, ctx.device, cache_dir=ctx.cache_dir, name=ctx.name, progress=ctx.progress, **opts)
 
 
 _CACHE_FORMAT = 1
