@@ -204,8 +204,11 @@ def ingest_command(
     language: Optional[str] = typer.Option(None, "--language", help="ViDoRe: keep only queries in this language (e.g. english)."),
     split: str = typer.Option("test", "--split", help="ViDoRe dataset split."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    passages: Optional[Path] = typer.Option(None, "--passages", help="Ingest a text-passage collection (file or folder) instead of PDFs."),
+    passage_format: str = typer.Option("auto", "--format", help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf."),
 ) -> None:
-    """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore)."""
+    """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore);
+    or a passage collection into a passage corpus (see vdr.ingest.passages)."""
     from . import distributed as D
 
     if not D.is_main():
@@ -214,6 +217,16 @@ def ingest_command(
     from .ingest import ingest_pdfs, ingest_vidore
     from .ingest.pdfdir import load_password_map
 
+    if passages is not None:
+        if pdf_dir is not None or vidore is not None:
+            raise InputError("give one of PDF_DIR, --vidore or --passages")
+        from .ingest.passages import ingest_passages
+
+        m = ingest_passages(passages, out, format=passage_format).manifest
+        typer.echo(f"{m['counts']['passages']} passages ({m['format']}, quoting {m['quoting']}; {m['counts']['empty']} empty) -> {out}")
+        if m["empty"]:
+            typer.echo(f"note: empty passages (first {len(m['empty'])}): {', '.join(m['empty'])}")
+        return
     if vidore is not None:
         if pdf_dir is not None:
             raise InputError("give either PDF_DIR or --vidore DATASET, not both")
