@@ -56,6 +56,15 @@ def _root() -> None:
     """vdr: visual-document retrieval evaluation."""
 
 
+def _add_convert() -> None:
+    from .convert import app as convert_app
+
+    app.add_typer(convert_app, name="convert")
+
+
+_add_convert()
+
+
 def _parse_rewrites(items: list[str] | None) -> dict[str, str]:
     """``["NAME=FILE", ...]`` -> ``{NAME: FILE}``.
 
