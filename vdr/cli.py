@@ -298,6 +298,7 @@ def evaluate_command(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Build the BM25 index and semantic page vectors afresh, keep nothing."),
     profile: bool = typer.Option(False, "--profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
+    drop_missing_judged: bool = typer.Option(False, "--drop-missing-judged", help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the denominators, as trec_eval, and reported)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     import json
@@ -335,6 +336,7 @@ def evaluate_command(
         progress=not quiet,
         engine=engine,
         cache_dir=False if no_cache else cache_dir,
+        drop_missing_judged=drop_missing_judged,
     )
     if res is None:  # torchrun: not rank 0
         return

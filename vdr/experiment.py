@@ -286,6 +286,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
             n_permutations, n_bootstrap, macro_average, vidore, cache_dir) -> dict:
     return {
         "corpus_dir": str(inputs.corpus_dir.resolve()),
+        "corpus_kind": getattr(inputs.corpus, "kind", "page"),
         "queries": str(inputs.queries_path.resolve()),
         "qrels": str(inputs.qrels_path.resolve()),
         "rewrites": {n: str(Path(p).resolve()) for n, p in (rewrites or {}).items()},
@@ -307,12 +308,14 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
         "vidore": vidore,
         "cache_dir": None if cache_dir is None else str(Path(cache_dir).resolve()),
         "backend_config": {b: m.config for b, m in backends.items()},
+        **({"judged_passages": inputs.judged} if inputs.judged else {}),
     }
 
 
 def _versions_of(inputs: Inputs, configs: dict, vidore) -> dict:
     versions = _versions(_VERSIONED)
-    versions["corpus_fingerprint"] = "sha256:" + _file_sha256(inputs.corpus_dir / PAGES_FILE)
+    fp = getattr(inputs.corpus, "fingerprint", None) if getattr(inputs.corpus, "kind", "page") == "passage" else None
+    versions["corpus_fingerprint"] = fp or "sha256:" + _file_sha256(inputs.corpus_dir / PAGES_FILE)
     versions["qrels_sha256"] = _file_sha256(inputs.qrels_path)
     if "multimodal" in configs:
         versions["model"] = {k: configs["multimodal"].get(k) for k in ("model", "revision", "fingerprint")}
@@ -400,11 +403,14 @@ def evaluate(
     cache_dir: str | Path | bool | None = None,
     runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
+    drop_missing_judged: bool = False,
 ) -> Results | None:
-    """Evaluate original vs rewritten queries on each backend over one page corpus.
+    """Evaluate original vs rewritten queries on each backend over one page or passage corpus.
 
     Args:
-        corpus_dir: a corpus folder written by :func:`vdr.ingest` (``pages.jsonl`` + ``images/``).
+        corpus_dir: a corpus folder written by :func:`vdr.ingest` (``pages.jsonl`` + ``images/``),
+            or a passage corpus (``vdr ingest --passages``, ``vdr convert``; see
+            :func:`vdr.corpus.load_corpus`); the multimodal backend is skipped on passages.
         queries: BEIR ``queries.jsonl`` of the original queries (``history`` optional); default
             ``corpus_dir/queries.jsonl`` when it exists (ViDoRe corpora).
         qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
@@ -448,6 +454,10 @@ def evaluate(
             evaluated and compared as backends named ``name``.
         backend_options: ``{backend: {option: value}}`` for any backend's factory (they override the
             options above; a third-party backend gets its options only from here).
+        drop_missing_judged: passage corpora: remove the judgments of judged passages that are absent
+            from the collection or empty (labelled in ``config.judged_passages``). Default
+            ``False``: they stay relevant-but-unretrievable and count in IDCG and recall, as in
+            trec_eval, and are reported.
 
     Returns:
         :class:`~vdr.results.Results` (also written to ``out``); under torchrun, on rank 0 only
@@ -467,7 +477,7 @@ def evaluate(
     with timer.stage("load"):
         inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
                              vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
-                             vidore_language=vidore_language, progress=progress)
+                             vidore_language=vidore_language, progress=progress, drop_missing_judged=drop_missing_judged)
     cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
     encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
     model = None if encoder is None else encoder.model

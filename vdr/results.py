@@ -37,7 +37,7 @@ import numpy as np
 
 from .compare import Comparison, compare_variants, describe_test
 from .inputs import duplicate_texts
-from .corpus import Corpus
+from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
 from .io.formats import load_qrels, load_queries, load_run, save_run
@@ -284,7 +284,7 @@ class Results:
     backend_reports: dict = field(default_factory=dict)
     root: Path | None = None
     qrels: Qrels | None = None
-    corpus: Corpus | None = None
+    corpus: Corpus | PassageCorpus | None = None
     warnings: list[str] = field(default_factory=list)
     _rankings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _extra: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -617,7 +617,7 @@ class Results:
     def page_image(self, corpus_id: str):
         """The page image as an RGB ``PIL.Image.Image``, or ``None`` when the corpus, the page or its
         image file is missing or unreadable (never raises for those)."""
-        if self.corpus is None or corpus_id not in self.corpus:
+        if self.corpus is None or getattr(self.corpus, "kind", "page") != "page" or corpus_id not in self.corpus:
             return None
         try:
             return self.corpus.open_image(corpus_id)
@@ -700,7 +700,7 @@ class Results:
         comparisons = [(c["backend"], _comparison_from_doc(c, path)) for c in doc.get("comparisons") or []]
         config = doc.get("config") or {}
         qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings)
-        corpus = _optional(config.get("corpus_dir"), root, "corpus folder", Corpus.load, "page images not shown", warnings)
+        corpus = _optional(config.get("corpus_dir"), root, "corpus folder", load_corpus, "page images not shown", warnings)
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
                    root=root, qrels=qrels, corpus=corpus, warnings=warnings)
