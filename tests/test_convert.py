@@ -277,6 +277,15 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
     back = Results.load(res_dir)
     assert back.corpus is not None and back.corpus.kind == "passage" and back.page_image("1") is None
     assert back.comparisons
+    assert back.corpus.passage("3") == ("Eiffel Tower [SEP] Design", 'Gustave Eiffel\'s company "designed" the tower')
+    with pytest.raises(KeyError):
+        back.corpus.passage("99")
+    from vdr.report.render import report as render_report
+
+    paths = render_report(res_dir, top=2)
+    html = paths.html.read_text(encoding="utf-8")
+    assert "Eiffel Tower Design Gustave Eiffel&#x27;s company" in html or "Eiffel Tower Design Gustave Eiffel's company" in html
+    assert "image missing" not in html and not any("image(s) missing" in w for w in paths.warnings)
 
 
 def test_evaluate_drop_missing_judged_is_labelled(topiocqa, tmp_path):

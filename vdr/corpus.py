@@ -388,7 +388,7 @@ class PassageCorpus:
         self.report = dict(report)
         self.fingerprint: str = str(self.report.get("fingerprint") or "")
         self._ids: list[str] | None = None
-        self._set: set[str] | None = None
+        self._pos: dict[str, int] | None = None
 
     @classmethod
     def load(cls, corpus_dir: str | Path) -> "PassageCorpus":
@@ -429,10 +429,40 @@ class PassageCorpus:
         counts = self.report.get("counts") or {}
         return int(counts["passages"]) if "passages" in counts else len(self.ids())
 
+    def _positions(self) -> dict[str, int]:
+        if self._pos is None:
+            self._pos = {pid: i for i, pid in enumerate(self.ids())}
+        return self._pos
+
     def __contains__(self, corpus_id: object) -> bool:
-        if self._set is None:
-            self._set = set(self.ids())
-        return corpus_id in self._set
+        return corpus_id in self._positions()
+
+    def passage(self, corpus_id: str) -> tuple[str, str]:
+        """``(title, text)`` of one passage, read from disk (random access through ``offsets.npy``;
+        a scan when a corpus lacks it).
+
+        Raises:
+            KeyError: unknown id.
+        """
+        from .ingest.passages import OFFSETS_FILE, PASSAGES_FILE as PFILE
+
+        i = self._positions().get(corpus_id)
+        if i is None:
+            raise KeyError(f"passage id {corpus_id!r} is not in the corpus at {self.root}")
+        op = self.root / OFFSETS_FILE
+        if op.is_file():
+            import numpy as np
+
+            offset = int(np.load(op, mmap_mode="r", allow_pickle=False)[i])
+            with open(self.root / PFILE, "rb") as f:
+                f.seek(offset)
+                obj = json.loads(f.readline())
+            if obj.get("id") == corpus_id:
+                return obj.get("title") or "", obj.get("text") or ""
+        for pid, title, text in self.iter_passages():
+            if pid == corpus_id:
+                return title, text
+        raise KeyError(f"passage id {corpus_id!r} is listed but not stored in {self.root}")
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids())

@@ -26,7 +26,8 @@ naming file and line, and the passage count must equal the line count (minus the
 check that catches Python's ``csv`` and pandas swallowing lines after an unclosed quote in MS MARCO.
 
 Output: ``CORPUS_DIR/passages.jsonl`` (``{"id", "title", "text"}`` per line, titles as given),
-``ids.txt`` (one id per line), ``empty_ids.txt`` and the manifest ``corpus.json`` (format, source,
+``ids.txt`` (one id per line), ``empty_ids.txt``, ``offsets.npy`` (uint64 byte offset of each
+line of ``passages.jsonl``, for random access) and the manifest ``corpus.json`` (format, source,
 quoting, counts, empty passages, fingerprint), each written atomically.
 """
 
@@ -45,12 +46,13 @@ from ..io._lines import read_lines
 from ..io.atomic import atomic_write, write_text_atomic
 
 __all__ = ["FORMATS", "QUOTING", "detect_format", "read_passages", "ingest_passages", "PassageIngestReport",
-           "MANIFEST_FILE", "PASSAGES_FILE", "IDS_FILE", "EMPTY_FILE"]
+           "MANIFEST_FILE", "PASSAGES_FILE", "IDS_FILE", "EMPTY_FILE", "OFFSETS_FILE"]
 
 MANIFEST_FILE = "corpus.json"
 PASSAGES_FILE = "passages.jsonl"
 IDS_FILE = "ids.txt"
 EMPTY_FILE = "empty_ids.txt"
+OFFSETS_FILE = "offsets.npy"
 FORMATS = ("beir", "tsv", "msmarco", "jsonl", "hf")
 #: How each format's fields are unquoted (recorded in the manifest).
 QUOTING = {"beir": "json", "tsv": "csv", "msmarco": "none", "jsonl": "json", "hf": "arrow"}
@@ -341,14 +343,19 @@ def ingest_passages(source: str | Path, out: str | Path, *, format: str = "auto"
     fmt = detect_format(source) if format == "auto" else format
     src = _Source()
     hashes = array("q")
+    offsets = array("Q")
+    pos = 0
     empty: list[str] = []
     digest = hashlib.sha256()
     n = 0
     with atomic_write(out / PASSAGES_FILE) as fp, atomic_write(out / IDS_FILE) as fi:
         for _, pid, title, text in read_passages(source, fmt, src):
             line = json.dumps({"id": pid, "title": title, "text": text}, ensure_ascii=False) + "\n"
-            digest.update(line.encode("utf-8"))
+            raw = line.encode("utf-8")
+            digest.update(raw)
             fp.write(line)
+            offsets.append(pos)
+            pos += len(raw)
             fi.write(pid + "\n")
             hashes.append(hash(pid))
             if not text.strip() and not title.strip():
@@ -362,6 +369,7 @@ def ingest_passages(source: str | Path, out: str | Path, *, format: str = "auto"
         if dups:
             _find_duplicate(source, fmt, dups)
     write_text_atomic(out / EMPTY_FILE, "".join(e + "\n" for e in empty))
+    _write_offsets(out / OFFSETS_FILE, offsets)
     manifest = {
         "kind": "passage",
         "format": fmt,
@@ -375,6 +383,14 @@ def ingest_passages(source: str | Path, out: str | Path, *, format: str = "auto"
     }
     write_text_atomic(out / MANIFEST_FILE, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return PassageIngestReport(out, manifest)
+
+
+def _write_offsets(path: Path, offsets: array) -> None:
+    """``offsets`` as a ``.npy`` uint64 array, shape ``(n_passages,)``, written atomically."""
+    import numpy as np
+
+    with atomic_write(path, "wb") as f:
+        np.save(f, np.frombuffer(offsets, dtype=np.uint64) if len(offsets) else np.zeros(0, np.uint64), allow_pickle=False)
 
 
 def _duplicate_hashes(hashes: array) -> set[int]:
