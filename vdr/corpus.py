@@ -476,12 +476,19 @@ class PassageCorpus:
         from .ingest.passages import PASSAGES_FILE as PFILE
 
         path = self.root / PFILE
-        for no, line in read_lines(path):
-            try:
-                obj = json.loads(line)
-                yield obj["id"], obj.get("title") or "", obj.get("text") or ""
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise InputError(f"corrupt passage line ({type(e).__name__}: {e}); re-run `vdr ingest --passages`", path=path, line=no) from None
+        decode = json.JSONDecoder().decode
+        try:
+            f = open(path, encoding="utf-8", newline="\n")
+        except OSError as e:
+            raise InputError(f"cannot read the passages ({e})", path=path) from None
+        with f:  # written by vdr (UTF-8 JSON lines): read directly, without read_lines' checks
+            for no, line in enumerate(f, start=1):
+                try:
+                    obj = decode(line)
+                    yield obj["id"], obj["title"], obj["text"]
+                except (ValueError, KeyError, TypeError) as e:
+                    raise InputError(f"corrupt passage line ({type(e).__name__}: {e}); re-run `vdr ingest --passages`", path=path,
+                                     line=no) from None
 
     def iter_texts(self, batch_size: int = 8192) -> Iterator[tuple[list[str], list[str]]]:
         """``(ids, texts)`` batches of at most ``batch_size`` passages in file order, read from disk
@@ -492,7 +499,11 @@ class PassageCorpus:
         texts: list[str] = []
         for pid, title, text in self.iter_passages():
             ids.append(pid)
-            texts.append(passage_text(title, text))
+            if title:
+                title = title.replace(" [SEP] ", " ")
+                texts.append(f"{title} {text}" if text else title)
+            else:
+                texts.append(text)
             if len(ids) == batch_size:
                 yield ids, texts
                 ids, texts = [], []
