@@ -277,6 +277,7 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
     back = Results.load(res_dir)
     assert back.corpus is not None and back.corpus.kind == "passage" and back.page_image("1") is None
     assert back.comparisons
+    assert back.variants["original"]["1_3"].answers == ("Paris", EMPTY_ANSWER)  # answers of the history kept in results.json
     assert back.corpus.passage("3") == ("Eiffel Tower [SEP] Design", 'Gustave Eiffel\'s company "designed" the tower')
     with pytest.raises(KeyError):
         back.corpus.passage("99")
@@ -325,3 +326,13 @@ def test_cli_evaluate_on_passages_with_drop_flag(topiocqa, tmp_path):
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "res" / "results.json").read_text())
     assert doc["config"]["judged_passages"]["judgments_dropped"] == 2
+
+
+def test_topiocqa_gold_keyed_by_id_suffix_and_jsonl_dataset(tmp_path):
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(o) + "\n" for o in DATASET), encoding="utf-8")
+    gold = [{"id": "topiocqa-dev_2_2", "positive_ctxs": [{"passage_id": 5}]}, {"id": "topiocqa-dev_1_1", "positive_ctxs": [{"passage_id": "1"}]}]
+    (tmp_path / "g.json").write_text(json.dumps(gold), encoding="utf-8")
+    r = convert_topiocqa(tmp_path / "d.jsonl", tmp_path / "g.json", tmp_path / "o")
+    assert r["counts"]["queries"] == 2 and r["counts"]["dropped_without_gold"] == 3
+    assert load_qrels(tmp_path / "o" / "qrels.tsv").to_dict() == {"1_1": {"1": 1}, "2_2": {"5": 1}}
+    assert not (tmp_path / "o" / "passages.jsonl").exists()  # no collection given: queries and qrels only

@@ -31,6 +31,7 @@ budget function is merged; the coordinator should point :func:`fit_budget` at it
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,12 +138,42 @@ class Turn:
 
 
 def _load_json(path: Path) -> object:
+    """A JSON document, or a JSON-lines file as a list of its objects."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"invalid JSON ({e})", path=path) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not valid UTF-8 ({e})", path=path) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        if not text.lstrip().startswith("{"):
+            raise InputError(f"invalid JSON ({e})", path=path) from None
+    out = []
+    for no, line in enumerate(text.splitlines(), start=1):  # JSON lines
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
+    return out
+
+
+_TRAILING_KEY = re.compile(r"(\d+)[_-](\d+)$")
+
+
+def _conv_turn(o: dict, path: Path, i: int) -> tuple[str, int]:
+    """``(conversation, turn)`` of a gold or dataset entry: ``Conversation_no``/``conv_id`` and
+    ``Turn_no``/``turn_id``, else an id field ending in ``<conv>_<turn>`` (``"topiocqa-dev_12_3"``)."""
+    if any(k in o for k in ("Conversation_no", "conv_id")):
+        conv = str(_as_int(_key(o, ("Conversation_no", "conv_id"), path, i, "conversation number"), path, i, "Conversation_no"))
+        return conv, _as_int(_key(o, ("Turn_no", "turn_id"), path, i, "turn number"), path, i, "Turn_no")
+    for k in ("id", "qid", "sample_id"):
+        m = _TRAILING_KEY.search(str(o.get(k, "")))
+        if m:
+            return str(int(m.group(1))), int(m.group(2))
+    raise InputError(f"entry {i}: missing conversation number (Conversation_no or conv_id, or an id ending in <conv>_<turn>)", path=path)
 
 
 def _key(obj: dict, names: Sequence[str], path: Path, i: int, what: str) -> object:
@@ -185,8 +216,7 @@ def load_turns(path: str | Path) -> list[Turn]:
     turns: list[Turn] = []
     seen: dict[tuple[str, int], int] = {}
     for i, o in enumerate(data, start=1):
-        conv = str(_as_int(_key(o, ("Conversation_no", "conv_id"), path, i, "conversation number"), path, i, "Conversation_no"))
-        no = _as_int(_key(o, ("Turn_no", "turn_id"), path, i, "turn number"), path, i, "Turn_no")
+        conv, no = _conv_turn(o, path, i)
         if (conv, no) in seen:
             raise InputError(f"entry {i}: conversation {conv} turn {no} given twice (first: entry {seen[conv, no]})", path=path, id=f"{conv}_{no}")
         seen[conv, no] = i
@@ -288,8 +318,7 @@ def _topiocqa_gold(path: Path) -> tuple[dict[tuple[str, int], dict[str, int]], i
         raise InputError("expected a JSON list of gold objects (DPR format with positive_ctxs)", path=path)
     gold: dict[tuple[str, int], dict[str, int]] = {}
     for i, o in enumerate(data, start=1):
-        conv = str(_as_int(_key(o, ("conv_id", "Conversation_no"), path, i, "conversation number"), path, i, "conv_id"))
-        turn = _as_int(_key(o, ("turn_id", "Turn_no"), path, i, "turn number"), path, i, "turn_id")
+        conv, turn = _conv_turn(o, path, i)
         ctxs = o.get("positive_ctxs") or []
         if not isinstance(ctxs, list):
             raise InputError(f"entry {i}: 'positive_ctxs' must be a list", path=path, id=f"{conv}_{turn}")

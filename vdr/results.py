@@ -634,7 +634,9 @@ class Results:
             "versions": self.versions,
             "skipped": self.skipped,
             "backend_reports": self.backend_reports,
-            "variants": {name: dict(_length_stats(qs), queries={q: {"text": x.text, "history": list(x.history)} for q, x in qs.items()})
+            "variants": {name: dict(_length_stats(qs), queries={q: {"text": x.text, "history": list(x.history),
+                                                                         **({"answers": list(x.answers)} if x.answers else {})}
+                                                                      for q, x in qs.items()})
                          for name, qs in self.variants.items()},
             "runs": [{"backend": r.backend, "variant": r.variant, "run_file": r.run_file, "num_queries": r.metrics.num_queries,
                       "policy": dict(r.metrics.policy), "aggregate": r.metrics.aggregate, "per_query": r.metrics.per_query}
@@ -693,7 +695,8 @@ class Results:
             warnings.append(f"{path}: schema version 1 (this vdr writes {SCHEMA_VERSION}); query texts read from the query files")
             variants = _variants_v1(doc, root, warnings)
         else:
-            variants = {name: QuerySet({q: Query(x["text"], tuple(x.get("history") or ())) for q, x in (info.get("queries") or {}).items()},
+            variants = {name: QuerySet({q: Query(x["text"], tuple(x.get("history") or ()), tuple(x.get("answers") or ()))
+                                        for q, x in (info.get("queries") or {}).items()},
                                        name=name, source=info.get("source"))
                         for name, info in (doc.get("variants") or {}).items()}
         runs = [RunResult(r["backend"], r["variant"], r.get("run_file"), _metrics_from_doc(r)) for r in doc["runs"]]
