@@ -197,3 +197,19 @@ def test_cli_ingest_passages(tmp_path):
     assert r.exit_code == 0, r.output
     assert "4 passages" in r.output and "quoting none" in r.output
     assert len(load_corpus(tmp_path / "c")) == 4
+
+
+def test_changed_passages_file_is_detected(tmp_path):
+    ingest_passages(_write(tmp_path / "c.tsv", "p1\tone\n"), tmp_path / "c")
+    with open(tmp_path / "c" / "passages.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"id": "p2", "title": "", "text": "two"}\n')
+    with pytest.raises(InputError, match="changed since ingest"):
+        load_corpus(tmp_path / "c")
+
+
+def test_passage_random_access(tmp_path):
+    ingest_passages(_write(tmp_path / "c.tsv", "p1\tone\np2\ttwo \u00e9\u2028x\np3\tthree\n"), tmp_path / "c")
+    c = load_corpus(tmp_path / "c")
+    assert c.passage("p2") == ("", "two \u00e9\u2028x") and c.passage("p3") == ("", "three")
+    with pytest.raises(KeyError):
+        c.passage("p4")

@@ -410,6 +410,10 @@ class PassageCorpus:
             raise InputError(f"invalid JSON manifest ({e})", path=mp) from None
         if not isinstance(report, dict) or report.get("kind") != "passage":
             raise InputError("not a passage corpus manifest (kind != 'passage')", path=mp)
+        size = report.get("passages_bytes")
+        if isinstance(size, int) and pp.stat().st_size != size:
+            raise InputError(f"{PFILE} has {pp.stat().st_size} bytes, the manifest records {size}: it changed since ingest"
+                             " (re-run `vdr ingest --passages`)", path=pp)
         return cls(root, report)
 
     def ids(self) -> list[str]:

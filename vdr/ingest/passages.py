@@ -387,6 +387,7 @@ def ingest_passages(source: str | Path, out: str | Path, *, format: str = "auto"
         "counts": {"passages": n, "data_lines": src.lines, "header_lines": src.header_lines, "empty": len(empty)},
         "empty": empty[:EMPTY_SHOWN],
         "fingerprint": "sha256:" + digest.hexdigest(),
+        "passages_bytes": pos,
     }
     write_text_atomic(out / MANIFEST_FILE, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return PassageIngestReport(out, manifest)
