@@ -213,3 +213,26 @@ def test_passage_random_access(tmp_path):
     assert c.passage("p2") == ("", "two \u00e9\u2028x") and c.passage("p3") == ("", "three")
     with pytest.raises(KeyError):
         c.passage("p4")
+
+
+def test_pandas_default_quoting_loses_msmarco_passages():
+    pd = pytest.importorskip("pandas")
+    df = pd.read_csv(io.StringIO(MSMARCO), sep="\t", header=None)
+    assert len(df) < 4  # the failure ingest_passages guards against (4 lines -> fewer rows)
+
+
+def test_tsv_header_in_another_order_and_without_title(tmp_path):
+    ingest_passages(_write(tmp_path / "a.tsv", 'id\ttitle\ttext\nx\tT [SEP] S\t"a ""b"""\n'), tmp_path / "a")
+    assert load_corpus(tmp_path / "a").texts() == {"x": 'T S a "b"'}
+    ingest_passages(_write(tmp_path / "b.tsv", "id\ttext\ny\tplain\n"), tmp_path / "b")
+    assert load_corpus(tmp_path / "b").texts() == {"y": "plain"}
+
+
+def test_hf_duplicate_ids_and_unknown_format(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_dict({"_id": ["a", "b", "a"], "text": ["1", "2", "3"]}).save_to_disk(str(tmp_path / "ds"))
+    with pytest.raises(InputError, match="duplicate passage id") as e:
+        ingest_passages(tmp_path / "ds", tmp_path / "c")
+    assert e.value.id == "a" and e.value.line == 3
+    with pytest.raises(InputError, match="unknown collection format 'csv'"):
+        ingest_passages(tmp_path / "ds", tmp_path / "c", format="csv")
