@@ -16,13 +16,14 @@ from .ingest import IngestReport, VidoreReport, ingest, ingest_passages, ingest_
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
 from .encode.store import EmbeddingStore
 from .types import Qrels, Query, QuerySet, Run
-from . import judge, report  # the two light packages, see below
+from . import compare, judge, report  # two light packages and the statistics module, see below
 
-# Importing a subpackage binds it as an attribute of its parent: ``vdr.report`` would be the
-# package. The verbs ``vdr.report`` and ``vdr.judge`` share those names, so the two packages (whose
-# __init__ imports nothing) are imported here, once, and their attributes dropped: the names then
-# resolve through __getattr__ below to the functions, also after ``import vdr.report.render``.
-del judge, report
+# Importing a submodule binds it as an attribute of its parent: ``vdr.report`` would be the
+# package. The verbs ``vdr.report``, ``vdr.judge`` and ``vdr.compare`` share those names, so the
+# modules (light: no model library) are imported here, once, and their attributes dropped: the names
+# then resolve through __getattr__ below to the functions, also after ``import vdr.report.render``
+# or ``from vdr.compare import compare_variants`` (which keep reading the modules).
+del compare, judge, report
 
 __version__ = "0.1.0"
 
@@ -30,7 +31,8 @@ _LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder
 
 
 def __getattr__(name: str):
-    """``vdr.evaluate`` (the main job), ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`),
+    """``vdr.evaluate`` (the main job), ``vdr.compare`` (runs of several systems against a baseline run,
+    :func:`vdr.compare_runs.compare_runs`; the statistics stay in the module ``vdr.compare``), ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`),
     ``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
     that ``import vdr`` does not import torch; ``vdr.report`` (:func:`vdr.report.render.report`,
     writes a report) and ``vdr.Results`` (:class:`vdr.results.Results`; ``vdr.Results.load(dir)``
@@ -43,6 +45,10 @@ def __getattr__(name: str):
         from .results import Results
 
         return Results
+    if name == "compare":
+        from .compare_runs import compare_runs
+
+        return compare_runs
     if name == "evaluate":
         from .experiment import evaluate
 
@@ -72,6 +78,7 @@ __all__ = [
     "VidoreReport",
     "embed",
     "evaluate",
+    "compare",
     "judge",
     "EmbedReport",
     "EmbeddingStore",

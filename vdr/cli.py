@@ -12,6 +12,7 @@ Under ``torchrun -m vdr ...`` (``WORLD_SIZE`` > 1) :func:`main` joins the proces
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from pathlib import Path
@@ -80,6 +81,31 @@ def _parse_rewrites(items: list[str] | None) -> dict[str, str]:
             raise InputError(f"rewrite variant {name!r} given twice")
         rw[name] = path
     return rw
+
+
+def _on_interrupt(command):
+    """Ctrl-C in a command that writes a results folder (``--out``): one line
+    ``interrupted; RESULTS_DIR unchanged`` on stderr and exit status 130 (128 + SIGINT), no
+    traceback. The folder is unchanged because results are staged and only replace its content at
+    the end (:mod:`vdr.io.outdir`)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt:
+            out = kwargs.get("out")
+            typer.echo(f"interrupted; {out} unchanged" if out is not None else "interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return run
+
+
+def _parse_runs(items: list[str] | None) -> dict[str, str]:
+    """``--run NAME=FILE`` items -> ``{NAME: FILE}`` (see :func:`vdr.compare_runs.parse_run_items`)."""
+    from .compare_runs import parse_run_items
+
+    return parse_run_items(items or [], "--run")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -266,6 +292,7 @@ def ingest_command(
 
 
 @app.command("evaluate")
+@_on_interrupt
 def evaluate_command(
     corpus_dir: Optional[Path] = typer.Argument(None, help="Corpus folder from `vdr ingest` (omit with --vidore)."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Original queries (BEIR queries.jsonl; `history` optional); default CORPUS_DIR/queries.jsonl."),
@@ -298,6 +325,12 @@ def evaluate_command(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Build the BM25 index and semantic page vectors afresh, keep nothing."),
     profile: bool = typer.Option(False, "--profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
+    run: Optional[list[str]] = typer.Option(
+        None, "--run", help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME."),
+    primary_metric: Optional[str] = typer.Option(
+        None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3)."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an --out folder holding another experiment's results or other files (refused otherwise)."),
     drop_missing_judged: bool = typer.Option(False, "--drop-missing-judged", help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the denominators, as trec_eval, and reported)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
@@ -336,6 +369,9 @@ def evaluate_command(
         progress=not quiet,
         engine=engine,
         cache_dir=False if no_cache else cache_dir,
+        runs=_parse_runs(run),
+        primary_metric=primary_metric,
+        overwrite=overwrite,
         drop_missing_judged=drop_missing_judged,
     )
     if res is None:  # torchrun: not rank 0
@@ -350,6 +386,43 @@ def evaluate_command(
         for line in stage_lines(json.loads((out / "timing.json").read_text(encoding="utf-8"))):
             typer.echo("  " + line)
     typer.echo(f"results: {out / 'results.json'}")
+
+
+@app.command("compare")
+@_on_interrupt
+def compare_command(
+    qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV or JSON."),
+    runs: list[str] = typer.Argument(..., help="Run files (TREC or JSON), each FILE (named by its file name) or NAME=FILE; two or more."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The run the others are compared with (default: the first)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Results folder to write (results.json, per_query.csv, runs/, report.html)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an --out folder holding another experiment's results or other files."),
+    primary_metric: Optional[str] = typer.Option(
+        None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3, or the first --metric)."),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", "--metrics", "-m", help=_metric_help()),
+    k: str = typer.Option("3,5,10", "--k", help="Cutoffs of the default metrics (without --metric)."),
+    relevance_level: int = typer.Option(1, "--relevance-level", help="Minimum grade counted as relevant (binary metrics)."),
+    exclude_no_relevant: bool = typer.Option(
+        False, "--exclude-queries-without-relevant", help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
+    allow_unjudged: bool = typer.Option(
+        False, "--allow-unjudged", help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the randomization test and the bootstrap."),
+    n_permutations: int = typer.Option(10_000, "--permutations", help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
+    n_bootstrap: int = typer.Option(10_000, "--bootstrap", help="Bootstrap resamples of the 95% CI."),
+    no_report: bool = typer.Option(False, "--no-report", help="With --out, do not write report.html / report.md."),
+) -> None:
+    """Compare runs of several systems with a baseline run (paired randomization test, t-test, bootstrap CI,
+    Holm, W/T/L), ranx-style; see vdr.compare."""
+    from .compare_runs import compare_runs, parse_run_items
+
+    res = compare_runs(
+        qrels, parse_run_items(runs), baseline=baseline, metrics=metric or None, primary_metric=primary_metric, k=k,
+        relevance_level=relevance_level, queries_without_relevant="exclude" if exclude_no_relevant else "zero",
+        allow_unjudged=allow_unjudged, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, out=out,
+        overwrite=overwrite, report=not no_report,
+    )
+    typer.echo(res.table())
+    if out is not None:
+        typer.echo(f"results: {out / 'results.json'}" + ("" if no_report else f"; report: {out / 'report.html'}"))
 
 
 @app.command("report")

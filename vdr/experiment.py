@@ -16,6 +16,9 @@ win/tie/loss, Holm over all variants x metrics of a backend), and writes::
     RESULTS_DIR/timing.json      seconds per stage (load, index per backend, search per backend x
                                  variant, metrics, statistics, write, total)
 
+The folder is taken before any work (writable, locked against a second run, no other experiment's
+results in it unless ``overwrite``); the results are staged and replace its content at the end, so
+stale files of earlier runs go and an interrupted run leaves it unchanged (:mod:`vdr.io.outdir`).
 All files are written atomically. ``results.json`` holds no timestamps or timings; two runs with
 the same inputs write the same file except for the backend reports' cache facts
 (``backend_reports.<backend>.cache`` and ``page_forward_passes``: a re-run loads indexes instead
@@ -40,7 +43,7 @@ import math
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -50,7 +53,7 @@ from .corpus import PAGES_FILE
 from .errors import InputError, VdrWarning
 from .inputs import CONCAT, ORIGINAL, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
 from .io.atomic import write_text_atomic
-from .metrics import MetricsResult, evaluate_run, parse_cutoffs
+from .metrics import MetricsResult, evaluate_run, parse_cutoffs, parse_metric
 from .results import Results, RunResult
 from .retrieve.base import Backend, BackendUnavailable, BuildContext, available_backends, backend_factory
 from .types import QuerySet, Run
@@ -112,11 +115,12 @@ def _table_metrics(ks: list[int]) -> list[str]:
     return [f"ndcg@{k0}", f"mrr@{k0}"] + [f"recall@{k}" for k in rest] + [f"hole@{k0}"]
 
 
-def _plan(k, backends, depth: int, engine: str, runs: Mapping) -> _Plan:
+def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: str | None = None) -> _Plan:
     """Check the options that need no file.
 
     Raises:
-        InputError: an unknown backend or engine, a depth below the largest cutoff, a bad run name.
+        InputError: an unknown backend or engine, a depth below the largest cutoff, a bad run name,
+            an unknown primary metric.
     """
     ks = parse_cutoffs(k)
     wanted = _parse_list(backends, "--backend")
@@ -136,7 +140,12 @@ def _plan(k, backends, depth: int, engine: str, runs: Mapping) -> _Plan:
     for kk in ks:
         metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}", f"ties@{kk}"]
     table = _table_metrics(ks)
-    return _Plan(ks, wanted + [n for n in runs if n not in wanted], metric_names, table, [m for m in table if not m.startswith("hole@")])
+    if primary_metric is not None:  # any metric of the registry, in any accepted spelling (nDCG@10, RR@10 ...)
+        primary = str(parse_metric(primary_metric))
+        metric_names += [] if primary in metric_names else [primary]
+        table = [primary, *(m for m in table if m != primary)]
+    compared = [m for m in table if not m.startswith(("hole@", "judged@", "ties@"))]
+    return _Plan(ks, wanted + [n for n in runs if n not in wanted], metric_names, table, compared)
 
 
 # --------------------------------------------------------------------------------------------- backends
@@ -303,6 +312,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
         "n_bootstrap": n_bootstrap,
         "metrics": plan.metric_names,
         "table_metrics": plan.table_metrics,
+        "primary_metric": plan.table_metrics[0],
         "compared_metrics": plan.compared_metrics,
         "macro_average": macro_average,
         "vidore": vidore,
@@ -403,6 +413,8 @@ def evaluate(
     cache_dir: str | Path | bool | None = None,
     runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
+    primary_metric: str | None = None,
+    overwrite: bool = False,
     drop_missing_judged: bool = False,
 ) -> Results | None:
     """Evaluate original vs rewritten queries on each backend over one page or passage corpus.
@@ -454,6 +466,16 @@ def evaluate(
             evaluated and compared as backends named ``name``.
         backend_options: ``{backend: {option: value}}`` for any backend's factory (they override the
             options above; a third-party backend gets its options only from here).
+        primary_metric: the metric of the table's first column, the change columns and the report's
+            headline (default ``ndcg@3``; any registry name or alias, e.g. ``nDCG@10``, ``RR@10``);
+            evaluated and compared even when ``k`` lacks its cutoff; recorded as
+            ``config.primary_metric``.
+        overwrite: replace an ``out`` folder that holds another experiment's results (another
+            corpus, queries, qrels or dataset) or files vdr did not write; without it they are
+            refused before any work. The folder is locked for the run (a second run into it fails
+            at once); results are staged and replace the folder's content at the end (stale runs
+            and reports of earlier runs removed), so an interrupted run leaves it unchanged
+            (:mod:`vdr.io.outdir`).
         drop_missing_judged: passage corpora: remove the judgments of judged passages that are absent
             from the collection or empty (labelled in ``config.judged_passages``). Default
             ``False``: they stay relevant-but-unretrievable and count in IDCG and recall, as in
@@ -465,7 +487,9 @@ def evaluate(
 
     Raises:
         InputError: missing or malformed inputs (file, line and id named), unknown backends, bad
-            variant names, misaligned or empty rewrites, no backend that could run.
+            variant names, misaligned or empty rewrites, no backend that could run; an ``out`` that
+            cannot be written, is locked by another run or holds another experiment (see
+            ``overwrite``).
     """
     from . import distributed as D
 
@@ -473,41 +497,76 @@ def evaluate(
     out = Path(out)
     progress = progress and D.is_main()
     runs = dict(runs or {})
-    plan = _plan(k, backends, depth, engine, runs)
-    with timer.stage("load"):
-        inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
-                             vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
-                             vidore_language=vidore_language, progress=progress, drop_missing_judged=drop_missing_judged)
-    cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
-    encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
-    model = None if encoder is None else encoder.model
-    specs = _specs(plan, inputs, encoder=encoder, store=store, device=device, engine=engine, semantic_model=semantic_model, bm25=bm25,
-                   rrf_k=rrf_k, runs=runs, backend_options=backend_options, out=out, vidore=vidore)
-    built, run_map, skipped = _run_backends(specs, inputs, depth=depth, cache_dir=cache, device=device, progress=progress,
-                                            timer=timer)
-    if not D.is_main():
-        return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
-    order = [s for s in sorted(run_map, key=_result_order(plan.wanted))]
-    with timer.stage("metrics"):
-        run_results = _metrics(run_map, order, inputs, plan, out, relevance_level=relevance_level, macro_average=macro_average)
-    if not run_results:
-        raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
-    with timer.stage("statistics"):
-        comparisons = _statistics(run_results, plan, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
-    ran = {b: built[b] for b in order}
-    config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth, seed=seed,
-                     relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                     macro_average=macro_average, vidore=vidore, cache_dir=cache)
-    _warn_duplicates(inputs.variants)
-    results = Results(
-        config=config, versions=_versions_of(inputs, config["backend_config"], vidore), runs=run_results,
-        comparisons=comparisons, skipped=skipped, variants=inputs.variants,
-        backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
-    )
-    with timer.stage("write"):
-        results.save(out)
-    timer.write(out / "timing.json")
+    plan = _plan(k, backends, depth, engine, runs, primary_metric)
+    folder = _open_folder(out, corpus_dir, queries, qrels, vidore, engine=engine, overwrite=overwrite,  # before any work
+                          inputs=[store, cache_dir, *(rewrites or {}).values(), *runs.values()])
+    with folder if folder is not None else nullcontext():
+        with timer.stage("load"):
+            inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
+                                 vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
+                                 vidore_language=vidore_language, progress=progress,
+                                 drop_missing_judged=drop_missing_judged)
+        cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
+        encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
+        model = None if encoder is None else encoder.model
+        specs = _specs(plan, inputs, encoder=encoder, store=store, device=device, engine=engine, semantic_model=semantic_model,
+                       bm25=bm25, rrf_k=rrf_k, runs=runs, backend_options=backend_options, out=out, vidore=vidore)
+        built, run_map, skipped = _run_backends(specs, inputs, depth=depth, cache_dir=cache, device=device, progress=progress,
+                                                timer=timer)
+        if folder is None:
+            return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
+        order = [s for s in sorted(run_map, key=_result_order(plan.wanted))]
+        with timer.stage("metrics"):
+            run_results = _metrics(run_map, order, inputs, plan, out, relevance_level=relevance_level, macro_average=macro_average)
+        if not run_results:
+            raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
+        with timer.stage("statistics"):
+            comparisons = _statistics(run_results, plan, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        ran = {b: built[b] for b in order}
+        config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth, seed=seed,
+                         relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+                         macro_average=macro_average, vidore=vidore, cache_dir=cache)
+        _warn_duplicates(inputs.variants)
+        results = Results(
+            config=config, versions=_versions_of(inputs, config["backend_config"], vidore), runs=run_results,
+            comparisons=comparisons, skipped=skipped, variants=inputs.variants,
+            backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
+        )
+        _write(results, folder, timer)
     return results
+
+
+def _write(results: Results, folder, timer: "_Timer") -> None:
+    """Stage ``results`` and ``timing.json`` in the results folder, then replace its content with them."""
+    with timer.stage("write"):
+        results.save(folder.staging)
+    timer.write(folder.staging / "timing.json")
+    folder.commit()
+
+
+def _open_folder(out: Path, corpus_dir, queries, qrels, vidore, *, engine: str, overwrite: bool, inputs=()):
+    """Take the results folder (:class:`~vdr.io.outdir.ResultsFolder`) on rank 0, before any work:
+    writable, locked, holding no other experiment's results (unless ``overwrite``). ``None`` on the
+    other ranks of a torchrun job (an error on rank 0 stops them too). ``inputs`` inside ``out``
+    (a corpus in the results folder) are kept when its content is replaced.
+
+    Raises:
+        InputError: see :meth:`ResultsFolder.open <vdr.io.outdir.ResultsFolder.open>`.
+    """
+    from . import distributed as D
+    from .io.outdir import ResultsFolder
+
+    corpus = out / "corpus" if vidore is not None else Path(corpus_dir) if corpus_dir is not None else None
+    path = lambda given, default: str(Path(given).resolve()) if given is not None else (  # noqa: E731
+        str((corpus / default).resolve()) if corpus is not None else None)
+    identity = {"command": "evaluate", "corpus_dir": None if corpus is None else str(corpus.resolve()),
+                "queries": path(queries, "queries.jsonl"), "qrels": path(qrels, "qrels.tsv"), "vidore": vidore}
+    keep = ("judge/cache.jsonl", *(("corpus",) if vidore is not None else ()), *(("mteb",) if engine == "mteb" else ()))
+    inputs = [corpus_dir, queries, qrels, *(p for x in inputs for p in (x.values() if isinstance(x, Mapping) else [x]))]
+    inputs = [p for p in inputs if isinstance(p, (str, Path))]
+    taken: list = []
+    D.run_on_main(lambda: taken.append(ResultsFolder(out, identity=identity, overwrite=overwrite, keep=keep, inputs=inputs).open()))
+    return taken[0] if taken else None
 
 
 def _result_order(wanted: list[str]):

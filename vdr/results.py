@@ -318,9 +318,21 @@ class Results:
         return list(dict.fromkeys(r.backend for r in self.runs))
 
     @property
+    def baseline(self) -> str:
+        """The variant the others are compared with: ``"original"``; for ``vdr compare`` results the
+        baseline run's name (``config.baseline``)."""
+        return str(self.config.get("baseline") or ORIGINAL)
+
+    @property
+    def is_run_comparison(self) -> bool:
+        """Whether these are ``vdr compare`` results (runs of systems against a baseline run; one
+        pseudo-backend ``runs``, one variant per run)."""
+        return self.config.get("command") == "compare"
+
+    @property
     def rewrite_variants(self) -> list[str]:
-        """Every variant except ``"original"`` (``concat`` included), in order."""
-        return [v for v in self.variants if v != ORIGINAL]
+        """Every variant except the baseline (``"original"``; ``concat`` included), in order."""
+        return [v for v in self.variants if v != self.baseline]
 
     @property
     def query_ids(self) -> list[str]:
@@ -386,7 +398,7 @@ class Results:
         """Per-query change ``rewritten - original`` of ``metric`` (default primary) on ``backend``:
         ``{query id: delta}`` in :attr:`query_ids` order, each in [-1, 1]. Raises KeyError."""
         metric = metric or self.primary
-        d = self.values(backend, variant, metric) - self.values(backend, ORIGINAL, metric)
+        d = self.values(backend, variant, metric) - self.values(backend, self.baseline, metric)
         return {q: float(x) for q, x in zip(self.query_ids, d)}
 
     def comparison(self, backend: str, variant: str, metric: str | None = None) -> Comparison | None:
@@ -399,7 +411,7 @@ class Results:
             InputError: ``metric`` was not evaluated.
         """
         metric = metric or self.primary
-        if variant == ORIGINAL:
+        if variant == self.baseline:
             return None
         for b, c in self.comparisons if metric in self.compared_metrics else self._computed(metric):
             if b == backend and c.variant == variant and c.metric == metric:
@@ -415,9 +427,10 @@ class Results:
         if metric not in self._extra:
             self.check_metric(metric)
             by_backend = {b: {r.variant: r.metrics for r in self.runs if r.backend == b} for b in self.backends}
-            by_backend = {b: v for b, v in by_backend.items() if ORIGINAL in v}
+            by_backend = {b: v for b, v in by_backend.items() if self.baseline in v}
             cfg = self.config
-            self._extra[metric] = compare_variants(by_backend, [metric], n_permutations=int(cfg.get("n_permutations", 10_000)),
+            self._extra[metric] = compare_variants(by_backend, [metric], baseline=self.baseline,
+                                                   n_permutations=int(cfg.get("n_permutations", 10_000)),
                                                    n_bootstrap=int(cfg.get("n_bootstrap", 10_000)), seed=int(cfg.get("seed", 0)))
         return self._extra[metric]
 
@@ -439,7 +452,7 @@ class Results:
         for r in self.runs:
             agg = r.metrics.aggregate
             row: dict = {"backend": r.backend, "variant": r.variant, **{m: agg[m] for m in metrics}, "queries": r.metrics.num_queries}
-            c = self.comparison(r.backend, r.variant, primary) if r.variant != ORIGINAL else None
+            c = self.comparison(r.backend, r.variant, primary) if r.variant != self.baseline else None
             for key in ("delta", "p_value", "p_value_holm", "p_value_ttest", "ci95", "wins", "ties", "losses"):
                 row[key] = None if c is None else _nan_to_none(getattr(c, key))
             out.append(row)
@@ -473,8 +486,11 @@ class Results:
                 cells += [f"{r['delta']:+.4f}", fmt_p(r["p_value"]), fmt_p(r["p_value_holm"]), fmt_p(r["p_value_ttest"]),
                           f"[{lo:+.3f}, {hi:+.3f}]", f"{r['wins']}/{r['ties']}/{r['losses']}"]
             rows.append(tuple(cells))
-        classes = tuple("original" if r.variant == ORIGINAL else "" for r in self.runs)
-        return Table(head, tuple(rows), tuple(self._notes(primary)), classes)
+        classes = tuple("original" if r.variant == self.baseline else "" for r in self.runs)
+        if self.is_run_comparison:  # one pseudo-backend: a column per run name only
+            head = ("run", *head[2:])
+            rows = [r[1:] for r in rows]
+        return Table(head, tuple(rows), tuple(self._notes(primary)), classes, left=1 if self.is_run_comparison else 2)
 
     def _notes(self, primary: str) -> list[str]:
         notes = [f"{b}: skipped: {reason}" for b, reason in self.skipped.items()]
@@ -482,12 +498,15 @@ class Results:
         if comps:
             fam = comps[0][1].holm_family
             fam_metrics = list(dict.fromkeys(lab.rsplit(":", 1)[-1] for lab in fam))
-            cfg = self.config
+            what = (f"d = run - baseline ({self.baseline}) on the same queries" if self.is_run_comparison
+                    else "d = rewritten - original on the same backend and queries")
+            family = (f"{len(fam)} tests (runs x {', '.join(fam_metrics)})" if self.is_run_comparison
+                      else f"{len(fam)} tests (variants x {', '.join(fam_metrics)}) of each backend")
+            tail = "" if self.is_run_comparison else f" Backends reported separately ({len({b for b, _ in comps})} compared)."
             notes.append(
-                f"d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
+                f"{what}; p (perm): two-sided paired randomization test"
                 f" ({describe_test([c for _, c in comps])}); p (Holm): Holm-corrected over the"
-                f" {len(fam)} tests (variants x {', '.join(fam_metrics)}) of each backend; p (t): paired t-test;"
-                f" CI: bootstrap of the mean change. Backends reported separately ({len({b for b, _ in comps})} compared)."
+                f" {family}; p (t): paired t-test; CI: bootstrap of the mean change.{tail}"
             )
         if any(r.backend == "macro" for r in self.runs):
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
@@ -549,7 +568,7 @@ class Results:
         """
         metric = metric or self.primary
         cases = []
-        a = self.values(backend, ORIGINAL, metric)
+        a = self.values(backend, self.baseline, metric)
         for vi, v in enumerate(self.rewrite_variants):
             if not self.has_run(backend, v):
                 continue
@@ -703,7 +722,8 @@ class Results:
         comparisons = [(c["backend"], _comparison_from_doc(c, path)) for c in doc.get("comparisons") or []]
         config = doc.get("config") or {}
         qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings)
-        corpus = _optional(config.get("corpus_dir"), root, "corpus folder", load_corpus, "page images not shown", warnings)
+        corpus = (None if config.get("command") == "compare"  # runs compared on qrels alone: no corpus to show
+                  else _optional(config.get("corpus_dir"), root, "corpus folder", load_corpus, "page images not shown", warnings))
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
                    root=root, qrels=qrels, corpus=corpus, warnings=warnings)

@@ -24,7 +24,6 @@ from ..errors import InputError
 from ..io.atomic import write_text_atomic
 from ..results import Results, Table, fmt4, md_escape as _md
 from ..results import html_escape as esc
-from ..types import ORIGINAL
 
 __all__ = ["report", "ReportPaths", "bar_metrics", "hole_metric", "THUMB_WIDTH"]
 
@@ -285,8 +284,8 @@ def _strip(res: Results, thumbs: _Thumbs, label: str, b: str, v: str, qid: str, 
 def _case_html(res: Results, thumbs: _Thumbs, c, b: str, p: str) -> str:
     out = ['<div class="case">',
            f"<h4>{esc(c.query_id)} &#183; {esc(c.variant)} &#183; {esc(p)} {c.original:.3f} &#8594; {c.rewritten:.3f} ({c.delta:+.3f})</h4>",
-           _query_html(res, ORIGINAL, c.query_id), _query_html(res, c.variant, c.query_id),
-           _strip(res, thumbs, "original top-3", b, ORIGINAL, c.query_id),
+           _query_html(res, res.baseline, c.query_id), _query_html(res, c.variant, c.query_id),
+           _strip(res, thumbs, f"{res.baseline} top-3", b, res.baseline, c.query_id),
            _strip(res, thumbs, f"{c.variant} top-3", b, c.variant, c.query_id)]
     rel = res.relevant(c.query_id)
     if rel:
@@ -303,7 +302,7 @@ def _cases_section(res: Results, thumbs: _Thumbs, top: int, p: str) -> tuple[str
            "Each shows the original query and the rewrite (with conversation history), the top-3 pages each retrieved, and the "
            "relevant pages with their grade. Frames: green = relevant, red = judged not relevant, dashed = unjudged.</p>"]
     md = [f"## Largest regressions and gains ({p})", ""]
-    backends = [b for b in res.backends if res.has_run(b, ORIGINAL) and res.run_path(b, ORIGINAL) is not None]
+    backends = [b for b in res.backends if res.has_run(b, res.baseline) and res.run_path(b, res.baseline) is not None]
     if not res.rewrite_variants:
         out.append('<p class="note">No rewrite variants were evaluated.</p>')
         return "\n".join(out), md + ["No rewrite variants were evaluated.", ""]
@@ -321,7 +320,7 @@ def _cases_section(res: Results, thumbs: _Thumbs, top: int, p: str) -> tuple[str
                 continue
             for c in cases:
                 out.append(_case_html(res, thumbs, c, b, p))
-                o = res.variants.get(ORIGINAL, {}).get(c.query_id)
+                o = res.variants.get(res.baseline, {}).get(c.query_id)
                 r = res.variants.get(c.variant, {}).get(c.query_id)
                 md.append(f"- `{_md(c.query_id)}` {_md(c.variant)}: {c.original:.4f} -> {c.rewritten:.4f} ({c.delta:+.4f}); "
                           f"original: \"{_md(o.text if o else MISSING)}\"; rewrite: \"{_md(r.text if r else MISSING)}\"")

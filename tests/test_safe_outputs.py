@@ -1,0 +1,268 @@
+"""The results folder of ``vdr evaluate --out`` (issue 14.1; vdr.io.outdir): locked against a
+second run, checked before any work, another experiment refused unless --overwrite, stale files of
+earlier runs removed, Ctrl-C leaves it unchanged (exit 130); plus ``--run NAME=FILE`` (14.2) and
+``--primary-metric`` (14.3) on evaluate. Lexical backend and run files only (no model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import vdr
+from rewards_fixtures import make_passages, write_corpus
+from vdr.cli import app, main
+from vdr.io.outdir import LOCK_FILE, ResultsFolder
+
+FAST = ["--backend", "lexical", "-q", "--no-cache"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    texts, queries, qrels = make_passages(n_per_topic=4)
+    return write_corpus(tmp_path_factory.mktemp("corpus"), texts, queries, qrels)
+
+
+@pytest.fixture(scope="module")
+def ext_run(tmp_path_factory) -> Path:
+    """A TREC run of 'another system': for every query, its grade-2 passage first, then a grade-0 one."""
+    p = tmp_path_factory.mktemp("ext") / "other.trec"
+    lines = [f"q{t} Q0 t{t}-p0 1 2.0 other\nq{t} Q0 t{(t + 1) % 8}-p3 2 1.0 other\n" for t in range(8)]
+    p.write_text("".join(lines), encoding="utf-8")
+    return p
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    rc = main([str(a) for a in args])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (hidden ones too) with its bytes."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def no_work(monkeypatch):
+    """Make any evaluation work fail loudly: the checks must come first."""
+    import vdr.experiment as E
+
+    def boom(*a, **k):
+        raise AssertionError("work started before the results folder was checked")
+
+    monkeypatch.setattr(E, "load_inputs", boom)
+
+
+# ------------------------------------------------------------------------------------------------ lock
+
+
+def test_second_run_into_a_locked_folder_fails_fast(corpus, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "res"
+    out.mkdir()
+    holder = subprocess.Popen(  # another process holds the folder's lock (as a running `vdr evaluate` does)
+        [sys.executable, "-c", "import sys, filelock; l = filelock.FileLock(sys.argv[1], timeout=0); l.acquire();"
+         " print('locked', flush=True); sys.stdin.read()", str(out / LOCK_FILE)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        no_work(monkeypatch)
+        rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # fails at once: no_work proves nothing ran
+        assert rc == 2 and err.count("\n") == 1
+        assert f"results folder {out} is in use by another vdr run (lock file {out / LOCK_FILE} is held)" in err
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # nothing written
+    finally:
+        holder.communicate("", timeout=30)
+    monkeypatch.undo()
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # the lock is free again
+    assert rc == 0, err
+    assert (out / "results.json").is_file()
+
+
+def test_lock_in_process_and_released_on_error(corpus, tmp_path):
+    out = tmp_path / "res"
+    with ResultsFolder(out, identity={"command": "evaluate"}).open():
+        with pytest.raises(vdr.InputError, match="in use by another vdr run"):
+            vdr.evaluate(corpus, out=out, backends="lexical", progress=False, cache_dir=False)
+    with pytest.raises(vdr.InputError):  # fails after taking the lock: the lock is released
+        vdr.evaluate(corpus, out=out, backends="lexical", progress=False, cache_dir=False, rewrites={"bad": tmp_path / "no.jsonl"})
+    ResultsFolder(out).open().close()  # free again
+    assert not out.exists()  # a folder created for a failed run is removed again
+
+
+# ------------------------------------------------------------------------------------------------ checks before any work
+
+
+def test_out_is_a_file_fails_before_any_work(corpus, tmp_path, capsys, monkeypatch):
+    no_work(monkeypatch)
+    f = tmp_path / "results.txt"
+    f.write_text("x")
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", f)
+    assert rc == 2 and err == f"error: {f}: the results folder (--out) is a file, not a folder; choose a folder\n"
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", f / "sub")
+    assert rc == 2 and err == f"error: {f / 'sub'}: cannot create the results folder (--out): {f} is a file\n"
+    assert f.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_unwritable_parent_fails_before_any_work(corpus, tmp_path, capsys, monkeypatch):
+    no_work(monkeypatch)
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", ro / "res")
+    assert rc == 2 and f"cannot create the results folder (--out): {ro} is not writable" in err
+
+
+# ------------------------------------------------------------------------------------------------ stale files, overwrite
+
+
+def test_rerun_removes_stale_files_of_earlier_runs(corpus, ext_run, tmp_path, capsys):
+    out = tmp_path / "res"
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--run", f"other={ext_run}", "--out", out)
+    assert rc == 0, err
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["lexical.original.trec", "other.original.trec"]
+    for name, text in {"report.html": "old", "report.md": "old", "judge/rcp.json": "{}", "judge/cache.jsonl": "{}\n"}.items():
+        (out / name).parent.mkdir(exist_ok=True)
+        (out / name).write_text(text)
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # same experiment, fewer backends
+    assert rc == 0, err
+    files = sorted(snapshot(out))
+    assert files == [LOCK_FILE, "judge/cache.jsonl", "per_query.csv", "results.json", "runs/lexical.original.trec", "timing.json"]
+    doc = json.loads((out / "results.json").read_text())
+    assert [r["backend"] for r in doc["runs"]] == ["lexical"]
+    assert (out / "judge/cache.jsonl").read_text() == "{}\n"  # the judge's answer cache is kept
+
+
+def test_other_experiment_refused_unless_overwrite(corpus, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "res"
+    assert cli(capsys, "evaluate", corpus, *FAST, "--out", out)[0] == 0
+    qrels2 = tmp_path / "qrels2.tsv"
+    qrels2.write_bytes((corpus / "qrels.tsv").read_bytes())
+    before = snapshot(out)
+    with monkeypatch.context() as m:
+        no_work(m)
+        rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--qrels", qrels2, "--out", out)
+    assert rc == 2
+    assert (f"{out}: the results folder holds the results of a different experiment (qrels: {(corpus / 'qrels.tsv').resolve()}"
+            f" -> {qrels2.resolve()}); give --overwrite") in err
+    assert snapshot(out) == before
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--qrels", qrels2, "--out", out, "--overwrite")
+    assert rc == 0, err
+    assert json.loads((out / "results.json").read_text())["config"]["qrels"] == str(qrels2.resolve())
+
+
+def test_folder_with_other_files_refused_unless_overwrite(corpus, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)
+    assert rc == 2 and "holds files vdr did not write (notes.txt); give --overwrite" in err
+    assert (out / "notes.txt").read_text() == "my notes"
+    assert cli(capsys, "evaluate", corpus, *FAST, "--out", out, "--overwrite")[0] == 0
+    assert not (out / "notes.txt").exists() and (out / "results.json").is_file()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli(capsys, "evaluate", corpus, *FAST, "--out", empty)[0] == 0  # an empty folder is fine
+
+
+# ------------------------------------------------------------------------------------------------ Ctrl-C
+
+
+@pytest.mark.parametrize("where", ["statistics", "save"])
+def test_interrupt_leaves_the_folder_unchanged_exit_130(corpus, ext_run, tmp_path, capsys, monkeypatch, where):
+    import vdr.experiment as E
+    from vdr.results import Results
+
+    out = tmp_path / "res"
+    assert cli(capsys, "evaluate", corpus, *FAST, "--run", f"other={ext_run}", "--out", out)[0] == 0
+    (out / "report.html").write_text("old report")
+    before = snapshot(out)
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    if where == "statistics":
+        monkeypatch.setattr(E, "_statistics", interrupt)
+    else:  # half of the new results already written (into the staging folder)
+        real = Results.save
+
+        def save_then_interrupt(self, d):
+            real(self, d)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(Results, "save", save_then_interrupt)
+    res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--out", str(out)])
+    assert res.exit_code == 130
+    assert res.stderr == f"interrupted; {out} unchanged\n"
+    assert snapshot(out) == before
+    # a folder that did not exist before does not exist after
+    fresh = tmp_path / "fresh"
+    res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--out", str(fresh)])
+    assert res.exit_code == 130 and not fresh.exists()
+    # and main() (the console script) exits 130 with the same line
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)
+    assert rc == 130 and err == f"interrupted; {out} unchanged\n"
+
+
+# ------------------------------------------------------------------------------------------------ --run, --primary-metric
+
+
+def test_external_run_and_primary_metric(corpus, ext_run, tmp_path, capsys):
+    out = tmp_path / "res"
+    kw = tmp_path / "kw.jsonl"
+    kw.write_text("".join(json.dumps({"_id": q["_id"], "text": q["text"] + " facts"}) + "\n"
+                          for q in map(json.loads, (corpus / "queries.jsonl").read_text().splitlines())))
+    rc, stdout, err = cli(capsys, "evaluate", corpus, *FAST, "--run", f"other={ext_run}", "--k", "3,5", "--rewrites", f"kw={kw}",
+                          "--primary-metric", "RR@10", "--out", out)
+    assert rc == 0, err
+    res = vdr.Results.load(out)
+    assert res.config["primary_metric"] == "mrr@10" == res.primary and res.table_metrics[0] == "mrr@10"
+    assert "mrr@10" in res.metric_names and "mrr@10" in res.compared_metrics
+    head = stdout.splitlines()[0].split()
+    assert head[:3] == ["backend", "variant", "mrr@10"] and "d" in head and "mrr@10" in head[head.index("d") + 1]
+    # the external run: the grade-2 passage first for every query -> RR 1, nDCG@3 = 2 / IDCG(2, 1, 1)
+    idcg = 2 + 1 / 1.584962500721156 + 1 / 2
+    assert res.aggregate("other", "original")["mrr@10"] == 1.0
+    assert res.aggregate("other", "original")["ndcg@3"] == pytest.approx(2 / idcg, abs=1e-12)
+    assert res.config["backend_config"]["other"]["files"] == {"*": str(ext_run.resolve())}
+    for bad, msg in (("lexical=" + str(ext_run), "is a backend's name"), ("original=" + str(ext_run), "must be letters")):
+        rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--run", bad, "--out", tmp_path / "x")
+        assert rc == 2 and msg in err
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--primary-metric", "ndgc@3", "--out", tmp_path / "x")
+    assert rc == 2 and "did you mean 'ndcg@3'" in err
+
+
+def test_inputs_inside_the_results_folder_are_kept(tmp_path, capsys):
+    out = tmp_path / "work"
+    texts, queries, qrels = make_passages(n_per_topic=4)
+    corpus = write_corpus(out / "mycorpus", texts, queries, qrels)
+    (out / "runs").mkdir()
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # the corpus is not a foreign file
+    assert rc == 0, err
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # and survives a re-run
+    assert rc == 0, err
+    assert (corpus / "pages.jsonl").is_file() and (out / "results.json").is_file()
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "mycorpus", "per_query.csv", "results.json", "runs", "timing.json"]
+
+
+def test_results_folder_api_keep_and_staging(tmp_path):
+    out = tmp_path / "res"
+    out.mkdir()
+    for rel, text in {"results.json": '{"config": {"vidore": "ds", "corpus_dir": "c"}}', "corpus/pages.jsonl": "pages",
+                      "runs/old.trec": "old", "judge/rcp.json": "{}", "judge/cache.jsonl": "cache"}.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    with pytest.raises(vdr.InputError, match=r"different experiment \(corpus_dir: c -> d\)"):
+        ResultsFolder(out, identity={"vidore": "ds", "corpus_dir": "d"}).open()
+    with ResultsFolder(out, identity={"vidore": "ds", "corpus_dir": "c"}, keep=("corpus", "judge/cache.jsonl")).open() as f:
+        (f.staging / "runs").mkdir()
+        (f.staging / "runs" / "new.trec").write_text("new")
+        (f.staging / "results.json").write_text("{}")
+        assert f.staging.parent == out and f.staging.name.startswith(".vdr-new-")
+        f.commit()
+    assert snapshot(out) == {LOCK_FILE: b"", "corpus/pages.jsonl": b"pages", "judge/cache.jsonl": b"cache", "results.json": b"{}",
+                             "runs/new.trec": b"new"}

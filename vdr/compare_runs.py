@@ -1,0 +1,218 @@
+"""Runs of several systems against a baseline run on the same qrels (``vdr compare``, ``vdr.compare``):
+the ranx-style comparison, with vdr's trec_eval-exact metrics and paired tests.
+
+Every run is evaluated on the qrels' query set (a query a run lacks scores 0, as in trec_eval with
+``-c``); every run other than the baseline is compared with the baseline on the compared metrics
+by :func:`vdr.compare.compare_variants`: paired randomization test (exact over all ``2^n`` sign
+assignments for ``n <= 16`` queries), paired t-test, 95% bootstrap CI of the mean change,
+wins/ties/losses, Holm over all runs x metrics. The outcome is a :class:`~vdr.results.Results`
+(one pseudo-backend ``runs``, one variant per run, the baseline first) written like
+``vdr evaluate``'s (``results.json``, ``per_query.csv``, ``runs/<name>.trec``), so ``vdr report``
+and :meth:`Results.load <vdr.results.Results.load>` read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from .compare import compare_variants
+from .errors import InputError
+from .inputs import check_name
+from .io.formats import load_qrels, load_run
+from .metrics import evaluate_run, parse_cutoffs, parse_metric
+from .results import Results, RunResult
+from .types import Qrels, QuerySet, Run
+
+__all__ = ["compare_runs", "parse_run_items", "RUNS_BACKEND"]
+
+#: The pseudo-backend name of a run comparison's rows in :class:`~vdr.results.Results`.
+RUNS_BACKEND = "runs"
+_DIAGNOSTIC = ("hole@", "judged@", "ties@")
+
+
+def parse_run_items(items: Sequence[str], option: str = "RUN") -> dict[str, str]:
+    """``["bm25.trec", "dense=runs/d.trec"]`` -> ``{"bm25": "bm25.trec", "dense": "runs/d.trec"}``:
+    ``NAME=FILE``, or ``FILE`` named by its file name without the last suffix.
+
+    Raises:
+        InputError: an empty item or name, a name given twice, a name that cannot name files.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or "/" in name or "\\" in name:
+            name, path = Path(item).stem, item
+        if not name or not path:
+            raise InputError(f"{option} takes FILE or NAME=FILE, got {item!r}")
+        check_name(name, "run")
+        if name in out:
+            raise InputError(f"run name {name!r} given twice ({out[name]} and {path}); name them with NAME=FILE")
+        out[name] = path
+    return out
+
+
+def _metric_plan(k, metrics, primary_metric) -> tuple[list[str], list[str], list[str]]:
+    """``(evaluated, table, compared)`` metric names (canonical): the given metrics, or vdr's
+    default families at the cutoffs ``k``; the primary metric first in the table."""
+    if metrics:
+        names = list(dict.fromkeys(str(parse_metric(m)) for m in metrics))
+        table = list(names)
+    else:
+        ks = parse_cutoffs(k)
+        names = [f"{fam}@{kk}" for kk in ks for fam in ("ndcg", "mrr", "recall", "precision", "hit", "map", "judged", "hole", "ties")]
+        k0 = 3 if 3 in ks else ks[0]
+        table = [f"ndcg@{k0}", f"mrr@{k0}", *(f"recall@{kk}" for kk in ks if kk != k0), f"hole@{k0}"]
+    primary = str(parse_metric(primary_metric)) if primary_metric is not None else table[0]
+    names += [] if primary in names else [primary]
+    table = [primary, *(m for m in table if m != primary)]
+    return names, table, [m for m in table if not m.startswith(_DIAGNOSTIC)]
+
+
+def _named_runs(runs) -> dict[str, tuple[Run, str | None]]:
+    """``{name: (Run, source path or None)}`` from a mapping or a sequence of paths / named Runs."""
+    if isinstance(runs, Mapping):
+        items = {str(n): r for n, r in runs.items()}
+    elif isinstance(runs, (str, Path, Run)):
+        raise InputError("runs must be several runs: {name: run file or Run} or a list of run files")
+    else:
+        items = {}
+        for r in runs:
+            name = r.name if isinstance(r, Run) else Path(r).stem
+            if not name:
+                raise InputError("a Run in a list needs a name (Run(..., name=...)); or pass {name: run}")
+            if name in items:
+                raise InputError(f"run name {name!r} given twice; pass {{name: run}} to name them")
+            items[name] = r
+    out = {}
+    for name, r in items.items():
+        check_name(name, "run")
+        out[name] = (r, None) if isinstance(r, Run) else (Run(r), None) if isinstance(r, Mapping) else (load_run(r), str(Path(r).resolve()))
+    return out
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _versions(qrels_path: str | None, runs: Mapping[str, tuple[Run, str | None]]) -> dict:
+    out = {}
+    for n in ("vdr", "numpy", "scipy"):
+        try:
+            out[n] = version(n)
+        except PackageNotFoundError:
+            out[n] = None
+    out["qrels_sha256"] = None if qrels_path is None else _sha256(qrels_path)
+    out["runs_sha256"] = {n: None if p is None else _sha256(p) for n, (_, p) in runs.items()}
+    return out
+
+
+def compare_runs(
+    qrels: str | Path | Qrels | Mapping,
+    runs: Mapping[str, str | Path | Run | Mapping] | Sequence[str | Path | Run],
+    *,
+    baseline: str | None = None,
+    metrics: Sequence[str] | None = None,
+    primary_metric: str | None = None,
+    k: str | Sequence[int] = (3, 5, 10),
+    relevance_level: int = 1,
+    queries_without_relevant: str = "zero",
+    allow_unjudged: bool = False,
+    n_permutations: int = 10_000,
+    n_bootstrap: int = 10_000,
+    seed: int = 0,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    report: bool = True,
+) -> Results:
+    """Compare runs of several systems with a baseline run on the same qrels (``vdr.compare``).
+
+    Args:
+        qrels: a qrels file (TREC, BEIR TSV or JSON), :class:`~vdr.types.Qrels` or ``{qid: {docid: grade}}``.
+        runs: ``{name: run file (TREC or JSON) | Run | {qid: {docid: score}}}``, or a list of run
+            files (named by their file name without suffix) or named :class:`~vdr.types.Run`\\ s;
+            at least two. Names are letters, digits, ``_ . -`` (they name files).
+        baseline: the run the others are compared with (default: the first).
+        metrics: metric names in any accepted spelling (``nDCG@10``, ``P@5``, ``RR@10``, ``ndcg_at_10``);
+            default: vdr's families at the cutoffs ``k`` (table: nDCG, MRR and hole at 3, recall).
+        primary_metric: the table's first column and the metric of its change columns (default
+            ``ndcg@3``, or the first of ``metrics``); added to the evaluated metrics when missing.
+        k: cutoffs of the default metrics.
+        relevance_level, queries_without_relevant, allow_unjudged: see :func:`vdr.metrics.evaluate_run`.
+        n_permutations, n_bootstrap, seed: see :func:`vdr.compare.compare`.
+        out: a results folder to write (``results.json``, ``per_query.csv``, ``runs/<name>.trec``,
+            with ``report`` also ``report.html`` and ``report.md``); taken before any work like
+            ``vdr evaluate --out`` (locked; another experiment's results refused unless
+            ``overwrite``; replaced as a whole, :mod:`vdr.io.outdir`).
+        overwrite: replace an ``out`` holding another experiment's results or other files.
+        report: with ``out``, also write the HTML/Markdown report (:func:`vdr.report`).
+
+    Returns:
+        :class:`~vdr.results.Results`: rows ``runs`` x run name (baseline first), comparisons of
+        every other run against the baseline; ``root`` is ``out`` (or ``None``).
+
+    Raises:
+        InputError: fewer than two runs, an unknown baseline, bad names, missing or malformed files
+            (file, line and id named), unknown metrics, no judged page in a run (an id mismatch;
+            unless ``allow_unjudged``), an ``out`` that cannot be taken.
+    """
+    from .io.outdir import ResultsFolder
+
+    qrels_path = str(Path(qrels).resolve()) if isinstance(qrels, (str, Path)) else None
+    folder = None
+    if out is not None:  # before any work
+        files = [qrels_path, *(r for r in (runs.values() if isinstance(runs, Mapping) else runs) if isinstance(r, (str, Path)))]
+        folder = ResultsFolder(out, identity={"command": "compare", "qrels": qrels_path}, overwrite=overwrite, inputs=files).open()
+    try:
+        res = _compare(qrels, runs, qrels_path, baseline=baseline, metrics=metrics, primary_metric=primary_metric, k=k,
+                       relevance_level=relevance_level, queries_without_relevant=queries_without_relevant,
+                       allow_unjudged=allow_unjudged, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        if folder is not None:
+            res.save(folder.staging)
+            folder.commit()
+            res.root = Path(out)
+            if report:
+                from .report.render import report as write_report
+
+                write_report(out)
+    finally:
+        if folder is not None:
+            folder.close()
+    return res
+
+
+def _compare(qrels, runs, qrels_path, *, baseline, metrics, primary_metric, k, relevance_level, queries_without_relevant,
+             allow_unjudged, n_permutations, n_bootstrap, seed) -> Results:
+    """:func:`compare_runs` without the folder: read, evaluate, compare."""
+    names, table, compared = _metric_plan(k, metrics, primary_metric)
+    named = _named_runs(runs)
+    if len(named) < 2:
+        raise InputError(f"compare needs at least two runs (a baseline and a system), got {len(named)}")
+    baseline = next(iter(named)) if baseline is None else str(baseline)
+    if baseline not in named:
+        raise InputError(f"baseline {baseline!r} is not one of the runs ({', '.join(named)})")
+    q = load_qrels(qrels) if qrels_path is not None else qrels if isinstance(qrels, Qrels) else Qrels(qrels)
+    order = [baseline, *(n for n in named if n != baseline)]
+    results = []
+    for n in order:
+        run = named[n][0].renamed(n)
+        m = evaluate_run(q, run, names, relevance_level=relevance_level, queries_without_relevant=queries_without_relevant,
+                         allow_unjudged=allow_unjudged)
+        results.append(RunResult(RUNS_BACKEND, n, f"runs/{n}.trec", m, ranking=run))
+    comparisons = compare_variants({RUNS_BACKEND: {r.variant: r.metrics for r in results}}, compared, baseline=baseline,
+                                   n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+    config = {
+        "command": "compare", "qrels": qrels_path, "runs": {n: named[n][1] for n in order}, "baseline": baseline,
+        "variants": order, "backends": [RUNS_BACKEND], "k": parse_cutoffs(k), "seed": seed, "relevance_level": relevance_level,
+        "queries_without_relevant": queries_without_relevant, "n_permutations": n_permutations, "n_bootstrap": n_bootstrap,
+        "metrics": names, "table_metrics": table, "compared_metrics": compared, "primary_metric": table[0],
+    }
+    variants = {n: QuerySet({}, name=n, source=named[n][1]) for n in order}
+    return Results(config=config, versions=_versions(qrels_path, named), runs=results, comparisons=comparisons,
+                   variants=variants, qrels=q)

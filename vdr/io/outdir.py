@@ -1,0 +1,303 @@
+"""A results folder written safely: locked, checked before any work, replaced as a whole.
+
+``vdr evaluate --out DIR`` and ``vdr compare --out DIR`` write through :class:`ResultsFolder`:
+
+1. :meth:`ResultsFolder.open` (before any work): ``DIR`` must be a folder that can be created or
+   written (a file, or a parent that is a file or not writable, is an :class:`~vdr.errors.InputError`
+   naming the path); the lock ``DIR/.vdr.lock`` is taken with :mod:`filelock` without waiting (a
+   second run into the same folder fails at once, naming the folder and the lock file); a folder
+   holding the results of a *different* experiment (another command, corpus, queries, qrels or
+   ViDoRe dataset, read from its ``results.json``), or files vdr does not write, is refused unless
+   ``overwrite``.
+2. The run writes its results into :attr:`ResultsFolder.staging` (``DIR/.vdr-new-*``).
+3. :meth:`ResultsFolder.commit` replaces the folder's content with the staged one: every earlier
+   entry (stale ``runs/*.trec``, ``report.html``, ``report.md``, ``judge/`` ...) is moved aside and
+   deleted, except the paths listed in ``keep`` (e.g. ``corpus`` ingested by ``--vidore`` in this
+   run, the judge's answer cache). Ctrl-C during the commit is held back until it is done.
+4. :meth:`ResultsFolder.close` (also on errors and Ctrl-C) removes what was staged and releases the
+   lock: a run that did not reach :meth:`commit` leaves the folder as it was (a folder it had to
+   create is removed again when still empty).
+
+The folder itself is never renamed (a symlinked ``--out``, its permissions and a shell inside it
+stay valid), and the staging folder lives inside it, on the same file system.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from ..errors import InputError
+
+__all__ = ["ResultsFolder", "LOCK_FILE", "KNOWN_ENTRIES", "identity_of"]
+
+LOCK_FILE = ".vdr.lock"
+_STAGING = ".vdr-new-"
+_TRASH = ".vdr-old-"
+#: Entries vdr writes into a results folder (anything else is a user's file: refused without ``overwrite``).
+KNOWN_ENTRIES = frozenset({"results.json", "per_query.csv", "runs", "timing.json", "report.html", "report.md", "judge", "mteb",
+                           "corpus"})
+_IDENTITY_KEYS = ("command", "corpus_dir", "queries", "qrels", "vidore")
+
+
+def identity_of(config: Mapping) -> dict:
+    """What makes two results the same experiment, from a ``results.json`` config: the command
+    (``evaluate`` when not recorded), the corpus folder, the queries and qrels files and the ViDoRe
+    dataset (the options, backends and runs may change between re-runs)."""
+    out = {k: config.get(k) for k in _IDENTITY_KEYS}
+    out["command"] = out["command"] or "evaluate"
+    return out
+
+
+def _ours(name: str) -> bool:
+    return name == LOCK_FILE or name.startswith((_STAGING, _TRASH))
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold back SIGINT (Ctrl-C) while the block runs; re-raise KeyboardInterrupt after it when one came."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if got:
+        raise KeyboardInterrupt
+
+
+class ResultsFolder:
+    """A results folder taken for one run (see the module docstring for the protocol).
+
+    Args:
+        path: the results folder (``--out``).
+        identity: this run's :func:`identity_of` (compared with the folder's ``results.json``).
+        overwrite: replace a folder holding another experiment's results or other files.
+        keep: paths relative to ``path`` carried over into the new content when they exist
+            (``"corpus"``, ``"judge/cache.jsonl"``).
+        inputs: the run's input files and folders; those inside ``path`` (e.g. ``--out`` holding
+            the corpus) are kept as well (their top-level entry) and never count as foreign files.
+
+    Use::
+
+        folder = ResultsFolder(out, identity=...).open()   # before any work; raises InputError
+        with folder:                                         # closes (unlocks, cleans) in any case
+            ... write into folder.staging ...
+            folder.commit()
+    """
+
+    def __init__(self, path: str | Path, *, identity: Mapping | None = None, overwrite: bool = False,
+                 keep: tuple[str, ...] = (), inputs=()) -> None:
+        self.path = Path(path)
+        self.identity = None if identity is None else identity_of(identity)
+        self.overwrite = overwrite
+        self.keep = tuple(keep) + _inside(self.path, inputs)
+        self.lock_path = self.path / LOCK_FILE
+        self._lock = None
+        self._created = False
+        self._staging: Path | None = None
+
+    # ------------------------------------------------------------------ open
+
+    def open(self) -> "ResultsFolder":
+        """Check the folder can be written, take its lock, check what it holds; nothing else runs.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            InputError: ``path`` is a file; a parent is a file or cannot be written; the lock is held
+                by another run; the folder holds another experiment's results or files vdr did not
+                write (without ``overwrite``). Nothing is left behind.
+        """
+        self._create()
+        try:
+            self._take_lock()
+            self._check_content()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _create(self) -> None:
+        p = self.path
+        if p.exists() and not p.is_dir():
+            raise InputError("the results folder (--out) is a file, not a folder; choose a folder", path=p)
+        if not p.exists():
+            anc = p.absolute().parent
+            while not anc.exists():
+                anc = anc.parent
+            if not anc.is_dir():
+                raise InputError(f"cannot create the results folder (--out): {anc} is a file", path=p)
+            if not os.access(anc, os.W_OK | os.X_OK):
+                raise InputError(f"cannot create the results folder (--out): {anc} is not writable", path=p)
+            try:
+                p.mkdir(parents=True)
+                self._created = True
+            except FileExistsError:  # another run created it meanwhile: the lock decides
+                pass
+            except OSError as e:
+                raise InputError(f"cannot create the results folder (--out): {e.strerror or e}", path=p) from None
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise InputError("the results folder (--out) is not writable", path=p)
+
+    def _take_lock(self) -> None:
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.lock_path), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise InputError(f"the results folder {self.path} is in use by another vdr run (lock file {self.lock_path} is"
+                             " held); wait for it to finish or choose another --out") from None
+        except OSError as e:
+            raise InputError(f"cannot lock the results folder: {e.strerror or e}", path=self.lock_path) from None
+        self._lock = lock
+        for e in self.path.iterdir():  # leftovers of a run that was killed (we hold the lock: nobody else writes)
+            if e.name.startswith((_STAGING, _TRASH)):
+                shutil.rmtree(e, ignore_errors=True)
+
+    def _check_content(self) -> None:
+        entries = sorted(e.name for e in self.path.iterdir() if not _ours(e.name))
+        if not entries or self.overwrite:
+            return
+        kept = {Path(k).parts[0] for k in self.keep if Path(k).parts}
+        foreign = [n for n in entries if n not in KNOWN_ENTRIES and n not in kept]
+        if foreign:
+            raise InputError(f"the results folder holds files vdr did not write ({', '.join(foreign[:5])}"
+                             f"{' ...' if len(foreign) > 5 else ''}); give --overwrite to replace the folder's content"
+                             " or choose another --out", path=self.path)
+        old = self._old_identity()
+        if old is not None and self.identity is not None and old != self.identity:
+            diff = "; ".join(f"{k}: {old[k]} -> {self.identity[k]}" for k in _IDENTITY_KEYS if old[k] != self.identity[k])
+            raise InputError(f"the results folder holds the results of a different experiment ({diff}); give --overwrite"
+                             " to replace them or choose another --out", path=self.path)
+
+    def _old_identity(self) -> dict | None:
+        f = self.path / "results.json"
+        if not f.is_file():
+            return None
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+            config = doc.get("config") if isinstance(doc, dict) else None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            config = None
+        if not isinstance(config, dict):
+            raise InputError("the results folder holds a results.json vdr cannot read; give --overwrite to replace it",
+                             path=f)
+        return identity_of(config)
+
+    # ------------------------------------------------------------------ write
+
+    @property
+    def staging(self) -> Path:
+        """The folder to write this run's results into (created on first use, inside :attr:`path`)."""
+        if self._lock is None:
+            raise RuntimeError("ResultsFolder.open() was not called")
+        if self._staging is None:
+            self._staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=self.path))
+            os.chmod(self._staging, 0o777 & ~_umask())
+        return self._staging
+
+    def commit(self) -> Path:
+        """Replace the folder's content by the staged content (entries listed in ``keep`` carried
+        over); Ctrl-C is held back until it is done.
+
+        Returns:
+            :attr:`path`.
+
+        Raises:
+            OSError: an entry cannot be moved (what was moved is moved back).
+        """
+        new = self.staging
+        with _sigint_deferred():
+            trash = Path(tempfile.mkdtemp(prefix=_TRASH, dir=self.path))
+            moved: list[str] = []
+            placed: list[str] = []
+            try:
+                for e in sorted(self.path.iterdir()):
+                    if not _ours(e.name):
+                        os.replace(e, trash / e.name)
+                        moved.append(e.name)
+                for e in sorted(new.iterdir()):
+                    os.replace(e, self.path / e.name)
+                    placed.append(e.name)
+            except BaseException:
+                for n in placed:
+                    os.replace(self.path / n, new / n)
+                for n in moved:
+                    os.replace(trash / n, self.path / n)
+                raise
+            for rel in self.keep:
+                src, dst = trash / rel, self.path / rel
+                if (src.exists() or src.is_symlink()) and not (dst.exists() or dst.is_symlink()):
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(src, dst)
+            shutil.rmtree(trash, ignore_errors=True)
+            shutil.rmtree(new, ignore_errors=True)
+            self._staging = None
+        return self.path
+
+    # ------------------------------------------------------------------ close
+
+    def close(self) -> None:
+        """Remove what was staged and not committed, release the lock; a folder :meth:`open`
+        created is removed again when nothing else was put in it. Never raises for those."""
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+            if self._created:
+                try:
+                    left = [e.name for e in self.path.iterdir()]
+                    if left == [LOCK_FILE]:
+                        self.lock_path.unlink()
+                        self.path.rmdir()
+                except OSError:
+                    pass
+        elif self._created:
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass
+        self._created = False
+
+    def __enter__(self) -> "ResultsFolder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _inside(folder: Path, paths) -> tuple[str, ...]:
+    """The top-level entries of ``folder`` that hold one of ``paths`` (inputs kept across a replace)."""
+    root = folder.resolve()
+    out = []
+    for p in paths:
+        if p is None:
+            continue
+        try:
+            rel = Path(p).resolve().relative_to(root)
+        except ValueError:
+            continue
+        if rel.parts:
+            out.append(rel.parts[0])
+    return tuple(dict.fromkeys(out))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
