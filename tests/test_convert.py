@@ -336,3 +336,27 @@ def test_topiocqa_gold_keyed_by_id_suffix_and_jsonl_dataset(tmp_path):
     assert r["counts"]["queries"] == 2 and r["counts"]["dropped_without_gold"] == 3
     assert load_qrels(tmp_path / "o" / "qrels.tsv").to_dict() == {"1_1": {"1": 1}, "2_2": {"5": 1}}
     assert not (tmp_path / "o" / "passages.jsonl").exists()  # no collection given: queries and qrels only
+
+
+def test_vdr_compare_on_passage_runs(topiocqa, tmp_path):
+    """Runs over a passage corpus go through `vdr compare` like page runs (qrels and runs only)."""
+    from typer.testing import CliRunner
+
+    from vdr.cli import app
+    from vdr.experiment import evaluate
+
+    out, report = topiocqa
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        evaluate(out, out=tmp_path / "res", backends="lexical", k="3,10", depth=10, n_permutations=100, n_bootstrap=100, progress=False,
+                 rewrites={"concat-q": report["variants"]["concat-q"]["file"]})
+    runs = tmp_path / "res" / "runs"
+    r = CliRunner().invoke(app, ["compare", str(out / "qrels.tsv"), f"raw={runs / 'lexical.original.trec'}",
+                                 f"hist={runs / 'lexical.concat-q.trec'}", "--k", "3,10", "--permutations", "100", "--bootstrap", "100",
+                                 "--out", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "cmp" / "results.json").read_text())
+    by = {x["variant"]: x["aggregate"] for x in doc["runs"]}
+    res = json.loads((tmp_path / "res" / "results.json").read_text())
+    ev = {x["variant"]: x["aggregate"] for x in res["runs"]}
+    assert by["raw"]["ndcg@3"] == pytest.approx(ev["original"]["ndcg@3"]) and by["hist"]["recall@10"] == pytest.approx(ev["concat-q"]["recall@10"])
