@@ -9,10 +9,10 @@ Public API (verbs and types only; nothing runs at import time)::
     result.aggregate["ndcg@3"]
 """
 
-from .corpus import Corpus, Page
+from .corpus import Corpus, Page, PassageCorpus, load_corpus
 from .errors import AlignmentError, InputError, ModelLoadError, StoreError, VdrError, VdrWarning
 from .metrics import Metric, MetricsResult, evaluate_run, metrics, parse_metric
-from .ingest import IngestReport, VidoreReport, ingest, ingest_vidore
+from .ingest import IngestReport, VidoreReport, ingest, ingest_passages, ingest_vidore
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
 from .encode.store import EmbeddingStore
 from .types import Qrels, Query, QuerySet, Run
@@ -85,6 +85,9 @@ __all__ = [
     "LateInteractionEncoder",
     "Corpus",
     "Page",
+    "PassageCorpus",
+    "load_corpus",
+    "ingest_passages",
     "evaluate_run",
     "report",
     "Results",

@@ -37,6 +37,7 @@ def _choice(name: str, *values: str) -> type[Enum]:
 Rasterizer = _choice("Rasterizer", "pdfium", "poppler")
 OcrMode = _choice("OcrMode", "auto", "always", "never")
 Engine = _choice("Engine", "vdr", "mteb")
+PassageFormat = _choice("PassageFormat", "auto", "beir", "tsv", "msmarco", "jsonl", "hf")
 StoreDtype = _choice("StoreDtype", "float16", "float32")
 ComputeDtype = _choice("ComputeDtype", "bfloat16", "float16", "float32")
 AttnImplementation = _choice("AttnImplementation", "flash_attention_2", "sdpa", "eager")
@@ -255,6 +256,9 @@ def install(app: typer.Typer) -> None:
             info.callback = _with_common_options(info.callback)
         if info.cls in (None, typer.core.TyperCommand):
             info.cls = Command
+    for group in app.registered_groups:  # sub-apps such as `vdr convert`
+        if group.typer_instance is not None:
+            install(group.typer_instance)
     root = app.registered_callback
     if root is not None and root.callback is not None:
         for p in inspect.signature(root.callback, eval_str=True).parameters.values():

@@ -22,7 +22,7 @@ import typer
 
 from . import _cli_common as common
 from ._cli_common import (
-    AttnImplementation, Bm25Method, ComputeDtype, Engine, FillFailed, Modality, OcrMode, Rasterizer, ServeBackend,
+    AttnImplementation, Bm25Method, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Rasterizer, ServeBackend,
     StoreDtype,
 )
 from .errors import InputError, VdrError, VdrWarning
@@ -63,6 +63,15 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=common.print_version, is_eager=True, help="Print vdr's version and exit."),
 ) -> None:
     """vdr: visual-document retrieval evaluation. Every command takes -q/--quiet and --log-level."""
+
+
+def _add_convert() -> None:
+    from .convert import app as convert_app
+
+    app.add_typer(convert_app, name="convert")
+
+
+_add_convert()
 
 
 def _parse_rewrites(items: list[str] | None) -> dict[str, str]:
@@ -310,8 +319,11 @@ def ingest_command(
     language: Optional[str] = typer.Option(None, "--language", help="ViDoRe: keep only queries in this language (e.g. english)."),
     split: str = typer.Option("test", "--split", help="ViDoRe dataset split."),
     quiet: bool = common.OPTIONS["quiet"](),
+    passages: Optional[Path] = typer.Option(None, "--passages", help="Ingest a text-passage collection (file or folder) instead of PDFs."),
+    passage_format: PassageFormat = typer.Option(PassageFormat.auto, "--format", help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf."),
 ) -> None:
-    """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore)."""
+    """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore);
+    or a passage collection into a passage corpus (see vdr.ingest.passages)."""
     from . import distributed as D
 
     if not D.is_main():
@@ -320,6 +332,16 @@ def ingest_command(
     from .ingest import ingest_pdfs, ingest_vidore
     from .ingest.pdfdir import load_password_map
 
+    if passages is not None:
+        if pdf_dir is not None or vidore is not None:
+            raise InputError("give one of PDF_DIR, --vidore or --passages")
+        from .ingest.passages import ingest_passages
+
+        m = ingest_passages(passages, out, format=passage_format).manifest
+        typer.echo(f"{m['counts']['passages']} passages ({m['format']}, quoting {m['quoting']}; {m['counts']['empty']} empty) -> {out}")
+        if m["empty"]:
+            typer.echo(f"note: empty passages (first {len(m['empty'])}): {', '.join(m['empty'])}")
+        return
     if vidore is not None:
         if pdf_dir is not None:
             raise InputError("give either PDF_DIR or --vidore DATASET, not both")
@@ -405,6 +427,7 @@ def evaluate_command(
         None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3)."),
     overwrite: bool = typer.Option(
         False, "--overwrite/--no-overwrite", help="Replace an --out folder holding another experiment's results or other files (refused otherwise)."),
+    drop_missing_judged: bool = typer.Option(False, "--drop-missing-judged/--keep-missing-judged", help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the denominators, as trec_eval, and reported)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     import json
@@ -439,6 +462,7 @@ def evaluate_command(
         runs=_parse_runs(run),
         primary_metric=primary_metric,
         overwrite=overwrite,
+        drop_missing_judged=drop_missing_judged,
         **api,
     )
     if res is None:  # torchrun: not rank 0

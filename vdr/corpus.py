@@ -27,7 +27,8 @@ from pathlib import Path, PurePosixPath
 from .errors import InputError
 from .io._lines import read_lines
 
-__all__ = ["Page", "Corpus", "page_id", "image_name", "PAGES_FILE", "REPORT_FILE", "IMAGES_DIR"]
+__all__ = ["Page", "Corpus", "PassageCorpus", "load_corpus", "passage_text", "page_id", "image_name", "PAGES_FILE", "REPORT_FILE",
+           "IMAGES_DIR"]
 
 PAGES_FILE = "pages.jsonl"
 REPORT_FILE = "ingest-report.json"
@@ -176,9 +177,12 @@ class Corpus(Mapping):
     Build it with :meth:`load`. Images are not opened until asked for.
 
     Attributes:
+        kind: ``"page"`` (a :class:`PassageCorpus` has ``"passage"``).
         root: the corpus folder.
         report: the parsed ``ingest-report.json`` (``{}`` when the file is absent).
     """
+
+    kind = "page"
 
     def __init__(self, pages: Mapping[str, Page], root: str | Path, report: Mapping | None = None) -> None:
         self._pages = dict(pages)
@@ -345,3 +349,201 @@ def write_pages(path: str | Path, pages: list[Page]) -> None:
     with atomic_write(path) as f:
         for p in pages:
             f.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
+
+
+# --------------------------------------------------------------------------------------------- passages
+
+
+def passage_text(title: str, text: str) -> str:
+    """The indexed text of a passage: ``title + " " + text`` (just one of them when the other is
+    empty), with DPR's ``" [SEP] "`` in the title replaced by a space.
+
+    >>> passage_text("Aaron [SEP] Introduction", "Aaron is a prophet")
+    'Aaron Introduction Aaron is a prophet'
+    >>> passage_text("", "")
+    ''
+    """
+    title = title.replace(" [SEP] ", " ")
+    return f"{title} {text}" if title and text else title or text
+
+
+class PassageCorpus:
+    """A passage corpus folder written by :func:`vdr.ingest.passages.ingest_passages`, read lazily.
+
+    Layout: ``passages.jsonl`` (``{"id", "title", "text"}`` per line), ``ids.txt``,
+    ``empty_ids.txt`` and the manifest ``corpus.json``. Only the ids are held in memory (on first
+    use); texts are streamed from disk by :meth:`iter_texts`.
+
+    Attributes:
+        kind: ``"passage"``.
+        root: the corpus folder.
+        report: the manifest (reader format, quoting, counts, empty passages, fingerprint).
+        fingerprint: ``"sha256:<hex>"`` of ``passages.jsonl`` (recorded at ingest).
+    """
+
+    kind = "passage"
+
+    def __init__(self, root: str | Path, report: Mapping) -> None:
+        self.root = Path(root)
+        self.report = dict(report)
+        self.fingerprint: str = str(self.report.get("fingerprint") or "")
+        self._ids: list[str] | None = None
+        self._pos: dict[str, int] | None = None
+
+    @classmethod
+    def load(cls, corpus_dir: str | Path) -> "PassageCorpus":
+        """Open ``corpus_dir`` (reads the manifest only).
+
+        Raises:
+            InputError: a missing or unreadable ``corpus.json`` or ``passages.jsonl``, or a
+                ``passages.jsonl`` whose size differs from the one recorded (changed since ingest).
+        """
+        from .ingest.passages import MANIFEST_FILE, PASSAGES_FILE as PFILE
+
+        root = Path(corpus_dir)
+        mp, pp = root / MANIFEST_FILE, root / PFILE
+        if not mp.is_file() or not pp.is_file():
+            raise InputError(f"not a passage corpus folder: {MANIFEST_FILE} or {PFILE} is missing (run `vdr ingest --passages`)", path=root)
+        try:
+            report = json.loads(mp.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"invalid JSON manifest ({e})", path=mp) from None
+        if not isinstance(report, dict) or report.get("kind") != "passage":
+            raise InputError("not a passage corpus manifest (kind != 'passage')", path=mp)
+        size = report.get("passages_bytes")
+        if isinstance(size, int) and pp.stat().st_size != size:
+            raise InputError(f"{PFILE} has {pp.stat().st_size} bytes, the manifest records {size}: it changed since ingest"
+                             " (re-run `vdr ingest --passages`)", path=pp)
+        return cls(root, report)
+
+    def ids(self) -> list[str]:
+        """All passage ids in file order (read once from ``ids.txt``)."""
+        if self._ids is None:
+            from .ingest.passages import IDS_FILE
+
+            p = self.root / IDS_FILE
+            if p.is_file():
+                with open(p, encoding="utf-8", newline="\n") as f:
+                    self._ids = [line.rstrip("\n") for line in f]
+            else:
+                self._ids = [i for batch, _ in self.iter_texts() for i in batch]
+        return self._ids
+
+    def __len__(self) -> int:
+        counts = self.report.get("counts") or {}
+        return int(counts["passages"]) if "passages" in counts else len(self.ids())
+
+    def _positions(self) -> dict[str, int]:
+        if self._pos is None:
+            self._pos = {pid: i for i, pid in enumerate(self.ids())}
+        return self._pos
+
+    def __contains__(self, corpus_id: object) -> bool:
+        return corpus_id in self._positions()
+
+    def passage(self, corpus_id: str) -> tuple[str, str]:
+        """``(title, text)`` of one passage, read from disk (random access through ``offsets.npy``;
+        a scan when a corpus lacks it).
+
+        Raises:
+            KeyError: unknown id.
+        """
+        from .ingest.passages import OFFSETS_FILE, PASSAGES_FILE as PFILE
+
+        i = self._positions().get(corpus_id)
+        if i is None:
+            raise KeyError(f"passage id {corpus_id!r} is not in the corpus at {self.root}")
+        op = self.root / OFFSETS_FILE
+        if op.is_file():
+            import numpy as np
+
+            offset = int(np.load(op, mmap_mode="r", allow_pickle=False)[i])
+            with open(self.root / PFILE, "rb") as f:
+                f.seek(offset)
+                obj = json.loads(f.readline())
+            if obj.get("id") == corpus_id:
+                return obj.get("title") or "", obj.get("text") or ""
+        for pid, title, text in self.iter_passages():
+            if pid == corpus_id:
+                return title, text
+        raise KeyError(f"passage id {corpus_id!r} is listed but not stored in {self.root}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def iter_passages(self) -> Iterator[tuple[str, str, str]]:
+        """Stream ``(id, title, text)`` of every passage in file order (titles as stored).
+
+        Raises:
+            InputError: a line of ``passages.jsonl`` that is not valid JSON (file and line named).
+        """
+        from .ingest.passages import PASSAGES_FILE as PFILE
+
+        path = self.root / PFILE
+        decode = json.JSONDecoder().decode
+        try:
+            f = open(path, encoding="utf-8", newline="\n")
+        except OSError as e:
+            raise InputError(f"cannot read the passages ({e})", path=path) from None
+        with f:  # written by vdr (UTF-8 JSON lines): read directly, without read_lines' checks
+            for no, line in enumerate(f, start=1):
+                try:
+                    obj = decode(line)
+                    yield obj["id"], obj["title"], obj["text"]
+                except (ValueError, KeyError, TypeError) as e:
+                    raise InputError(f"corrupt passage line ({type(e).__name__}: {e}); re-run `vdr ingest --passages`", path=path,
+                                     line=no) from None
+
+    def iter_texts(self, batch_size: int = 8192) -> Iterator[tuple[list[str], list[str]]]:
+        """``(ids, texts)`` batches of at most ``batch_size`` passages in file order, read from disk
+        (text: :func:`passage_text` of title and text; ``""`` for an empty passage)."""
+        if batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        ids: list[str] = []
+        texts: list[str] = []
+        for pid, title, text in self.iter_passages():
+            ids.append(pid)
+            if title:
+                title = title.replace(" [SEP] ", " ")
+                texts.append(f"{title} {text}" if text else title)
+            else:
+                texts.append(text)
+            if len(ids) == batch_size:
+                yield ids, texts
+                ids, texts = [], []
+        if ids:
+            yield ids, texts
+
+    def texts(self) -> dict[str, str]:
+        """``{id: text}`` of every passage (small corpora only: every passage in memory)."""
+        return {i: t for ids, texts in self.iter_texts() for i, t in zip(ids, texts)}
+
+    def empty_ids(self) -> set[str]:
+        """Ids of the empty passages (no title, no text), from ``empty_ids.txt``."""
+        from .ingest.passages import EMPTY_FILE
+
+        p = self.root / EMPTY_FILE
+        if not p.is_file():
+            return set(self.report.get("empty") or ())
+        with open(p, encoding="utf-8", newline="\n") as f:
+            return {line.rstrip("\n") for line in f if line.strip()}
+
+    def unavailable_reason(self, corpus_id: str) -> str | None:
+        """Always ``None``: a passage collection has no skipped items (absent ids are just absent)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"PassageCorpus({len(self)} passages at {str(self.root)!r})"
+
+
+def load_corpus(corpus_dir: str | Path) -> "Corpus | PassageCorpus":
+    """The corpus in ``corpus_dir``: a :class:`PassageCorpus` when it holds ``corpus.json`` with
+    ``kind: passage``, else a page :class:`Corpus`.
+
+    Raises:
+        InputError: as :meth:`Corpus.load` / :meth:`PassageCorpus.load`.
+    """
+    root = Path(corpus_dir)
+    if (root / "corpus.json").is_file() and not (root / PAGES_FILE).is_file():
+        return PassageCorpus.load(root)
+    return Corpus.load(root)

@@ -314,6 +314,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
             n_permutations, n_bootstrap, macro_average, vidore, cache_dir, queries_without_relevant: str = "zero") -> dict:
     return {
         "corpus_dir": str(inputs.corpus_dir.resolve()),
+        "corpus_kind": getattr(inputs.corpus, "kind", "page"),
         "queries": str(inputs.queries_path.resolve()),
         "qrels": str(inputs.qrels_path.resolve()),
         "rewrites": {n: str(Path(p).resolve()) for n, p in (rewrites or {}).items()},
@@ -337,12 +338,14 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
         "vidore": vidore,
         "cache_dir": None if cache_dir is None else str(Path(cache_dir).resolve()),
         "backend_config": {b: m.config for b, m in backends.items()},
+        **({"judged_passages": inputs.judged} if inputs.judged else {}),
     }
 
 
 def _versions_of(inputs: Inputs, configs: dict, vidore) -> dict:
     versions = _versions(_VERSIONED)
-    versions["corpus_fingerprint"] = "sha256:" + _file_sha256(inputs.corpus_dir / PAGES_FILE)
+    fp = getattr(inputs.corpus, "fingerprint", None) if getattr(inputs.corpus, "kind", "page") == "passage" else None
+    versions["corpus_fingerprint"] = fp or "sha256:" + _file_sha256(inputs.corpus_dir / PAGES_FILE)
     versions["qrels_sha256"] = _file_sha256(inputs.qrels_path)
     if "multimodal" in configs:
         versions["model"] = {k: configs["multimodal"].get(k) for k in ("model", "revision", "fingerprint")}
@@ -441,9 +444,7 @@ def evaluate(
     k: str | Sequence[int] = (3, 5, 10),
     seed: int = 0,
     depth: int = 100,
-    vidore: str | None = None,
-    vidore_revision: str | None = None,
-    vidore_language: str | None = None,
+    vidore: str | None = None, vidore_revision: str | None = None, vidore_language: str | None = None,
     store: str | Path | None = None,
     batch_size: int = 8,
     device: str | None = None,
@@ -453,10 +454,8 @@ def evaluate(
     rrf_k: int = 60,
     concat: bool | None = None,
     macro_average: bool = False,
-    relevance_level: int = 1,
-    queries_without_relevant: str = "zero",
-    n_permutations: int = 10_000,
-    n_bootstrap: int = 10_000,
+    relevance_level: int = 1, queries_without_relevant: str = "zero",
+    n_permutations: int = 10_000, n_bootstrap: int = 10_000,
     progress: bool = True,
     engine: str = "vdr",
     cache_dir: str | Path | bool | None = None,
@@ -464,11 +463,14 @@ def evaluate(
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
     primary_metric: str | None = None,
     overwrite: bool = False,
+    drop_missing_judged: bool = False,
 ) -> Results | None:
-    """Evaluate original vs rewritten queries on each backend over one page corpus.
+    """Evaluate original vs rewritten queries on each backend over one page or passage corpus.
 
     Args:
-        corpus_dir: a corpus folder written by :func:`vdr.ingest` (``pages.jsonl`` + ``images/``).
+        corpus_dir: a corpus folder written by :func:`vdr.ingest` (``pages.jsonl`` + ``images/``),
+            or a passage corpus (``vdr ingest --passages``, ``vdr convert``; see
+            :func:`vdr.corpus.load_corpus`); the multimodal backend is skipped on passages.
         queries: BEIR ``queries.jsonl`` of the original queries (``history`` optional); default
             ``corpus_dir/queries.jsonl`` when it exists (ViDoRe corpora).
         qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
@@ -525,6 +527,10 @@ def evaluate(
             at once); results are staged and replace the folder's content at the end (stale runs
             and reports of earlier runs removed), so an interrupted run leaves it unchanged
             (:mod:`vdr.io.outdir`).
+        drop_missing_judged: passage corpora: remove the judgments of judged passages that are absent
+            from the collection or empty (labelled in ``config.judged_passages``). Default
+            ``False``: they stay relevant-but-unretrievable and count in IDCG and recall, as in
+            trec_eval, and are reported.
 
     Returns:
         :class:`~vdr.results.Results` (also written to ``out``); under torchrun, on rank 0 only
@@ -549,7 +555,8 @@ def evaluate(
         with timer.stage("load", unit="page") as st:
             inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
                                  vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
-                                 vidore_language=vidore_language, progress=progress)
+                                 vidore_language=vidore_language, progress=progress,
+                                 drop_missing_judged=drop_missing_judged)
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
         cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .corpus import PAGES_FILE, Corpus
+from .corpus import PAGES_FILE, Corpus, PassageCorpus, load_corpus
 from .errors import InputError
 from .metrics import check_judged_overlap
 from .io.formats import load_qrels, load_queries, load_rewrites
@@ -29,13 +29,16 @@ class Inputs:
     """Everything an evaluation reads, loaded and checked.
 
     Attributes:
-        corpus: the page corpus.
+        corpus: the page corpus or the passage corpus.
         corpus_dir: its folder.
         queries_path, qrels_path: the files the originals and the qrels were read from.
         qrels: the judgments (they define the query set).
         variants: ``{"original": ..., ["concat": ...], rewrite name: ...}`` (see :func:`build_variants`).
         vidore_info: what :func:`vdr.ingest.ingest_vidore` reported when a ViDoRe dataset was
             ingested on the fly, else ``None``.
+        judged: passage corpora only: the judged passages missing from the collection or empty
+            (counts, first 20 ids) and the policy (kept, or dropped by ``drop_missing_judged``);
+            recorded in ``results.json`` under ``config.judged_passages``.
     """
 
     corpus: Corpus
@@ -45,6 +48,7 @@ class Inputs:
     qrels: Qrels
     variants: dict[str, QuerySet]
     vidore_info: Any = None
+    judged: dict = field(default_factory=dict)
 
 
 def check_name(name: str, what: str) -> str:
@@ -92,7 +96,7 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
     return out
 
 
-def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Path) -> dict[str, str]:
+def check_inputs(corpus: Corpus | PassageCorpus, queries: QuerySet, qrels, qrels_path: str | Path) -> dict[str, str]:
     """The checks every evaluation makes before running a backend.
 
     A judged page that ingest skipped or failed to render (:meth:`vdr.corpus.Corpus.unavailable_reason`)
@@ -100,12 +104,15 @@ def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Pat
     lowers scores instead of vanishing; a :class:`~vdr.errors.VdrWarning` lists such pages with
     the reason recorded by ingest.
 
+    With a passage corpus, a judged passage absent from the collection (or empty) is not an error:
+    it stays in the qrels and is reported (:func:`judged_problems`, issue 18.7).
+
     Returns:
-        ``{corpus id: ingest reason}`` of the judged pages that are not in the corpus.
+        ``{corpus id: ingest reason}`` of the judged pages (passages) that are not in the corpus.
 
     Raises:
         InputError: the corpus has no pages; a qrels query id has no query text; a qrels corpus id
-            belongs to no ingested document (the qrels file is named).
+            belongs to no ingested document (the qrels file is named; page corpora only).
     """
     if len(corpus) == 0:
         raise InputError("the corpus holds no pages", path=Path(corpus.root) / PAGES_FILE)
@@ -113,6 +120,8 @@ def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Pat
     unknown_q = [q for q in qrels if q not in queries]
     if unknown_q:
         raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
+    if getattr(corpus, "kind", "page") == "passage":
+        return {d: "not in the passage collection" for d in judged_problems(corpus, qrels, qrels_path, warn=False)["missing"]}
     missing = {d: corpus.unavailable_reason(d) for d in sorted({d for q in qrels for d in qrels[q] if d not in corpus})}
     unknown = [d for d, reason in missing.items() if reason is None]
     if unknown:
@@ -134,6 +143,52 @@ def check_inputs(corpus: Corpus, queries: QuerySet, qrels, qrels_path: str | Pat
             stacklevel=2,
         )
     return missing
+
+
+def judged_problems(corpus: PassageCorpus, qrels: Qrels, qrels_path: str | Path, *, warn: bool = True) -> dict:
+    """Judged passages (any grade) absent from the collection or empty (issue 18.7).
+
+    They stay in the qrels, so they count in IDCG and recall denominators exactly as trec_eval
+    counts them; a :class:`~vdr.errors.VdrWarning` names them (first 10 of each).
+
+    Returns:
+        ``{"missing": [ids], "empty": [ids], "judgments_missing": n, "judgments_empty": n}`` (ids
+        sorted; the counts are (query, passage) pairs).
+    """
+    judged = {d for q in qrels for d in qrels[q]}
+    missing_set = {d for d in judged if d not in corpus}
+    empty_set = corpus.empty_ids()
+    missing, empty = sorted(missing_set), sorted(d for d in judged if d in empty_set)
+    out = {"missing": missing, "empty": empty,
+           "judgments_missing": sum(1 for q in qrels for d in qrels[q] if d in missing_set),
+           "judgments_empty": sum(1 for q in qrels for d in qrels[q] if d in empty_set)}
+    if warn and (missing or empty):
+        import warnings
+
+        from .errors import VdrWarning
+
+        parts = [f"{len(ids)} judged passage(s) {what}, e.g. {ids[:10]}" for ids, what in
+                 ((missing, "are not in the collection (unretrievable)"), (empty, "are empty (no text to match)")) if ids]
+        warnings.warn(f"{qrels_path}: " + "; ".join(parts) + " -- they stay in the qrels and count in IDCG and recall, as in"
+                      " trec_eval (--drop-missing-judged removes them)", VdrWarning, stacklevel=3)
+    return out
+
+
+def drop_judged(qrels: Qrels, ids: set[str]) -> tuple[Qrels, dict]:
+    """``qrels`` without the judgments of ``ids`` (the labelled, non-default ``--drop-missing-judged``);
+    a query left with no judgment leaves the query set.
+
+    Returns:
+        ``(new qrels, {"judgments_dropped": n, "queries_dropped": [ids]})``.
+    """
+    kept: dict[str, dict[str, int]] = {}
+    n = 0
+    for q in qrels:
+        row = {d: g for d, g in qrels[q].items() if d not in ids}
+        n += len(qrels[q]) - len(row)
+        if row:
+            kept[q] = row
+    return Qrels._trusted(kept, name=qrels.name), {"judgments_dropped": n, "queries_dropped": [q for q in qrels if q not in kept]}
 
 
 def duplicate_texts(queries: QuerySet, *, examples: int = 5) -> dict:
@@ -163,6 +218,7 @@ def load_inputs(
     vidore_revision: str | None = None,
     vidore_language: str | None = None,
     progress: bool = False,
+    drop_missing_judged: bool = False,
 ) -> Inputs:
     """Read and check the corpus, queries, qrels and rewrite variants (a ViDoRe dataset is first
     ingested into ``vidore_dir`` -- on rank 0 only under torchrun).
@@ -170,6 +226,10 @@ def load_inputs(
     Raises:
         InputError: both or neither of a corpus and a ViDoRe dataset; missing or malformed files
             (file, line and id named); the checks of :func:`check_inputs` and :func:`build_variants`.
+
+    With a passage corpus, judged passages missing from the collection or empty are reported
+    (``Inputs.judged``, a warning) and kept; ``drop_missing_judged=True`` (labelled, non-default)
+    removes their judgments instead, and queries left without judgments.
     """
     from . import distributed as D
 
@@ -185,11 +245,35 @@ def load_inputs(
     if corpus_dir is None:
         raise InputError("no corpus: give CORPUS_DIR or --vidore DATASET")
     corpus_dir = Path(corpus_dir)
-    corpus = Corpus.load(corpus_dir)
+    corpus = load_corpus(corpus_dir)
     queries_path = Path(queries) if queries is not None else corpus_dir / "queries.jsonl"
     qrels_path = Path(qrels) if qrels is not None else corpus_dir / "qrels.tsv"
     originals = load_queries(queries_path)
     qrels_obj = load_qrels(qrels_path)
     check_inputs(corpus, originals, qrels_obj, qrels_path)
+    judged: dict = {}
+    if corpus.kind == "passage":
+        judged = judged_problems(corpus, qrels_obj, qrels_path, warn=not drop_missing_judged)
+        judged = {"policy": "dropped (--drop-missing-judged)" if drop_missing_judged else "kept in denominators (as trec_eval)",
+                  "missing_count": len(judged["missing"]), "missing": judged["missing"][:20], "empty_count": len(judged["empty"]),
+                  "empty": judged["empty"][:20], "judgments_missing": judged["judgments_missing"],
+                  "judgments_empty": judged["judgments_empty"], "_ids": set(judged["missing"]) | set(judged["empty"])}
+        if drop_missing_judged:
+            qrels_obj, dropped = drop_judged(qrels_obj, judged["_ids"])
+            if not len(qrels_obj):
+                raise InputError("--drop-missing-judged left no judged query", path=qrels_path)
+            judged.update(dropped)
+            if dropped["judgments_dropped"]:
+                import warnings
+
+                from .errors import VdrWarning
+
+                warnings.warn(f"{qrels_path}: --drop-missing-judged removed {dropped['judgments_dropped']} judgment(s) of"
+                              f" {judged['missing_count']} missing and {judged['empty_count']} empty passage(s) and"
+                              f" {len(dropped['queries_dropped'])} query(ies) left without judgments (not trec_eval's"
+                              " denominators)", VdrWarning, stacklevel=2)
+        judged.pop("_ids")
+    elif drop_missing_judged:
+        raise InputError("--drop-missing-judged applies to passage corpora only (page corpora keep failed pages as unretrievable)")
     variants = build_variants(originals, dict(rewrites), concat=concat)
-    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info)
+    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged)

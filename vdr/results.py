@@ -37,7 +37,7 @@ import numpy as np
 
 from .compare import Comparison, compare_variants, describe_test
 from .inputs import duplicate_texts
-from .corpus import Corpus
+from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
 from .io.formats import load_qrels, load_queries, load_run, save_run
@@ -284,7 +284,7 @@ class Results:
     backend_reports: dict = field(default_factory=dict)
     root: Path | None = None
     qrels: Qrels | None = None
-    corpus: Corpus | None = None
+    corpus: Corpus | PassageCorpus | None = None
     warnings: list[str] = field(default_factory=list)
     _rankings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _extra: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -636,7 +636,7 @@ class Results:
     def page_image(self, corpus_id: str):
         """The page image as an RGB ``PIL.Image.Image``, or ``None`` when the corpus, the page or its
         image file is missing or unreadable (never raises for those)."""
-        if self.corpus is None or corpus_id not in self.corpus:
+        if self.corpus is None or getattr(self.corpus, "kind", "page") != "page" or corpus_id not in self.corpus:
             return None
         try:
             return self.corpus.open_image(corpus_id)
@@ -653,7 +653,9 @@ class Results:
             "versions": self.versions,
             "skipped": self.skipped,
             "backend_reports": self.backend_reports,
-            "variants": {name: dict(_length_stats(qs), queries={q: {"text": x.text, "history": list(x.history)} for q, x in qs.items()})
+            "variants": {name: dict(_length_stats(qs), queries={q: {"text": x.text, "history": list(x.history),
+                                                                         **({"answers": list(x.answers)} if x.answers else {})}
+                                                                      for q, x in qs.items()})
                          for name, qs in self.variants.items()},
             "runs": [{"backend": r.backend, "variant": r.variant, "run_file": r.run_file, "num_queries": r.metrics.num_queries,
                       "policy": dict(r.metrics.policy), "aggregate": r.metrics.aggregate, "per_query": r.metrics.per_query}
@@ -712,7 +714,8 @@ class Results:
             warnings.append(f"{path}: schema version 1 (this vdr writes {SCHEMA_VERSION}); query texts read from the query files")
             variants = _variants_v1(doc, root, warnings)
         else:
-            variants = {name: QuerySet({q: Query(x["text"], tuple(x.get("history") or ())) for q, x in (info.get("queries") or {}).items()},
+            variants = {name: QuerySet({q: Query(x["text"], tuple(x.get("history") or ()), tuple(x.get("answers") or ()))
+                                        for q, x in (info.get("queries") or {}).items()},
                                        name=name, source=info.get("source"))
                         for name, info in (doc.get("variants") or {}).items()}
         runs = [RunResult(r["backend"], r["variant"], r.get("run_file"), _metrics_from_doc(r)) for r in doc["runs"]]
@@ -720,7 +723,7 @@ class Results:
         config = doc.get("config") or {}
         qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings)
         corpus = (None if config.get("command") == "compare"  # runs compared on qrels alone: no corpus to show
-                  else _optional(config.get("corpus_dir"), root, "corpus folder", Corpus.load, "page images not shown", warnings))
+                  else _optional(config.get("corpus_dir"), root, "corpus folder", load_corpus, "page images not shown", warnings))
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
                    root=root, qrels=qrels, corpus=corpus, warnings=warnings)

@@ -272,19 +272,31 @@ class Query:
 
     Attributes:
         text: the query text as it will be encoded.
-        history: earlier conversation turns, oldest first (empty for single-turn queries).
+        history: earlier conversation turns (their questions), oldest first (empty for
+            single-turn queries).
+        answers: the answers of the earlier turns, aligned with ``history`` (same length), or
+            empty when the answers are not known.
     """
 
     text: str
     history: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise InputError(f"query text must be a str, got {type(self.text).__name__}")
-        history = tuple(self.history) if not isinstance(self.history, str) else None
-        if history is None or not all(isinstance(h, str) for h in history):
-            raise InputError("query history must be a sequence of str (earlier turns, oldest first)")
-        object.__setattr__(self, "history", history)
+        for name in ("history", "answers"):
+            value = getattr(self, name)
+            seq = tuple(value) if not isinstance(value, str) else None
+            if seq is None or not all(isinstance(h, str) for h in seq):
+                raise InputError(f"query {name} must be a sequence of str (earlier turns, oldest first)")
+            object.__setattr__(self, name, seq)
+        if self.answers and len(self.answers) != len(self.history):
+            raise InputError(f"query answers ({len(self.answers)}) must align with the history ({len(self.history)} turns)")
+
+    def turns(self) -> list[tuple[str, str | None]]:
+        """``[(question, answer or None), ...]`` of the earlier turns, oldest first."""
+        return [(q, self.answers[i] if self.answers else None) for i, q in enumerate(self.history)]
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,16 @@
 
 * :func:`ingest` (alias of :func:`ingest_pdfs`): PDFs -> ``pages.jsonl`` + ``images/`` + report.
 * :func:`ingest_vidore`: a ViDoRe dataset -> the same layout plus ``queries.jsonl`` and ``qrels.tsv``.
+* :func:`ingest_passages`: a text-passage collection -> a passage corpus (:mod:`vdr.ingest.passages`).
 * :func:`vdr.ingest.pdf.rasterize`: render one PDF's pages in memory.
 * :mod:`vdr.ingest.images`: the page checks, image decoding and RGB conversion every path shares.
 """
 
+from .passages import PassageIngestReport, ingest_passages
 from .pdfdir import DocumentReport, IngestReport, ingest_pdfs
 from .vidore import PINNED_REVISIONS, VidoreReport, ingest_vidore
 
-__all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "IngestReport", "DocumentReport", "VidoreReport", "PINNED_REVISIONS"]
+__all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "ingest_passages", "PassageIngestReport", "IngestReport", "DocumentReport", "VidoreReport", "PINNED_REVISIONS"]
 
 
 def ingest(pdf_dir, out, **options) -> IngestReport:

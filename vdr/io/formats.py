@@ -11,7 +11,9 @@ Formats (``format="auto"`` picks one from the file name and its first line):
   warning, as trec_eval ignores it, provided the rank column holds an integer.
 * **JSON** (``.json``): pytrec_eval's ``{"query-id": {"corpus-id": value}}``.
 * **BEIR queries** (``.jsonl``): one object per line with ``_id`` and ``text`` and optionally
-  ``history`` (a list of earlier conversation turns, oldest first).
+  ``history``: the earlier conversation turns, oldest first, as a list of strings (questions) or
+  of turns ``{"question": ..., "answer": ...}``. Rewrite files may use ConvSearch-R1's spelling
+  ``{"qid": ..., "rewrite": ...}`` instead of ``_id``/``text``.
 * **TSV topics** (``.tsv``; pyserini / MS MARCO): ``qid<TAB>text`` per line.
 
 Every problem is reported as :class:`~vdr.errors.InputError` naming the file, the line and the id.
@@ -356,18 +358,33 @@ def _jsonl_query_line(line: str, path: Path, no: int, first: bool) -> tuple[str,
         raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
     if not isinstance(obj, dict):
         raise InputError("each line must be a JSON object with '_id' and 'text'", path=path, line=no)
+    if "_id" not in obj and "qid" in obj and "rewrite" in obj:  # ConvSearch-R1 rewrite files: {"qid", "rewrite"}
+        obj = {"_id": obj["qid"], "text": obj["rewrite"]}
     if "_id" not in obj:
-        raise InputError("missing '_id'", path=path, line=no)
+        raise InputError("missing '_id' (or the ConvSearch-R1 pair 'qid' + 'rewrite')", path=path, line=no)
     qid = to_id(obj["_id"], what="query id", path=str(path), line=no)
     if "text" not in obj:
         raise InputError("missing 'text'", path=path, line=no, id=qid)
     text = _check_query_text(obj["text"], path, no, qid)
-    history = obj.get("history", [])
+    history, answers = _history(obj.get("history"), path, no, qid)
+    return qid, Query(text, history, answers)
+
+
+def _history(history: object, path: Path, no: int, qid: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``history`` of a queries.jsonl line -> ``(questions, answers)``: a list of strings (questions
+    only) or a list of turns ``{"question": str, "answer": str}`` (all turns with answers)."""
     if history is None:
-        history = []
-    if not isinstance(history, list) or not all(isinstance(h, str) for h in history):
-        raise InputError("'history' must be a list of strings (earlier turns, oldest first)", path=path, line=no, id=qid)
-    return qid, Query(text, tuple(history))
+        return (), ()
+    if isinstance(history, list) and all(isinstance(h, str) for h in history):
+        return tuple(history), ()
+    if isinstance(history, list) and all(
+        isinstance(h, dict) and isinstance(h.get("question"), str) and isinstance(h.get("answer"), str) for h in history
+    ):
+        return tuple(h["question"] for h in history), tuple(h["answer"] for h in history)
+    raise InputError(
+        "'history' must be a list of strings or of turns {\"question\": str, \"answer\": str} (earlier turns, oldest first)",
+        path=path, line=no, id=qid,
+    )
 
 
 def _topics_line(line: str, path: Path, no: int, first: bool) -> tuple[str, Query] | None:
@@ -487,5 +504,5 @@ def save_queries(queries: QuerySet, path: str | Path) -> None:
         for q, v in queries.items():
             obj: dict = {"_id": q, "text": v.text}
             if v.history:
-                obj["history"] = list(v.history)
+                obj["history"] = [{"question": h, "answer": a} for h, a in v.turns()] if v.answers else list(v.history)
             f.write(json.dumps(obj, ensure_ascii=False) + "\n")

@@ -95,6 +95,10 @@ def hole_metric(res: Results) -> str | None:
 # thumbnails
 
 
+#: Characters of a passage shown in place of a page thumbnail (passage corpora).
+PASSAGE_CHARS = 300
+
+
 class _Thumbs:
     """Page thumbnails, each distinct page embedded once: a CSS class ``pgN`` per page whose
     background is the JPEG (data URI), used by every figure of that page; counts missing images."""
@@ -122,6 +126,19 @@ class _Thumbs:
                 self.classes[corpus_id] = name
         return self.classes[corpus_id]
 
+    def _passage(self, corpus_id: str) -> str | None:
+        """The first :data:`PASSAGE_CHARS` characters of a passage (passage corpora), else ``None``;
+        ``"(not in the collection)"`` for an absent judged passage, ``"(empty passage)"`` for an empty one."""
+        corpus = self.res.corpus
+        if corpus is None or getattr(corpus, "kind", "page") != "passage":
+            return None
+        if corpus_id not in corpus:
+            return "(not in the collection)"
+        from ..corpus import passage_text
+
+        text = passage_text(*corpus.passage(corpus_id))
+        return (text[:PASSAGE_CHARS] + (" ..." if len(text) > PASSAGE_CHARS else "")) if text.strip() else "(empty passage)"
+
     def css(self) -> str:
         """One CSS rule per embedded page image."""
         return "\n".join(self.rules)
@@ -134,8 +151,11 @@ class _Thumbs:
             cls, mark = "relevant", f"relevant, grade {grade}"
         else:
             cls, mark = "nonrel", f"judged not relevant, grade {grade}"
-        name = self.cls(corpus_id)
-        if name is None:
+        passage = self._passage(corpus_id)
+        name = None if passage is not None else self.cls(corpus_id)
+        if passage is not None:
+            pic = f'<div class="missing psg" role="note">{esc(passage)}</div>'
+        elif name is None:
             pic = f'<div class="missing" role="img" aria-label="image missing">image missing<br>{esc(corpus_id)}</div>'
         else:
             pic = f'<div class="pg {name}" role="img" aria-label="{esc(corpus_id)}"></div>'
@@ -165,6 +185,7 @@ figure.thumb{margin:0;width:156px;font-size:.72em;text-align:center;word-break:b
 .pg{border:3px solid #bbb;display:block;width:150px;background-size:100% 100%;background-repeat:no-repeat}
 figure.relevant .pg,figure.relevant .missing{border-color:#1a9850}figure.nonrel .pg,figure.nonrel .missing{border-color:#d73027}
 figure.unjudged .pg,figure.unjudged .missing{border-style:dashed}
+.psg{background:#fff !important;font-size:.75em;text-align:left;overflow:auto;padding:.3em}
 .missing{width:144px;height:100px;border:3px solid #bbb;background:repeating-linear-gradient(45deg,#eee,#eee 8px,#f8f8f8 8px,#f8f8f8 16px);
  display:flex;flex-direction:column;align-items:center;justify-content:center;color:#a00;font-weight:600;word-break:break-all}
 .mark{color:#555}.id{color:#333}

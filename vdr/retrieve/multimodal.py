@@ -139,9 +139,15 @@ class MultimodalBackend:
         that the store does not hold yet.
 
         Raises:
-            BackendUnavailable: the model cannot be loaded, or embedding failed (missing weights,
-                an offline hub name, an unreadable page image, a store error: the reason is given).
+            BackendUnavailable: ``corpus`` is a passage corpus (no page images), the model cannot be
+                loaded, or embedding failed (missing weights, an offline hub name, an unreadable page
+                image, a store error: the reason is given).
         """
+        if getattr(corpus, "kind", "page") != "page":
+            raise BackendUnavailable(
+                f"the multimodal backend needs a page corpus (page images); {getattr(corpus, 'root', 'the corpus')} is a"
+                f" {getattr(corpus, 'kind', '?')} corpus: use the lexical or semantic backend"
+            )
         try:
             if self.encoder is None:
                 self.encoder = load_encoder(self.settings)
