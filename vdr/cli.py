@@ -487,7 +487,7 @@ def rewrite_command(
     max_tokens: int = typer.Option(1024, "--max-tokens", help="Token limit of an answer; an answer cut by it is a failed query."),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
     max_history_words: int = typer.Option(2000, "--max-history-words", help="History word budget (oldest turns dropped first, the question always kept)."),
-    fill_failed: Optional[str] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed)."),
+    fill_failed: Optional[str] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
     device: Optional[str] = typer.Option(None, "--device", help="Device of --local (cpu, cuda)."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the --local checkpoint's own code."),
 ) -> None:
