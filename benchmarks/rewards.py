@@ -29,7 +29,8 @@ What is measured (``time.perf_counter``):
 * ``dense_rewards_per_s``: as ``rewards_per_s`` with the semantic backend over the first
   ``--dense-passages`` passages, with a tiny sentence-transformers model the script builds
   (a 1-layer BERT, hidden 64, word-level tokenizer over the benchmark vocabulary, mean pooling; random
-  weights, so only the speed means anything); ``dense_index_s`` is its encoding time.
+  weights, so only the speed means anything); ``dense_index_s`` is its encoding time. Both model
+  figures run on CPU with ``--torch-threads`` threads (default 1, recorded as ``torch_threads``).
 * ``multimodal_rewards_per_s``: the multimodal backend (a tiny random ColQwen2.5 built by the script,
   the one the tests build: hidden 64, 2 layers) over ``--multimodal-pages`` random page images,
   batches of 64 rewrites; ``multimodal_index_s`` is the page encoding time. CPU, float32.
@@ -293,8 +294,10 @@ def main() -> None:
     ap.add_argument("--latency-requests", type=int, default=50)
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--load-seconds", "--duration", dest="duration", type=float, default=60.0, help="length of the load test")
-    ap.add_argument("--dense-passages", type=int, default=20_000, help="passages of the dense figure (tiny model, CPU)")
-    ap.add_argument("--multimodal-pages", type=int, default=128, help="page images of the multimodal figure (tiny ColQwen2.5, CPU)")
+    ap.add_argument("--dense-passages", type=int, default=10_000, help="passages of the dense figure (tiny model, CPU)")
+    ap.add_argument("--multimodal-pages", type=int, default=64, help="page images of the multimodal figure (tiny ColQwen2.5, CPU)")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch CPU threads of the dense and multimodal figures (1: on a small shared machine more threads contend)")
     ap.add_argument("--no-dense", action="store_true", help="skip the dense figure")
     ap.add_argument("--no-multimodal", action="store_true", help="skip the multimodal figure")
     ap.add_argument("--cache-size", type=int, default=10_000)
@@ -320,6 +323,11 @@ def main() -> None:
            "data_s": round(gen_s, 1), "index_s": round(index_s, 1)}
     res.update(bench_rewarder(backend, qrels, gold, vocab, args.batches, args.seed))
     res.update(bench_server(backend, qrels, gold, vocab, args))
+    if not (args.no_dense and args.no_multimodal):
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+        res["torch_threads"] = torch.get_num_threads()
     with tempfile.TemporaryDirectory(prefix="vdr-bench-rewards-") as work:
         if not args.no_dense:
             res.update(bench_dense(texts, qrels, gold, vocab, args.dense_passages, max(1, args.batches // 2), args.seed, Path(work)))

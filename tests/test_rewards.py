@@ -317,6 +317,15 @@ def test_abstain_is_explicit_and_counted_and_nan_is_refused(world):
     with pytest.raises(RewardError, match="not finite"):
         CompletionReward(NaN())(completions=["a"], query_id=["q1"])
 
+    class One:  # a broken scorer answering one value for the batch: TRL would broadcast it (all advantages 0)
+        def score(self, ids, rewrites, metric=None):
+            return [1.0]
+
+    with pytest.raises(RewardError, match="returned 1 rewards for 3 completions"):
+        CompletionReward(One())(completions=["a", "b", "c"], query_id=["q1", "q2", "q3"])
+    with pytest.raises(RewardError, match="returned 1 rewards for 2 completions"):
+        CompletionReward(One(), abstain=True).compute_score(["d", "d"], ["a", "b"], ["g", "g"], [{"query_id": "q1"}] * 2)
+
 
 def test_rewards_are_deterministic_numpy_free_floats(world):
     rw = rewarder(world)

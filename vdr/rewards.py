@@ -724,16 +724,25 @@ class CompletionReward:
     def _metric_values(self, ids: list, rewrites: list[str | None]) -> list[float | None]:
         """The scorer's values; on a failed retrieval with ``abstain``, ``None`` for the failing ids."""
         try:
-            return [float(v) for v in self.scorer.score(ids, rewrites, self.metric)]
+            values = self.scorer.score(ids, rewrites, self.metric)
         except RewardError:
             if not self.abstain:
                 raise
+            values = None
+        if values is not None:
+            if len(values) != len(ids):  # a broken scorer (or server): never broadcast, never truncate
+                raise RewardError(f"the scorer returned {len(values)} rewards for {len(ids)} completions")
+            return [float(v) for v in values]
         out: list[float | None] = []
         for q, rw in zip(ids, rewrites):  # locate the failing ones
             try:
-                out.append(float(self.scorer.score([q], [rw], self.metric)[0]))
+                got = self.scorer.score([q], [rw], self.metric)
             except RewardError:
                 out.append(None)
+                continue
+            if len(got) != 1:
+                raise RewardError(f"the scorer returned {len(got)} rewards for 1 completion (query id {q!r})")
+            out.append(float(got[0]))
         return out
 
 
