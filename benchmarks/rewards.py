@@ -113,7 +113,10 @@ def build_tiny_st(folder: Path, vocab: np.ndarray, *, dim: int = 64, layers: int
     word-level tokenizer knows every benchmark word; returns ``folder``."""
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers import models as st_models
+    try:
+        from sentence_transformers.sentence_transformer import modules as st_models
+    except ImportError:  # sentence-transformers < 5.2
+        from sentence_transformers import models as st_models
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
