@@ -5,7 +5,7 @@ Run it directly (needs the ``serve`` extra: fastapi, uvicorn, httpx; and psutil)
     python benchmarks/rewards.py                  # 100,000 passages, 32 clients for 60 s
     python benchmarks/rewards.py --quick          # 5,000 passages, 8 clients for 5 s (smoke test)
     python benchmarks/rewards.py --passages 20000 --duration 30 --clients 16 --seed 1
-    python benchmarks/rewards.py --backend semantic --passages 5000 --duration 20   # dense figures
+    python benchmarks/rewards.py --load-seconds 10 --no-dense --no-multimodal        # during development
 
 Data (deterministic, seeded NumPy): ``--passages`` passages of 50-70 words drawn from a Zipf
 distribution (exponent 1.1) over a 50,000-word vocabulary whose most frequent words are the
@@ -20,10 +20,20 @@ What is measured (``time.perf_counter``):
   backend's ``search`` (the rest: word budget, run building, ``evaluate_run``).
 * ``p50_ms_64`` / ``p95_ms_64``: latency of ``POST /reward`` with 64 new rewrites, one request at a
   time, 50 requests, against a ``vdr serve`` app in a separate process (forked after indexing).
-* load: ``--clients`` threads post 64-rewrite requests for ``--duration`` seconds (rewrites drawn
+  ``server_search_ms_64``: the mean time of those requests spent inside the backend's ``search``
+  (read from the server's ``/health`` counters): the rest is HTTP, JSON, batching and metrics.
+* load: ``--clients`` threads post 64-rewrite requests for ``--load-seconds`` seconds (rewrites drawn
   from a pool of 8,192, so the LRU cache hits part of them); ``load_errors`` counts non-200 answers
   and transport errors; ``load_rss_growth_mib`` is the server's RSS after minus before the load;
   the server's cache holds at most ``--cache-size`` rankings.
+* ``dense_rewards_per_s``: as ``rewards_per_s`` with the semantic backend over the first
+  ``--dense-passages`` passages, with a tiny sentence-transformers model the script builds
+  (a 1-layer BERT, hidden 64, word-level tokenizer over the benchmark vocabulary, mean pooling; random
+  weights, so only the speed means anything); ``dense_index_s`` is its encoding time. Both model
+  figures run on CPU with ``--torch-threads`` threads (default 1, recorded as ``torch_threads``).
+* ``multimodal_rewards_per_s``: the multimodal backend (a tiny random ColQwen2.5 built by the script,
+  the one the tests build: hidden 64, 2 layers) over ``--multimodal-pages`` random page images,
+  batches of 64 rewrites; ``multimodal_index_s`` is the page encoding time. CPU, float32.
 
 The machine may be shared: ``cpu_count`` and the 1-minute load average at the start are printed.
 The last line printed is one JSON object.
@@ -36,6 +46,7 @@ import json
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -95,6 +106,85 @@ def bench_rewarder(backend, qrels, gold, vocab, batches: int, seed: int) -> dict
     dt = time.perf_counter() - t0
     return {"rewards_per_s": round(256 * batches / dt, 1), "search_share": round(rw.stats["search_s"] / dt, 3),
             "metric_ms_per_256": round(1000 * rw.stats["metric_s"] / batches, 2)}
+
+
+def build_tiny_st(folder: Path, vocab: np.ndarray, *, dim: int = 64, layers: int = 1, max_seq_length: int = 128) -> Path:
+    """Save a tiny randomly initialised sentence-transformers model (BERT + mean pooling) whose
+    word-level tokenizer knows every benchmark word; returns ``folder``."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    try:
+        from sentence_transformers.sentence_transformer import modules as st_models
+    except ImportError:  # sentence-transformers < 5.2
+        from sentence_transformers import models as st_models
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words = {w: i for i, w in enumerate(specials + sorted(set(vocab.tolist())))}
+    tok = Tokenizer(models.WordLevel(words, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_seq_length)
+    cfg = BertConfig(vocab_size=len(words), hidden_size=dim, num_hidden_layers=layers, num_attention_heads=2,
+                     intermediate_size=2 * dim, max_position_embeddings=max_seq_length)
+    torch.manual_seed(0)
+    hf = folder.parent / (folder.name + "-hf")
+    BertModel(cfg, add_pooling_layer=False).save_pretrained(hf)
+    fast.save_pretrained(hf)
+    tr = st_models.Transformer(str(hf), max_seq_length=max_seq_length)
+    SentenceTransformer(modules=[tr, st_models.Pooling(dim, "mean")], device="cpu").save(str(folder))
+    return folder
+
+
+def bench_dense(texts: dict, qrels: dict, gold, vocab, n_passages: int, batches: int, seed: int, work: Path) -> dict:
+    """``dense_rewards_per_s`` over the first ``n_passages`` passages (qrels restricted to them)."""
+    from vdr.rewards import build_backend
+
+    keep = dict(list(texts.items())[:n_passages])
+    model = build_tiny_st(work / "tiny-st", vocab)
+    t0 = time.perf_counter()
+    backend = build_backend("semantic", keep, {"model": str(model), "device": "cpu"})
+    index_s = time.perf_counter() - t0
+    res = bench_rewarder(backend, qrels, gold, vocab, batches, seed)
+    return {"dense_passages": len(keep), "dense_index_s": round(index_s, 1), "dense_rewards_per_s": res["rewards_per_s"],
+            "dense_search_share": res["search_share"]}
+
+
+def bench_multimodal(n_pages: int, batches: int, seed: int, work: Path) -> dict:
+    """``multimodal_rewards_per_s``: a tiny ColQwen2.5 over ``n_pages`` random page images."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from tiny_models import build_colqwen2_5, make_corpus
+
+    from vdr.corpus import Corpus
+    from vdr.rewards import Rewarder, build_backend
+
+    rng = np.random.default_rng(seed + 3)
+    sizes = [(int(w), int(h)) for w, h in rng.integers(56, 113, size=(n_pages, 2))]
+    corpus = Corpus.load(make_corpus(work / "pages", sizes, seed=seed))
+    model = build_colqwen2_5(work / "tiny-colqwen2.5")
+    t0 = time.perf_counter()
+    backend = build_backend("multimodal", corpus, {"model": str(model), "device": "cpu", "store": work / "store"})
+    index_s = time.perf_counter() - t0
+    ids = corpus.ids()
+    qrels = {f"m{q}": {ids[int(a)]: 2, ids[int(b)]: 1} for q, (a, b) in enumerate(rng.integers(0, len(ids), size=(500, 2))) if a != b}
+    words = ["revenue", "carbon", "emissions", "table", "figure", "chart", "page", "company", "document", "query"]
+    qids = list(qrels)
+
+    def batch(n: int):
+        return ([qids[int(i)] for i in rng.integers(0, len(qids), n)],
+                [" ".join(rng.choice(words, int(rng.integers(3, 9)))) + f" {int(rng.integers(1_000_000))}" for _ in range(n)])
+
+    rw = Rewarder(backend, qrels, cache_size=0)
+    rw.score(*batch(64))  # warm-up
+    data = [batch(64) for _ in range(batches)]
+    t0 = time.perf_counter()
+    for q, t in data:
+        rw.score(q, t)
+    dt = time.perf_counter() - t0
+    return {"multimodal_pages": len(ids), "multimodal_index_s": round(index_s, 1), "multimodal_rewards_per_s": round(64 * batches / dt, 1)}
 
 
 def _serve(backend, qrels, port: int, cache_size: int) -> None:  # runs in the forked server process
@@ -181,7 +271,9 @@ def bench_server(backend, qrels, gold, vocab, args) -> dict:
                 time.sleep(0.1)
         rng = np.random.default_rng(args.seed + 2)
         _latencies(url, gold, vocab, 3, rng)  # warm-up
+        search0 = httpx.get(url + "/health", timeout=60).json()["stats"]["search_s"]
         lat = _latencies(url, gold, vocab, args.latency_requests, rng)
+        search1 = httpx.get(url + "/health", timeout=60).json()["stats"]["search_s"]
         ps = psutil.Process(proc.pid)
         rss0 = ps.memory_info().rss
         pool = make_rewrites(8192, gold, vocab, rng)
@@ -192,7 +284,8 @@ def bench_server(backend, qrels, gold, vocab, args) -> dict:
         proc.terminate()
         proc.join(30)
     return {"p50_ms_64": round(float(np.percentile(lat, 50)), 1), "p95_ms_64": round(float(np.percentile(lat, 95)), 1),
-            "load_clients": args.clients, "load_duration_s": args.duration, **load,
+            "server_search_ms_64": round(1000 * (search1 - search0) / len(lat), 1),
+            "load_clients": args.clients, "load_seconds": args.duration, **load,
             "load_rss_growth_mib": round((rss1 - rss0) / 2**20, 1), "server_rss_mib": round(rss1 / 2**20, 1),
             "cache_entries": health["cache"]["entries"], "cache_size": args.cache_size}
 
@@ -203,16 +296,25 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=4, help="timed batches of 256 rewrites")
     ap.add_argument("--latency-requests", type=int, default=50)
     ap.add_argument("--clients", type=int, default=32)
-    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--load-seconds", "--duration", dest="duration", type=float, default=60.0, help="length of the load test")
+    ap.add_argument("--dense-passages", type=int, default=10_000, help="passages of the dense figure (tiny model, CPU)")
+    ap.add_argument("--multimodal-pages", type=int, default=64, help="page images of the multimodal figure (tiny ColQwen2.5, CPU)")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch CPU threads of the dense and multimodal figures (1: on a small shared machine more threads contend)")
+    ap.add_argument("--no-dense", action="store_true", help="skip the dense figure")
+    ap.add_argument("--no-multimodal", action="store_true", help="skip the multimodal figure")
     ap.add_argument("--cache-size", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", default="lexical", help="lexical (default), semantic (all-MiniLM-L6-v2) or hybrid")
-    ap.add_argument("--quick", action="store_true", help="5,000 passages, 8 clients for 5 s")
+    ap.add_argument("--quick", action="store_true", help="5,000 passages, 8 clients for 5 s, small dense and multimodal corpora")
     args = ap.parse_args()
     if args.quick:
         args.passages, args.clients, args.duration, args.batches, args.latency_requests = 5_000, 8, 5.0, 2, 10
+        args.dense_passages, args.multimodal_pages = 2_000, 16
     from vdr.rewards import build_backend
 
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     load_avg = os.getloadavg()[0]
     t0 = time.perf_counter()
     texts, qrels, gold, vocab = make_data(args.passages, args.seed)
@@ -224,6 +326,16 @@ def main() -> None:
            "data_s": round(gen_s, 1), "index_s": round(index_s, 1)}
     res.update(bench_rewarder(backend, qrels, gold, vocab, args.batches, args.seed))
     res.update(bench_server(backend, qrels, gold, vocab, args))
+    if not (args.no_dense and args.no_multimodal):
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+        res["torch_threads"] = torch.get_num_threads()
+    with tempfile.TemporaryDirectory(prefix="vdr-bench-rewards-") as work:
+        if not args.no_dense:
+            res.update(bench_dense(texts, qrels, gold, vocab, args.dense_passages, max(1, args.batches // 2), args.seed, Path(work)))
+        if not args.no_multimodal:
+            res.update(bench_multimodal(args.multimodal_pages, args.batches, args.seed, Path(work)))
     res.update({"cpu_count": os.cpu_count(), "load_avg_1min_at_start": round(load_avg, 2)})
     print(json.dumps(res))
 

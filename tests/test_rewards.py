@@ -317,6 +317,15 @@ def test_abstain_is_explicit_and_counted_and_nan_is_refused(world):
     with pytest.raises(RewardError, match="not finite"):
         CompletionReward(NaN())(completions=["a"], query_id=["q1"])
 
+    class One:  # a broken scorer answering one value for the batch: TRL would broadcast it (all advantages 0)
+        def score(self, ids, rewrites, metric=None):
+            return [1.0]
+
+    with pytest.raises(RewardError, match="returned 1 rewards for 3 completions"):
+        CompletionReward(One())(completions=["a", "b", "c"], query_id=["q1", "q2", "q3"])
+    with pytest.raises(RewardError, match="returned 1 rewards for 2 completions"):
+        CompletionReward(One(), abstain=True).compute_score(["d", "d"], ["a", "b"], ["g", "g"], [{"query_id": "q1"}] * 2)
+
 
 def test_rewards_are_deterministic_numpy_free_floats(world):
     rw = rewarder(world)
@@ -344,3 +353,40 @@ def test_dense_and_hybrid_rewards_equal_evaluate_run(world, name):
     assert got.values["ndcg@3"] == [res[q]["ndcg@3"] for q in ids]
     assert got.values["recall@10"] == [res[q]["recall@10"] for q in ids]
     assert rw.config()["backend_config"]["backend"] == name
+
+
+def test_multimodal_rewards_equal_evaluate_run(colqwen_dir, tmp_path):
+    """The multimodal backend (tiny ColQwen2.5) through vdr.rewards: per position, the value of
+    evaluate_run on that rewrite's own search; the backend's query-vector memo stays bounded."""
+    from tiny_models import make_corpus
+
+    import vdr.rewards as R
+    from vdr.corpus import Corpus
+    from vdr.types import QuerySet
+
+    corpus = Corpus.load(make_corpus(tmp_path / "c", [(56, 56), (84, 56), (56, 84), (112, 56), (56, 112), (84, 84)]))
+    backend = build_backend("multimodal", corpus, {"model": str(colqwen_dir), "device": "cpu", "store": tmp_path / "store"})
+    ids = corpus.ids()
+    qrels = {"a": {ids[0]: 2, ids[3]: 1}, "b": {ids[5]: 1, ids[1]: 0}}
+    rw = Rewarder(backend, qrels, depth=6, name="multimodal")
+    qids = ["a", "a", "b", "b", "a"]
+    rewrites = ["revenue table 2023", "carbon emissions of the company", "revenue table 2023", "the quick brown fox", ""]
+    got = rw.evaluate(qids, rewrites, ["ndcg@3", "recall@5", "mrr"])
+    for n, (q, text) in enumerate(zip(qids, rewrites)):
+        if not text:
+            assert got.values["ndcg@3"][n] == 0.0 and got.ranks[n] == -1
+            continue
+        run = backend.search(QuerySet.from_texts({"x": text}), 6)
+        want = evaluate_run({"x": qrels[q]}, run, ["ndcg@3", "recall@5", "mrr"], allow_unjudged=True).per_query["x"]
+        for m in ("ndcg@3", "recall@5", "mrr"):
+            assert got.values[m][n] == want[m], (n, m)
+        gold = [i + 1 for i, (d, _) in enumerate(run.ranked("x")) if qrels[q].get(d, 0) >= 1]
+        assert got.ranks[n] == gold[0]  # 6 pages, depth 6: a relevant page is always ranked
+    assert got.values["ndcg@3"][0] != got.values["ndcg@3"][2]  # same text, other query id: other qrels
+    old = R.MAX_QUERY_MEMO
+    try:
+        R.MAX_QUERY_MEMO = 3
+        rw.score(["a"] * 5, [f"page {i}" for i in range(5)])
+        assert len(backend._query_vecs) == 0  # emptied once over the bound
+    finally:
+        R.MAX_QUERY_MEMO = old

@@ -24,3 +24,7 @@ def test_quick_rewards_benchmark() -> None:
     assert 0 < res["p50_ms_64"] <= res["p95_ms_64"]
     assert res["load_requests"] > 0 and res["load_errors"] == 0
     assert 0 < res["cache_entries"] <= res["cache_size"]
+    assert 0 < res["server_search_ms_64"] < res["p95_ms_64"]
+    assert res["dense_passages"] == 2000 and res["dense_rewards_per_s"] > 0
+    assert res["multimodal_pages"] == 16 and res["multimodal_rewards_per_s"] > 0
+    assert res["load_seconds"] == 5.0 and res["load_rss_growth_mib"] is not None

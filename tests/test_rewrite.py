@@ -29,6 +29,8 @@ class SimRewriter(SimJudge):
         q = re.search(r"(?:Current question|Question): (.*)", user).group(1)
         if "LENGTH" in q:
             return "<think>still thinking about the", "length"
+        if "REASONONLY" in q:  # the budget ended while reasoning: empty content, tokens spent as reasoning
+            return "", "length"
         if "EMPTY" in q:
             return "", "stop"
         if "THINKONLY" in q:
@@ -99,12 +101,13 @@ def test_rewrites_every_query_and_caches(sim, tmp_path, template):
 
 def test_reasoning_and_broken_answers_are_listed_failures(sim, tmp_path):
     items = QUERIES + [("x_len", "LENGTH please", []), ("x_empty", "EMPTY please", []),
-                       ("x_think", "THINKONLY please", []), ("x_notag", "NOTAG please", [])]
+                       ("x_think", "THINKONLY please", []), ("x_notag", "NOTAG please", []), ("x_reason", "REASONONLY please", [])]
     write_queries(tmp_path / "q.jsonl", items)
     r = run(sim, tmp_path, template="convsearch-r1")
     assert not r.ok and r.rewritten == 3
-    assert list(r.failed) == ["x_len", "x_empty", "x_think", "x_notag"]
+    assert list(r.failed) == ["x_len", "x_empty", "x_think", "x_notag", "x_reason"]
     assert r.failed["x_len"].startswith("length: no final answer")
+    assert r.failed["x_reason"].startswith("length: no final answer")  # not "empty answer", not a rewrite
     assert "empty answer" in r.failed["x_empty"]
     assert "no rewrite in the answer" in r.failed["x_think"] and "no rewrite in the answer" in r.failed["x_notag"]
     fails = read_jsonl(tmp_path / "rw.failures.jsonl")
@@ -113,7 +116,7 @@ def test_reasoning_and_broken_answers_are_listed_failures(sim, tmp_path):
     # failures are never cached: a rerun asks exactly the failed queries again
     hits = sim.hits
     again = run(sim, tmp_path, template="convsearch-r1")
-    assert again.cached == 3 and sim.hits - hits == 4
+    assert again.cached == 3 and sim.hits - hits == 5
     # plain template: text after </think>; an unterminated <think> is no final answer
     plain = rewrite(tmp_path / "q.jsonl", out=tmp_path / "plain.jsonl", endpoint=sim.url, model="sim-model", template="conversational")
     assert "x_think" in plain.failed and read_jsonl(tmp_path / "plain.jsonl")[0]["text"] == "who wrote hamlet standalone"
@@ -201,3 +204,31 @@ def test_local_model_every_query_rewritten_or_failed(tmp_path):
     assert all(v.startswith("length: no final answer") or "empty" in v for v in r.failed.values())
     with pytest.raises(InputError, match="either --endpoint"):
         rewrite(tmp_path / "q.jsonl", out=tmp_path / "x.jsonl", local=folder, endpoint="http://127.0.0.1:9/v1", template="conversational")
+
+
+def test_evaluate_policy_for_failed_rewrites(sim, tmp_path):
+    """Failed ids are never dropped from the comparison: left out, `vdr evaluate` refuses the variant
+    naming the failures file; filled with the original text, they are evaluated as the original and counted."""
+    import vdr
+    from rewards_fixtures import make_passages, write_corpus
+    from vdr.errors import AlignmentError, VdrWarning
+
+    texts, queries, qrels = make_passages()
+    queries = dict(queries, q3="LENGTH tell me about the bitcoin")  # the simulated model never finishes this one
+    corpus = write_corpus(tmp_path / "corpus", texts, queries, qrels)
+    r = rewrite(corpus / "queries.jsonl", out=tmp_path / "rw.jsonl", endpoint=sim.url, model="m", template="conversational", backoff=0.01)
+    assert list(r.failed) == ["q3"]
+    kw = dict(queries=corpus / "queries.jsonl", qrels=corpus / "qrels.tsv", backends="lexical", k=[3, 10], progress=False,
+              n_permutations=100, n_bootstrap=100)
+    with pytest.raises(AlignmentError, match=r"1 of the missing ids failed in `vdr rewrite` \(reasons in .*rw\.failures\.jsonl\).*--fill-failed original"):
+        vdr.evaluate(corpus, rewrites={"rw": tmp_path / "rw.jsonl"}, out=tmp_path / "res0", **kw)
+    filled = rewrite(corpus / "queries.jsonl", out=tmp_path / "rw.jsonl", endpoint=sim.url, model="m", template="conversational",
+                     backoff=0.01, fill_failed="original")
+    assert list(filled.failed) == ["q3"] and filled.cached == 7
+    with pytest.warns(VdrWarning, match=r"'rw': 1 of 8 queries failed in `vdr rewrite` and are evaluated with their original text"):
+        res = vdr.evaluate(corpus, rewrites={"rw": tmp_path / "rw.jsonl"}, out=tmp_path / "res1", **kw)
+    orig, rw = res.run("lexical", "original").metrics.per_query, res.run("lexical", "rw").metrics.per_query
+    assert set(rw) == set(orig) == set(qrels)  # the same query set: nothing excluded
+    assert rw["q3"] == orig["q3"]  # the stand-in scores exactly as the original
+    written = {x["_id"]: x["text"] for x in read_jsonl(tmp_path / "rw.jsonl")}
+    assert written == {q: (t if q == "q3" else f"{t} standalone") for q, t in queries.items()}  # the others are real rewrites

@@ -43,7 +43,7 @@ ComputeDtype = _choice("ComputeDtype", "bfloat16", "float16", "float32")
 AttnImplementation = _choice("AttnImplementation", "flash_attention_2", "sdpa", "eager")
 Bm25Method = _choice("Bm25Method", "lucene", "robertson", "atire", "bm25l", "bm25+")
 Modality = _choice("Modality", "image", "text")
-ServeBackend = _choice("ServeBackend", "lexical", "semantic", "hybrid")
+ServeBackend = _choice("ServeBackend", "lexical", "semantic", "hybrid", "multimodal")
 FillFailed = _choice("FillFailed", "original")
 LogLevel = _choice("LogLevel", "debug", "info", "warning", "error")
 

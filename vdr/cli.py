@@ -633,8 +633,8 @@ def judge_command(
 
 @app.command("serve")
 def serve_command(
-    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl); text backends use the page text."),
-    backend: ServeBackend = typer.Option(ServeBackend.lexical, "--backend", help="lexical (BM25), semantic (sentence-transformers) or hybrid (RRF of both)."),
+    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages or passages); text backends use the text, multimodal the page images."),
+    backend: ServeBackend = typer.Option(ServeBackend.lexical, "--backend", help="lexical (BM25), semantic (sentence-transformers), hybrid (RRF of both) or multimodal (--model: a ColPali-family model over the page images)."),
     qrels: Path = typer.Option(..., "--qrels", help="Qrels (BEIR TSV, TREC or JSON): the query ids that can be rewarded."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 exposes the server to the network)."),
     port: int = typer.Option(8000, "--port", help="Port to listen on."),
@@ -643,10 +643,10 @@ def serve_command(
     depth: int = typer.Option(100, "--depth", help="Pages retrieved per rewrite (>= every metric cutoff)."),
     max_words: int = typer.Option(1024, "--max-words", help="Word budget of a rewrite; longer ones are cut (oldest words dropped first) and counted."),
     cache_size: int = typer.Option(100_000, "--cache-size", help="LRU cache entries of (backend, query id, rewrite) rankings."),
-    batch_wait_ms: float = typer.Option(2.0, "--batch-wait-ms", help="How long concurrent requests are gathered into one backend call."),
+    batch_wait_ms: float = typer.Option(0.0, "--batch-wait-ms", help="Extra wait (ms) for more requests before scoring a batch (0: requests arriving during a batch form the next one)."),
     max_items: int = typer.Option(4096, "--max-items", help="Most rewrites per request."),
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Largest request body in MiB."),
-    model: Optional[str] = typer.Option(None, "--model", help="Semantic backend model (default all-MiniLM-L6-v2, offline)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Semantic backend model (default all-MiniLM-L6-v2, offline), or the multimodal backend's ColPali-family model."),
     device: Optional[str] = typer.Option(None, "--device", help="Device of the semantic model (cpu, cuda)."),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
@@ -675,7 +675,7 @@ def rewrite_command(
     max_tokens: int = typer.Option(1024, "--max-tokens", help="Token limit of an answer; an answer cut by it is a failed query."),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
     max_history_words: int = typer.Option(2000, "--max-history-words", help="History word budget (oldest turns dropped first, the question always kept)."),
-    fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed)."),
+    fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
     device: Optional[str] = typer.Option(None, "--device", help="Device of --local (cpu, cuda)."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", help="Allow the --local checkpoint's own code."),
 ) -> None:

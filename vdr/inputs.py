@@ -7,13 +7,14 @@ the MTEB engine, the metrics) works on these objects and never reads the files a
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .corpus import PAGES_FILE, Corpus, PassageCorpus, load_corpus
-from .errors import InputError
+from .errors import AlignmentError, InputError, VdrWarning
 from .metrics import check_judged_overlap
 from .io.formats import load_qrels, load_queries, load_rewrites
 from .types import ORIGINAL, Qrels, Query, QuerySet
@@ -76,6 +77,11 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
     Returns:
         ``{"original": ..., [ "concat": ...], name: ...}`` in that order.
 
+    Failed rewrites (the policy of :mod:`vdr.rewrite.runner`): a variant must hold every id; when
+    ``vdr rewrite`` left failed ids out, the error counts them and names its failures file; ids
+    written with their original text (``--fill-failed original``) are evaluated as such, with a
+    :class:`~vdr.errors.VdrWarning` that counts them.
+
     Raises:
         AlignmentError: a rewrite file's ids differ from the originals'.
         InputError: a bad variant name, or an empty or whitespace-only rewrite (file, line, id).
@@ -88,12 +94,33 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
         )
     for name, path in rewrites.items():
         check_name(name, "rewrite variant")
-        variant = load_rewrites(path, originals, name=name)
+        variant = _load_variant(path, originals, name)
         for qid, q in variant.items():
             if not q.text.strip():
                 raise InputError("empty or whitespace-only rewrite", path=path, line=variant.lines.get(qid), id=qid)
         out[name] = variant
     return out
+
+
+def _load_variant(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
+    """:func:`load_rewrites`, aware of the failures file ``vdr rewrite`` writes beside a variant."""
+    from .rewrite.runner import failures_file, read_failures
+
+    failed = read_failures(path)
+    try:
+        variant = load_rewrites(path, originals, name=name)
+    except AlignmentError as e:
+        gone = [q for q in originals.ids() if q in failed]
+        if not gone:
+            raise
+        raise AlignmentError(f"{e}; {len(gone)} of the missing ids failed in `vdr rewrite` (reasons in {failures_file(path)}):"
+                             " rerun `vdr rewrite` to retry them, or write them with their original text"
+                             " (`vdr rewrite --fill-failed original`)") from None
+    filled = [q for q in variant.ids() if q in failed]
+    if filled:
+        warnings.warn(f"rewrite variant {name!r}: {len(filled)} of {len(variant)} queries failed in `vdr rewrite` and are evaluated"
+                      f" with their original text (listed in {failures_file(path)}), e.g. {filled[:5]}", VdrWarning, stacklevel=3)
+    return variant
 
 
 def check_inputs(corpus: Corpus | PassageCorpus, queries: QuerySet, qrels, qrels_path: str | Path) -> dict[str, str]:

@@ -54,7 +54,7 @@ import numpy as np
 
 from .errors import InputError, VdrError, VdrWarning
 from .metrics import Metric, evaluate_run, parse_metric
-from .types import Qrels, Run, to_id
+from .types import QuerySet, Qrels, Run, to_id
 
 __all__ = [
     "RankIncentive",
@@ -70,6 +70,7 @@ __all__ = [
     "cut_words",
     "build_backend",
     "TEXT_BACKENDS",
+    "BACKENDS",
     "RANK_INCENTIVE",
 ]
 
@@ -178,20 +179,29 @@ def cut_words(text: str, max_words: int | None, keep: str = "tail") -> tuple[str
 # backend adapter: the only code that builds or calls a retrieval backend
 
 TEXT_BACKENDS = ("lexical", "semantic", "hybrid")
+BACKENDS = (*TEXT_BACKENDS, "multimodal")
+#: Query vectors a backend may keep per distinct text (the multimodal backend keeps every query
+#: text's multi-vector for reuse across variants); in a reward server every rewrite is a new text,
+#: so :func:`_search` empties that memo beyond this many entries to keep the server's memory bounded.
+MAX_QUERY_MEMO = 4096
 
 
-def build_backend(name: str, texts: Mapping[str, str], options: Mapping | None = None, *, index: bool = True):
-    """Build the text backend ``name`` over ``{corpus_id: text}`` (loaded once, kept warm).
+def build_backend(name: str, corpus, options: Mapping | None = None, *, index: bool = True):
+    """Build the backend ``name`` over ``corpus`` (loaded once, kept warm).
 
     Args:
-        name: ``"lexical"`` (BM25, bm25s), ``"semantic"`` (sentence-transformers) or ``"hybrid"``
-            (reciprocal rank fusion of both).
-        texts: page texts (``vdr.Corpus.load(dir).texts()``).
-        options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60}``.
-        index: index ``texts`` now (``False``: the caller indexes, as :class:`HybridBackend` does).
+        name: ``"lexical"`` (BM25, bm25s), ``"semantic"`` (sentence-transformers), ``"hybrid"``
+            (reciprocal rank fusion of both) or ``"multimodal"`` (a ColPali-family model over the
+            page images; needs a page :class:`~vdr.corpus.Corpus` and ``options["model"]``).
+        corpus: what the backend indexes (the :class:`~vdr.retrieve.base.Backend` protocol): a
+            page ``Corpus``, a passage corpus, or ``{corpus_id: text}`` for the text backends.
+        options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60, "store": ...}``
+            (``store``: the multimodal embedding store folder, default ``CORPUS_DIR/embeddings``).
+        index: index ``corpus`` now (``False``: the caller indexes, as :class:`HybridBackend` does).
 
     Raises:
         InputError: an unknown backend name, or what the backend raises for bad texts/options.
+        BackendUnavailable: ``multimodal`` without a model, or a model that cannot be loaded.
     """
     opts = dict(options or {})
     if name == "lexical":
@@ -207,17 +217,25 @@ def build_backend(name: str, texts: Mapping[str, str], options: Mapping | None =
 
         backend = HybridBackend([build_backend("lexical", {}, opts, index=False), build_backend("semantic", {}, opts, index=False)],
                                 rrf_k=opts.get("rrf_k", RRF_K))
+    elif name == "multimodal":
+        from .retrieve.multimodal import MultimodalBackend
+
+        backend = MultimodalBackend({"model": opts.get("model"), "device": opts.get("device")}, store=opts.get("store"))
     else:
-        raise InputError(f"unknown backend {name!r} for rewards; known: {', '.join(TEXT_BACKENDS)}")
+        raise InputError(f"unknown backend {name!r} for rewards; known: {', '.join(BACKENDS)}")
     if index:
-        backend.index(texts)
+        backend.index(corpus)
     return backend
 
 
 def _search(backend, texts: dict[str, str], depth: int) -> Run:
     """The ONE call into a backend (the :class:`~vdr.retrieve.base.Backend` protocol): rank the
     corpus for ``{key: text}`` (non-empty texts), keeping ``depth`` pages per key in trec_eval order."""
-    return backend.search(texts, depth)
+    run = backend.search(QuerySet.from_texts(texts, name="rewards"), depth)
+    memo = getattr(backend, "_query_vecs", None)
+    if isinstance(memo, dict) and len(memo) > MAX_QUERY_MEMO:
+        memo.clear()
+    return run
 
 
 def backend_config(backend) -> dict:
@@ -255,7 +273,8 @@ class Rewarder:
     """Rewards of rewrites of known queries from one retrieval backend and the qrels.
 
     Args:
-        backend: a text backend (:func:`build_backend`, or any object :func:`_search` can call).
+        backend: a retrieval backend (:func:`build_backend`, or any object with the Backend protocol's
+            ``search(queries, depth) -> Run``).
         qrels: :class:`~vdr.types.Qrels` (or a dict): the query ids that can be rewarded.
         metric: default metric (``"ndcg@3"``; see :func:`parse_reward_metric`).
         depth: pages retrieved per rewrite (default 100); every metric cutoff and the rank
@@ -373,7 +392,7 @@ class Rewarder:
         t0 = time.perf_counter()
         values, ranks = self._values(ids, rows, names)
         self.stats["metric_s"] += time.perf_counter() - t0
-        out_rows = [list(r.items()) for r in rows] if return_rows else None
+        out_rows = [Run._trusted({"r": r}).ranked("r") for r in rows] if return_rows else None
         return RewardBatch(names[0], values[names[0]], values, ranks, empty, truncated, cached, out_rows)
 
     def _prepare(self, rewrites: Sequence[str | None], budget: int | None) -> tuple[list[str | None], list[bool], list[bool]]:
@@ -420,19 +439,22 @@ class Rewarder:
                 raise RewardError(f"retrieval failed for query id(s) {', '.join(map(repr, qs[:20]))}: {type(e).__name__}: {e}") from e
             self.stats["searched"] += len(keys)
             self.stats["search_s"] += time.perf_counter() - t0
+            data = run._data if isinstance(run, Run) else run
             for key, t in keys.items():
-                ranked = run.ranked(key) if key in run else []
-                row = dict(ranked)
+                row = data.get(key) or {}  # not re-sorted: evaluate_run ranks it; rows are sorted only when returned
                 for n in todo[t]:
                     rows[n] = row
-                    self._remember(ids[n], t, ranked)
+                    self._remember(ids[n], t, row)
         return rows, cached
 
-    def _remember(self, qid: str, text: str, ranked: list[tuple[str, float]]) -> None:
+    def _remember(self, qid: str, text: str, row: dict[str, float]) -> None:
+        """Keep ``row`` under (backend, query id, text), compactly: a tuple of the corpus ids (the
+        backend's own str objects, not copies) and a float64 array of the scores (about 1.7 KB per
+        entry at depth 100)."""
         if not self.cache_size:
             return
         key = (self.name, qid, text)
-        self._cache[key] = (tuple(d for d, _ in ranked), np.array([s for _, s in ranked], dtype=np.float64))
+        self._cache[key] = (tuple(row), np.fromiter(row.values(), dtype=np.float64, count=len(row)))
         self._cache.move_to_end(key)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
@@ -702,16 +724,25 @@ class CompletionReward:
     def _metric_values(self, ids: list, rewrites: list[str | None]) -> list[float | None]:
         """The scorer's values; on a failed retrieval with ``abstain``, ``None`` for the failing ids."""
         try:
-            return [float(v) for v in self.scorer.score(ids, rewrites, self.metric)]
+            values = self.scorer.score(ids, rewrites, self.metric)
         except RewardError:
             if not self.abstain:
                 raise
+            values = None
+        if values is not None:
+            if len(values) != len(ids):  # a broken scorer (or server): never broadcast, never truncate
+                raise RewardError(f"the scorer returned {len(values)} rewards for {len(ids)} completions")
+            return [float(v) for v in values]
         out: list[float | None] = []
         for q, rw in zip(ids, rewrites):  # locate the failing ones
             try:
-                out.append(float(self.scorer.score([q], [rw], self.metric)[0]))
+                got = self.scorer.score([q], [rw], self.metric)
             except RewardError:
                 out.append(None)
+                continue
+            if len(got) != 1:
+                raise RewardError(f"the scorer returned {len(got)} rewards for 1 completion (query id {q!r})")
+            out.append(float(got[0]))
         return out
 
 

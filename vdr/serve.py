@@ -16,9 +16,11 @@ FastAPI + uvicorn. Endpoints:
 
 Behaviour (documented choices):
 
-* **Batching**: requests are queued and gathered for up to ``batch_wait_ms`` (or ``max_batch``
-  rewrites), then scored in ONE backend call on a worker thread -- never on the event loop, so
-  ``/health`` answers while a batch is scored.
+* **Batching**: requests are queued; every request queued when the worker thread is free (up to
+  ``max_batch`` rewrites, after an optional ``batch_wait_ms``) is scored in ONE backend call on
+  that worker thread -- never on the event loop, so ``/health`` answers while a batch is scored.
+  With the default ``batch_wait_ms=0`` a lone request waits for nothing, and under load the
+  requests that arrive during one batch form the next.
 * **Bounds**: request bodies over ``max_body_bytes`` get 413 (checked on ``Content-Length`` and
   while reading a body without it); more than ``max_items`` rewrites get 413.
 * **Errors**: malformed JSON or fields -> 400 ``{"error": message}``; unknown query ids -> 422
@@ -50,13 +52,15 @@ class ServeLimits:
 
     Attributes:
         max_body_bytes: largest request body (bytes). max_items: most rewrites per request.
-        batch_wait_ms: how long the batcher gathers requests before scoring (milliseconds).
+        batch_wait_ms: how long the batcher waits for more requests before scoring (milliseconds;
+            default 0: no added latency -- requests that arrive while a batch is scored queue up
+            and form the next batch, so batches grow with the load by themselves).
         max_batch: most rewrites scored in one backend call (a request larger than this is one batch).
     """
 
     max_body_bytes: int = 8 * 1024 * 1024
     max_items: int = 4096
-    batch_wait_ms: float = 2.0
+    batch_wait_ms: float = 0.0
     max_batch: int = 1024
 
 
@@ -312,11 +316,11 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
 
     @app.post("/reward", dependencies=[Depends(auth)])
     async def reward_endpoint(request: Request):
-        return await reward(request)
+        return JSONResponse(await reward(request))  # a Response: FastAPI's encoder pass over the lists is skipped
 
     @app.post("/retrieve", dependencies=[Depends(auth)])
     async def retrieve_endpoint(request: Request):
-        return await retrieve(request)
+        return JSONResponse(await retrieve(request))
 
     @app.get("/health")
     async def health():
@@ -326,6 +330,13 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
     return app
 
 
+def _load_corpus(corpus_dir):
+    """The page or passage corpus in ``corpus_dir`` (:func:`vdr.corpus.load_corpus`)."""
+    from .corpus import load_corpus
+
+    return load_corpus(corpus_dir)
+
+
 def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path, host: str = "127.0.0.1", port: int = 8000,
           token_env: str | None = None, metric: str = "ndcg@3", depth: int = 100, max_words: int | None = 1024,
           keep: str = "tail", cache_size: int = 100_000, limits: ServeLimits | None = None, model: str | None = None,
@@ -333,18 +344,18 @@ def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path
     """Load the corpus and qrels, build the backend once, and serve until interrupted.
 
     Args:
-        corpus_dir: a corpus folder (``pages.jsonl``; text backends use the page text).
-        backend: ``lexical``, ``semantic`` or ``hybrid``. qrels: the qrels file.
+        corpus_dir: a corpus folder (pages, or passages when vdr reads passage corpora; text
+            backends use the text, ``multimodal`` the page images).
+        backend: ``lexical``, ``semantic``, ``hybrid`` or ``multimodal`` (needs ``model``). qrels: the qrels file.
         host, port: where to listen (default 127.0.0.1:8000; 0.0.0.0 exposes it to the network).
         token_env: name of the environment variable holding the bearer token (never written).
         metric, depth, max_words, keep, cache_size: see :class:`vdr.rewards.Rewarder`.
-        limits: :class:`ServeLimits`. model, device: the semantic model and device.
+        limits: :class:`ServeLimits`. model, device: the semantic or ColPali-family model and its device.
         ready: called with a one-line summary before serving starts (the CLI prints it).
 
     Raises:
         InputError: a bad corpus, qrels, backend or setting; a token variable that is unset or empty.
     """
-    from .corpus import Corpus
     from .io import load_qrels
     from .rewards import build_backend
 
@@ -353,17 +364,17 @@ def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path
         token = os.environ.get(token_env)
         if not token:
             raise InputError(f"environment variable {token_env} (the bearer token) is not set or empty")
-    corpus = Corpus.load(corpus_dir)
-    texts = corpus.texts()
+    corpus = _load_corpus(corpus_dir)
     qr = load_qrels(qrels)
-    missing = sorted({d for q in qr for d in qr[q] if d not in texts})
-    be = build_backend(backend, texts, {"model": model, "device": device})
+    ids = set(corpus.ids())
+    missing = sorted({d for q in qr for d in qr[q] if d not in ids})
+    be = build_backend(backend, corpus, {"model": model, "device": device})
     rw = Rewarder(be, qr, metric=metric, depth=depth, max_words=max_words, keep=keep, cache_size=cache_size, name=backend)
-    info = {"num_pages": len(texts), "num_judged_pages_missing_from_corpus": len(missing),
+    info = {"num_pages": len(ids), "corpus_kind": getattr(corpus, "kind", "page"), "num_judged_pages_missing_from_corpus": len(missing),
             "judged_pages_missing_from_corpus": missing[:20]}
     app = create_app(rw, token=token, limits=limits, info=info)
     if ready is not None:
-        ready(f"vdr serve: {backend} over {len(texts)} pages, {len(qr)} queries, metric {rw.metric}, depth {depth};"
+        ready(f"vdr serve: {backend} over {len(ids)} pages, {len(qr)} queries, metric {rw.metric}, depth {depth};"
               f" listening on http://{host}:{port}{' (bearer token required)' if token else ''}")
     import uvicorn
 

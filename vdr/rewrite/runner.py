@@ -11,6 +11,15 @@ Every query is either rewritten or listed as failed with its reason -- never sil
   and version, history word budget, query text, history); only successful rewrites are cached, so
   a rerun retries exactly the failed queries.
 
+Failed ids and ``vdr evaluate`` (the policy): a rewrite variant must hold every query id, so the
+query set of every variant -- and the paired comparison -- is the same; failed ids are never
+dropped from the comparison. By default ``OUT`` lacks them and ``vdr evaluate`` refuses the
+variant with an :class:`~vdr.errors.AlignmentError` that counts them and names the failures file
+(rerun ``vdr rewrite``: only the failed queries are asked again). With ``--fill-failed original``
+a failed query is evaluated with its original text (its rewrite gains exactly 0 over the
+original: a conservative choice), and ``vdr evaluate`` warns how many ids of the variant stand in
+this way, naming the failures file (:func:`read_failures`).
+
 Failures: HTTP errors and timeouts after the retries; the per-query ``deadline`` (seconds, retries
 and backoff included) passing; an answer cut by the token limit (``finish_reason: "length"``, e.g. a
 reasoning model still thinking: "length: no final answer"); an empty answer; an answer without
@@ -34,7 +43,7 @@ from ..judge.client import AnswerTruncated, BudgetExhausted, JudgeCache, JudgeEr
 from ..types import Query, QuerySet
 from .templates import Template, load_template
 
-__all__ = ["rewrite", "RewriteReport", "check_time_limit", "CACHE_FORMAT"]
+__all__ = ["rewrite", "RewriteReport", "check_time_limit", "failures_file", "read_failures", "CACHE_FORMAT"]
 
 CACHE_FORMAT = "vdr-rewrite-1"
 
@@ -131,6 +140,35 @@ def _paths(out: Path) -> tuple[Path, Path, Path]:
     """``(failures, meta, default cache)`` paths beside ``out`` (``rw.jsonl`` -> ``rw.failures.jsonl`` ...)."""
     base = out.with_suffix("") if out.suffix else out
     return tuple(base.with_name(base.name + s) for s in (".failures.jsonl", ".meta.json", ".cache.jsonl"))
+
+
+def failures_file(rewrite_path: str | Path) -> Path:
+    """The failures file ``vdr rewrite`` writes beside ``rewrite_path`` (``rw.jsonl`` -> ``rw.failures.jsonl``)."""
+    return _paths(Path(rewrite_path))[0]
+
+
+def read_failures(rewrite_path: str | Path) -> dict[str, str]:
+    """``{query_id: reason}`` from the failures file beside ``rewrite_path`` (``{}`` when there is none).
+
+    Raises:
+        InputError: a line of that file that is not a JSON object with a string ``_id`` (file and line named).
+    """
+    path = failures_file(rewrite_path)
+    if not path.is_file():
+        return {}
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                rec = None
+            if not isinstance(rec, dict) or not isinstance(rec.get("_id"), str):
+                raise InputError("not a failure record {\"_id\": ..., \"reason\": ...}", path=path, line=n)
+            out[rec["_id"]] = str(rec.get("reason", ""))
+    return out
 
 
 def _write(out: Path, queries: QuerySet, results: dict[str, str], failed: dict[str, str], fill_failed: str | None) -> Path | None:
