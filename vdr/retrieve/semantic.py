@@ -268,11 +268,21 @@ class DenseBackend:
         value = _positive(opt, value)
         if value is None:
             return self.max_seq_length
-        tok_max = getattr(self._tokenizer, "model_max_length", None)
-        limit = max(self.max_seq_length, tok_max if isinstance(tok_max, int) and tok_max < 1_000_000 else 0)
+        limit = self._position_limit()
         if value > limit or value <= self._n_special:
             raise InputError(f"{opt} must be between {self._n_special + 1} and {limit} tokens for {self._model_id}, got {value}")
         return value
+
+    def _position_limit(self) -> int:
+        """The longest input the model's position embeddings allow (RoBERTa-style models reserve
+        ``pad_token_id + 1`` positions), at least ``max_seq_length``."""
+        cfg = getattr(getattr(self._model[0], "auto_model", None), "config", None)
+        n = getattr(cfg, "max_position_embeddings", None)
+        if not isinstance(n, int):
+            return self.max_seq_length
+        if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer"):
+            n -= int(getattr(cfg, "pad_token_id", None) or 1) + 1
+        return max(self.max_seq_length, n)
 
     def _window_settings(self, window, stride) -> tuple[int, int]:
         """``(window, stride)`` in content tokens (see the class docstring).
