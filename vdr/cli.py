@@ -276,6 +276,7 @@ def evaluate_command(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Build the BM25 index and semantic page vectors afresh, keep nothing."),
     profile: bool = typer.Option(False, "--profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
+    protocol: Optional[str] = typer.Option(None, "--protocol", help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     import json
@@ -313,6 +314,7 @@ def evaluate_command(
         progress=not quiet,
         engine=engine,
         cache_dir=False if no_cache else cache_dir,
+        protocol=protocol,
     )
     if res is None:  # torchrun: not rank 0
         return

@@ -112,13 +112,41 @@ def _table_metrics(ks: list[int]) -> list[str]:
     return [f"ndcg@{k0}", f"mrr@{k0}"] + [f"recall@{k}" for k in rest] + [f"hole@{k0}"]
 
 
-def _plan(k, backends, depth: int, engine: str, runs: Mapping) -> _Plan:
+#: Evaluation protocols (``evaluate(protocol=...)``, ``vdr evaluate --protocol``): cutoffs added,
+#: the summary table's metrics (the first is the primary) and the extra, labelled metrics.
+PROTOCOLS: dict[str, dict] = {
+    "convsearch": {
+        "description": "conversational search as ConvSearch-R1 (Zhu et al. 2025, arXiv 2505.15776) reports it: MRR@3, NDCG@3,"
+                       " R@10, R@100; beside them, labelled, rr_full: the full-list reciprocal rank averaged over the"
+                       " queries present in the run, which the released evaluation code (BeastyZ/ConvSearch-R1) calls MRR",
+        "ks": [3, 10, 100],
+        "table": ["mrr@3", "ndcg@3", "recall@10", "recall@100", "rr_full"],
+        "extra": ["rr_full"],
+    },
+}
+
+
+def _protocol(name: str | None) -> dict | None:
+    """The protocol ``name`` (``None``: vdr's default table).
+
+    Raises:
+        InputError: an unknown protocol (the known ones are listed).
+    """
+    if name is None:
+        return None
+    if name not in PROTOCOLS:
+        raise InputError(f"unknown protocol {name!r}; choose from {', '.join(PROTOCOLS)}")
+    return PROTOCOLS[name]
+
+
+def _plan(k, backends, depth: int, engine: str, runs: Mapping, protocol: str | None = None) -> _Plan:
     """Check the options that need no file.
 
     Raises:
-        InputError: an unknown backend or engine, a depth below the largest cutoff, a bad run name.
+        InputError: an unknown backend, engine or protocol, a depth below the largest cutoff, a bad run name.
     """
-    ks = parse_cutoffs(k)
+    proto = _protocol(protocol)
+    ks = parse_cutoffs(list(parse_cutoffs(k)) + (proto["ks"] if proto else []))
     wanted = _parse_list(backends, "--backend")
     known = available_backends()
     unknown = [b for b in wanted if b not in known]
@@ -135,8 +163,10 @@ def _plan(k, backends, depth: int, engine: str, runs: Mapping) -> _Plan:
     metric_names = []
     for kk in ks:
         metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}", f"ties@{kk}"]
-    table = _table_metrics(ks)
-    return _Plan(ks, wanted + [n for n in runs if n not in wanted], metric_names, table, [m for m in table if not m.startswith("hole@")])
+    table = _table_metrics(ks) if proto is None else list(proto["table"])
+    metric_names += proto["extra"] if proto else []
+    compared = [m for m in table if not m.startswith("hole@") and not (proto and m in proto["extra"])]
+    return _Plan(ks, wanted + [n for n in runs if n not in wanted], metric_names, table, compared)
 
 
 # --------------------------------------------------------------------------------------------- backends
@@ -283,8 +313,9 @@ def _statistics(results: list[RunResult], plan: _Plan, *, n_permutations: int, n
 
 
 def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites, model, encoder, engine, depth, seed, relevance_level,
-            n_permutations, n_bootstrap, macro_average, vidore, cache_dir) -> dict:
+            n_permutations, n_bootstrap, macro_average, vidore, cache_dir, protocol=None) -> dict:
     return {
+        "protocol": None if protocol is None else {"name": protocol, "description": PROTOCOLS[protocol]["description"]},
         "corpus_dir": str(inputs.corpus_dir.resolve()),
         "queries": str(inputs.queries_path.resolve()),
         "qrels": str(inputs.qrels_path.resolve()),
@@ -400,6 +431,7 @@ def evaluate(
     cache_dir: str | Path | bool | None = None,
     runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
+    protocol: str | None = None,
 ) -> Results | None:
     """Evaluate original vs rewritten queries on each backend over one page corpus.
 
@@ -448,6 +480,11 @@ def evaluate(
             evaluated and compared as backends named ``name``.
         backend_options: ``{backend: {option: value}}`` for any backend's factory (they override the
             options above; a third-party backend gets its options only from here).
+        protocol: ``"convsearch"`` (:data:`PROTOCOLS`): cutoffs 3, 10, 100 are added and the summary
+            table shows MRR@3 (primary), NDCG@3, R@10, R@100 and, labelled, the paper-compatible
+            ``rr_full`` (full-list reciprocal rank over the queries present in the run, as the
+            released ConvSearch-R1 evaluation code computes its "MRR"; not compared). ``None``:
+            vdr's default table (nDCG@3 primary). Needs ``depth >= 100``.
 
     Returns:
         :class:`~vdr.results.Results` (also written to ``out``); under torchrun, on rank 0 only
@@ -463,7 +500,7 @@ def evaluate(
     out = Path(out)
     progress = progress and D.is_main()
     runs = dict(runs or {})
-    plan = _plan(k, backends, depth, engine, runs)
+    plan = _plan(k, backends, depth, engine, runs, protocol)
     with timer.stage("load"):
         inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
                              vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
@@ -487,7 +524,7 @@ def evaluate(
     ran = {b: built[b] for b in order}
     config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth, seed=seed,
                      relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                     macro_average=macro_average, vidore=vidore, cache_dir=cache)
+                     macro_average=macro_average, vidore=vidore, cache_dir=cache, protocol=protocol)
     _warn_duplicates(inputs.variants)
     results = Results(
         config=config, versions=_versions_of(inputs, config["backend_config"], vidore), runs=run_results,
