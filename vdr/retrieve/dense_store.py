@@ -45,7 +45,7 @@ def _npy_header(shape: tuple[int, int]) -> bytes:
     """A version 1.0 ``.npy`` header of exactly :data:`_HEADER_BYTES` bytes for little-endian float16 ``shape``."""
     d = "{'descr': '<f2', 'fortran_order': False, 'shape': (%d, %d), }" % shape
     body_len = _HEADER_BYTES - 10
-    body = d.ljust(body_len - 1) + "\n"
+    body = d + " " * (body_len - 1 - len(d)) + "\n"
     if len(body) != body_len:  # pragma: no cover - shapes beyond 10^40 rows
         raise ValueError("shape too large for the fixed .npy header")
     return b"\x93NUMPY\x01\x00" + body_len.to_bytes(2, "little") + body.encode("latin1")
