@@ -231,13 +231,18 @@ class ExactSearcher:
             D, I = item.search(Q, kk)
             keep = (I >= 0) & np.isfinite(D) & (D > -1e38)  # FAISS sentinels: id -1, score -3.4e38
             return np.where(keep, rp[start + np.maximum(I, 0)], -1)
-        S = item @ Q.T  # (rows, nq) float32
-        seg = rp[start : start + S.shape[0]]
+        seg = rp[start : start + item.shape[0]]
         first = np.concatenate([[0], np.nonzero(np.diff(seg))[0] + 1])
-        best = np.maximum.reduceat(S, first, axis=0)  # (n_passages in chunk, nq)
-        c = min(best.shape[0], depth + 16)
-        top = np.argpartition(-best, c - 1, axis=0)[:c] if c < best.shape[0] else np.broadcast_to(np.arange(best.shape[0])[:, None], best.shape)
-        return seg[first][top].T
+        n_seg, windows = len(first), len(first) < item.shape[0]
+        c = min(n_seg, depth + 16)
+        out = np.empty((len(Q), c), dtype=np.int64)
+        step = max(1, (1 << 24) // item.shape[0])  # queries per block: the score block stays <= 64 MiB
+        for a in range(0, len(Q), step):
+            S = Q[a : a + step] @ item.T  # (block, rows) float32
+            best = np.maximum.reduceat(S, first, axis=1) if windows else S  # a passage's best row
+            top = np.argpartition(best, n_seg - c, axis=1)[:, n_seg - c :] if c < n_seg else np.broadcast_to(np.arange(n_seg), best.shape)
+            out[a : a + step] = seg[first][top]
+        return out
 
     def _rescore(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Best-row inner product of passages ``p`` with query ``q``, float64 (deterministic)."""
