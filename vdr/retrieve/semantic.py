@@ -178,7 +178,8 @@ class DenseBackend:
             ``cache``, ``index`` (``num_pages``, ``num_indexed_pages``, ``num_empty_pages``,
             ``empty_pages``, ``long_text``, ``passage_max_length``, ``num_long_pages`` (longer
             than the limit), ``long_pages``, ``num_split_pages``, ``num_windows`` (store rows),
-            ``max_windows_per_page``, ``num_truncated_pages``, ``truncated_pages``, ``store``),
+            ``max_windows_per_page``, ``num_truncated_pages``, ``truncated_pages``,
+            ``num_truncated_windows`` (MaxP windows the model still cut), ``store``),
             ``searches``: per variant, see :meth:`search`.
         page_ids: corpus ids of the indexed pages (store order).
 
@@ -456,7 +457,7 @@ class DenseBackend:
         from .dense_store import VectorStoreWriter
 
         writer = VectorStoreWriter(folder, self.config["dimension"])
-        stats = {"num_pages": 0, "empty": [], "long": [], "num_windows": 0, "max_windows": 0, "split": 0}
+        stats = {"num_pages": 0, "empty": [], "long": [], "num_windows": 0, "max_windows": 0, "split": 0, "cut_windows": 0}
         seen: set[str] = set()
         try:
             for ids, texts in iter_corpus_texts(corpus, self.index_batch_size):
@@ -507,6 +508,7 @@ class DenseBackend:
             emb, truncated = self.encode(flat, prompt=self.document_prompt, max_length=self.passage_max_length)
             stats["long"] += [i for i, c in zip(ids, counts) if c > 1]
             stats["split"] += int((counts > 1).sum())
+            stats["cut_windows"] += int(truncated.sum())  # a window re-tokenised a word piece longer (rare)
         else:
             counts = np.ones(len(items), dtype=np.int64)
             emb, truncated = self.encode([t for _, t in items], prompt=self.document_prompt, max_length=self.passage_max_length)
@@ -525,7 +527,7 @@ class DenseBackend:
             "empty_pages": stats["empty"][:20], "long_text": self.long_text, "passage_max_length": self.passage_max_length,
             "window": self.window, "stride": self.stride, "num_long_pages": len(long), "long_pages": long[:20],
             "num_split_pages": stats["split"], "num_windows": stats["num_windows"], "max_windows_per_page": stats["max_windows"],
-            "num_truncated_pages": len(trunc), "truncated_pages": trunc[:20],
+            "num_truncated_pages": len(trunc), "truncated_pages": trunc[:20], "num_truncated_windows": stats["cut_windows"],
         }
 
     def _use_store(self, store) -> None:
