@@ -82,6 +82,11 @@ def test_evaluate_with_the_convsearch_protocol(data, tmp_path):  # noqa: F811
     assert "protocol convsearch" in table and "present in each run only" in table
     back = Results.load(tmp_path / "r")  # NaN per-query values survive the strict-JSON round trip
     assert back.aggregate("ext", "original")["rr_full"] == pytest.approx(0.75) and back.table_metrics == res.table_metrics
+    from vdr.report.render import report
+
+    paths = report(tmp_path / "r")  # vdr report shows the protocol's table, labelled column included
+    assert "rr_full (paper-compatible: ConvSearch-R1 code)" in paths.html.read_text(encoding="utf-8")
+    assert "rr_full (paper-compatible: ConvSearch-R1 code)" in paths.markdown.read_text(encoding="utf-8")
     with pytest.raises(InputError, match="unknown protocol 'trec'; choose from convsearch"):
         evaluate(data["corpus"], queries=data["queries"], qrels=data["qrels"], out=tmp_path / "x", backends="lexical",
                  progress=False, protocol="trec")
