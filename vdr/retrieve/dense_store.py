@@ -222,27 +222,43 @@ class ExactSearcher:
         return item
 
     def _candidates(self, start: int, Q: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """Candidate passage indices of every query in one chunk: int64 ``(nq, c)``, ``-1`` = none."""
+        """Candidates of every query in one chunk: passage indices int64 ``(nq, c)`` (``-1`` = none)
+        and their float32 scores (``-inf`` for none)."""
         item = self._chunk(start)
         rp = self.store.row_passage
         if self._faiss is not None:
-            rows = item.ntotal
-            kk = min(rows, depth * self.max_rows_per_passage + 16)
+            kk = min(item.ntotal, depth * self.max_rows_per_passage + 16)
             D, I = item.search(Q, kk)
             keep = (I >= 0) & np.isfinite(D) & (D > -1e38)  # FAISS sentinels: id -1, score -3.4e38
-            return np.where(keep, rp[start + np.maximum(I, 0)], -1)
+            return np.where(keep, rp[start + np.maximum(I, 0)], -1), np.where(keep, D, -np.inf).astype(np.float32)
         seg = rp[start : start + item.shape[0]]
         first = np.concatenate([[0], np.nonzero(np.diff(seg))[0] + 1])
         n_seg, windows = len(first), len(first) < item.shape[0]
         c = min(n_seg, depth + 16)
-        out = np.empty((len(Q), c), dtype=np.int64)
+        P, V = np.empty((len(Q), c), dtype=np.int64), np.empty((len(Q), c), dtype=np.float32)
         step = max(1, (1 << 24) // item.shape[0])  # queries per block: the score block stays <= 64 MiB
         for a in range(0, len(Q), step):
             S = Q[a : a + step] @ item.T  # (block, rows) float32
             best = np.maximum.reduceat(S, first, axis=1) if windows else S  # a passage's best row
             top = np.argpartition(best, n_seg - c, axis=1)[:, n_seg - c :] if c < n_seg else np.broadcast_to(np.arange(n_seg), best.shape)
-            out[a : a + step] = seg[first][top]
-        return out
+            P[a : a + step], V[a : a + step] = seg[first][top], np.take_along_axis(best, top, axis=1)
+        return P, V
+
+    @staticmethod
+    def _merge(acc: tuple | None, new: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per query, the best ``width`` distinct passages of the candidates ``acc`` and ``new``
+        (a passage met twice, as several windows or across chunks, keeps its best score), so memory
+        stays ``(nq, width + c)`` whatever the number of chunks."""
+        P, V = new if acc is None else (np.concatenate([acc[0], new[0]], axis=1), np.concatenate([acc[1], new[1]], axis=1))
+        order = np.lexsort((-V, P), axis=-1)  # by passage, best score first
+        P, V = np.take_along_axis(P, order, axis=1), np.take_along_axis(V, order, axis=1)
+        dup = np.zeros(P.shape, dtype=bool)
+        dup[:, 1:] = P[:, 1:] == P[:, :-1]
+        P, V = np.where(dup, -1, P), np.where(dup, -np.inf, V).astype(np.float32)
+        if P.shape[1] <= width:
+            return P, V
+        top = np.argpartition(-V, width - 1, axis=1)[:, :width]
+        return np.take_along_axis(P, top, axis=1), np.take_along_axis(V, top, axis=1)
 
     def _rescore(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Best-row inner product of passages ``p`` with query ``q``, float64 (deterministic)."""
@@ -266,12 +282,14 @@ class ExactSearcher:
         """
         Q = np.ascontiguousarray(Q, dtype=np.float32)
         n = self.store.vectors.shape[0]
-        parts = [self._candidates(s, Q, depth) for s in range(0, n, self.chunk_rows)]
+        acc = None
+        for start in range(0, n, self.chunk_rows):
+            acc = self._merge(acc, self._candidates(start, Q, depth), depth + 16)
         if self._order is None:
             from ._common import id_order
 
             self._order = id_order(self.store.ids)
-        cand = np.concatenate(parts, axis=1) if parts else np.full((len(Q), 0), -1, dtype=np.int64)
+        cand = acc[0] if acc is not None else np.full((len(Q), 0), -1, dtype=np.int64)
         out = []
         for j in range(len(Q)):
             u = np.unique(cand[j][cand[j] >= 0])
