@@ -384,20 +384,30 @@ class DenseBackend:
         return out.astype(np.float32, copy=False), truncated
 
     def windows(self, text: str) -> list[str]:
-        """The MaxP windows of ``text`` (without prompt): ``[text]`` when it fits, else slices of
-        ``window`` content tokens starting every ``stride`` tokens, the last one ending at the
-        text's last token. Cut at the tokenizer's character offsets (fast tokenizers) or decoded."""
-        enc = self._tokenizer(text, add_special_tokens=False, truncation=False, verbose=False,
-                              return_offsets_mapping=bool(getattr(self._tokenizer, "is_fast", False)))
-        ids = enc["input_ids"]
-        n, w, st = len(ids), self.window, self.stride
-        if n <= self._room:
-            return [text]
-        starts = list(range(0, n - w, st)) + [n - w]
-        offs = enc.get("offset_mapping")
-        if offs is None:
-            return [self._tokenizer.decode(ids[a : a + w]) for a in starts]
-        return [text[offs[a][0] : offs[a + w - 1][1]] for a in starts]
+        """The MaxP windows of ``text`` (without prompt): ``[text]`` when it fits
+        ``passage_max_length``, else slices of ``window`` content tokens starting every ``stride``
+        tokens, the last one ending at the text's last token. Cut at the tokenizer's character
+        offsets (fast tokenizers) or decoded from the tokens."""
+        return self._windows_batch([text])[0]
+
+    def _windows_batch(self, texts: list[str]) -> list[list[str]]:
+        """:meth:`windows` of each text (one tokenizer call for the batch)."""
+        fast = bool(getattr(self._tokenizer, "is_fast", False))
+        enc = self._tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False, return_offsets_mapping=fast)
+        out = []
+        for j, text in enumerate(texts):
+            ids = enc["input_ids"][j]
+            n, w = len(ids), self.window
+            if n <= self._room:
+                out.append([text])
+                continue
+            starts = list(range(0, n - w, self.stride)) + [n - w]
+            if fast:
+                offs = enc["offset_mapping"][j]
+                out.append([text[offs[a][0] : offs[a + w - 1][1]] for a in starts])
+            else:
+                out.append([self._tokenizer.decode(ids[a : a + w]) for a in starts])
+        return out
 
     # ------------------------------------------------------------------ index
 
@@ -502,7 +512,7 @@ class DenseBackend:
         """Encode one batch of non-empty texts into ``writer``; returns the texts (windows) encoded."""
         ids = [i for i, _ in items]
         if self.long_text == "maxp":
-            wins = [self.windows(t) for _, t in items]
+            wins = [x for s in range(0, len(items), 256) for x in self._windows_batch([t for _, t in items[s : s + 256]])]
             counts = np.array([len(w) for w in wins], dtype=np.int64)
             flat = [x for w in wins for x in w]
             emb, truncated = self.encode(flat, prompt=self.document_prompt, max_length=self.passage_max_length)
