@@ -182,7 +182,7 @@ def test_semantic_cache_hit_zero_forward_passes_identical_vectors(data, tmp_path
     b.index(corpus)
     assert (a.report["page_forward_passes"], b.report["page_forward_passes"]) == (5, 0) and b.report["cache"]["hit"]
     assert np.array_equal(a.page_embeddings, b.page_embeddings) and a.page_ids == b.page_ids
-    assert (Path(b.report["cache"]["path"]) / "pages.safetensors").is_file()
+    assert (Path(b.report["cache"]["path"]) / "vectors.npy").is_file()
     qs = _variant()
     assert a.search(qs, 5) == b.search(qs, 5)
     assert a.report["searches"]["original"]["query_cache_hit"] is False and b.report["searches"]["original"]["query_cache_hit"] is True

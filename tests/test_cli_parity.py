@@ -270,10 +270,10 @@ def test_timing_json_every_stage_and_semantic_progress(data, tmp_path, monkeypat
     stages = total({k: v for k, v in t.items() if k != "total"})
     assert t["total"] >= stages > 0
     assert all(isinstance(v, float) and v >= 0 for v in [t["load"], t["metrics"], t["statistics"], t["results"], t["write"]])
-    # the semantic backend reports its encoding: 5 pages with text, then 4 queries per variant
+    # the semantic backend reports its encoding: the 6 pages (5 with text, encoded in MaxP windows), then 4 queries per variant
     pages = [b for b in bars if b["unit"] == "page"]
     queries = [b for b in bars if b["unit"] == "query"]
-    assert [(b["description"], b["total"], sum(b["done"]), b["enabled"]) for b in pages] == [("encode pages (semantic)", 5, 5, True)]
+    assert [(b["description"], b["total"], sum(b["done"]), b["enabled"]) for b in pages] == [("encode pages (semantic)", 6, 6, True)]
     assert [(b["total"], sum(b["done"])) for b in queries] == [(4, 4), (4, 4)]
     err = capsys.readouterr().err
     assert "index semantic: 6 pages in " in err and "search hybrid/kw: 4 queries in " in err

@@ -238,7 +238,7 @@ def test_registry_rows_are_complete():
     text = describe_metrics()
     for name, fam in METRICS.items():
         assert fam.name == name and fam.definition and fam.reference and callable(fam.compute)
-        assert fam.kind in ("mean", "count")
+        assert fam.kind in ("mean", "count", "run_mean")
         assert fam.pattern in known_metrics() and text.count(f"\n{fam.pattern}  (also:") + text.startswith(fam.pattern) == 1
         for a in fam.aliases:
             assert alias_table()[a] == name

@@ -37,6 +37,7 @@ def _choice(name: str, *values: str) -> type[Enum]:
 Rasterizer = _choice("Rasterizer", "pdfium", "poppler")
 OcrMode = _choice("OcrMode", "auto", "always", "never")
 Engine = _choice("Engine", "vdr", "mteb")
+Protocol = _choice("Protocol", "convsearch")
 PassageFormat = _choice("PassageFormat", "auto", "beir", "tsv", "msmarco", "jsonl", "hf")
 StoreDtype = _choice("StoreDtype", "float16", "float32")
 ComputeDtype = _choice("ComputeDtype", "bfloat16", "float16", "float32")

@@ -22,7 +22,7 @@ import typer
 
 from . import _cli_common as common
 from ._cli_common import (
-    AttnImplementation, Bm25Method, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Rasterizer, ServeBackend,
+    AttnImplementation, Bm25Method, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
     StoreDtype,
 )
 from .errors import InputError, VdrError, VdrWarning
@@ -427,6 +427,7 @@ def evaluate_command(
         None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3)."),
     overwrite: bool = typer.Option(
         False, "--overwrite/--no-overwrite", help="Replace an --out folder holding another experiment's results or other files (refused otherwise)."),
+    protocol: Optional[Protocol] = typer.Option(None, "--protocol", help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full."),
     drop_missing_judged: bool = typer.Option(False, "--drop-missing-judged/--keep-missing-judged", help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the denominators, as trec_eval, and reported)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
@@ -463,6 +464,7 @@ def evaluate_command(
         primary_metric=primary_metric,
         overwrite=overwrite,
         drop_missing_judged=drop_missing_judged,
+        protocol=protocol,
         **api,
     )
     if res is None:  # torchrun: not rank 0

@@ -120,18 +120,46 @@ def _table_metrics(ks: list[int]) -> list[str]:
     return [f"ndcg@{k0}", f"mrr@{k0}"] + [f"recall@{k}" for k in rest] + [f"hole@{k0}"]
 
 
+#: Evaluation protocols (``evaluate(protocol=...)``, ``vdr evaluate --protocol``): cutoffs added,
+#: the summary table's metrics (the first is the primary) and the extra, labelled metrics.
+PROTOCOLS: dict[str, dict] = {
+    "convsearch": {
+        "description": "conversational search as ConvSearch-R1 (Zhu et al. 2025, arXiv 2505.15776) reports it: MRR@3, NDCG@3,"
+                       " R@10, R@100; beside them, labelled, rr_full: the full-list reciprocal rank averaged over the"
+                       " queries present in the run, which the released evaluation code (BeastyZ/ConvSearch-R1) calls MRR",
+        "ks": [3, 10, 100],
+        "table": ["mrr@3", "ndcg@3", "recall@10", "recall@100", "rr_full"],
+        "extra": ["rr_full"],
+    },
+}
+
+
+def _protocol(name: str | None) -> dict | None:
+    """The protocol ``name`` (``None``: vdr's default table).
+
+    Raises:
+        InputError: an unknown protocol (the known ones are listed).
+    """
+    if name is None:
+        return None
+    if name not in PROTOCOLS:
+        raise InputError(f"unknown protocol {name!r}; choose from {', '.join(PROTOCOLS)}")
+    return PROTOCOLS[name]
+
+
 def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: str | None = None,
-          queries_without_relevant: str = "zero") -> _Plan:
+          queries_without_relevant: str = "zero", protocol: str | None = None) -> _Plan:
     """Check the options that need no file.
 
     Raises:
         InputError: an unknown backend or engine, a depth below the largest cutoff, a bad run name,
-            an unknown primary metric, a ``queries_without_relevant`` other than ``"zero"`` or
-            ``"exclude"``.
+            an unknown primary metric or protocol, a ``queries_without_relevant`` other than
+            ``"zero"`` or ``"exclude"``.
     """
     if queries_without_relevant not in ("zero", "exclude"):
         raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', got {queries_without_relevant!r}")
-    ks = parse_cutoffs(k)
+    proto = _protocol(protocol)
+    ks = parse_cutoffs(list(parse_cutoffs(k)) + (proto["ks"] if proto else []))
     wanted = _parse_list(backends, "--backend")
     known = available_backends()
     unknown = [b for b in wanted if b not in known]
@@ -148,12 +176,13 @@ def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: s
     metric_names = []
     for kk in ks:
         metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}", f"ties@{kk}"]
-    table = _table_metrics(ks)
+    table = _table_metrics(ks) if proto is None else list(proto["table"])
+    metric_names += proto["extra"] if proto else []
     if primary_metric is not None:  # any metric of the registry, in any accepted spelling (nDCG@10, RR@10 ...)
         primary = str(parse_metric(primary_metric))
         metric_names += [] if primary in metric_names else [primary]
         table = [primary, *(m for m in table if m != primary)]
-    compared = [m for m in table if not m.startswith(("hole@", "judged@", "ties@"))]
+    compared = [m for m in table if not m.startswith(("hole@", "judged@", "ties@")) and not (proto and m in proto["extra"])]
     return _Plan(ks, wanted + [n for n in runs if n not in wanted], metric_names, table, compared)
 
 
@@ -311,8 +340,10 @@ def _statistics(results: list[RunResult], plan: _Plan, *, n_permutations: int, n
 
 
 def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites, model, encoder, engine, depth, seed, relevance_level,
-            n_permutations, n_bootstrap, macro_average, vidore, cache_dir, queries_without_relevant: str = "zero") -> dict:
+            n_permutations, n_bootstrap, macro_average, vidore, cache_dir, queries_without_relevant: str = "zero",
+            protocol: str | None = None) -> dict:
     return {
+        "protocol": None if protocol is None else {"name": protocol, "description": PROTOCOLS[protocol]["description"]},
         "corpus_dir": str(inputs.corpus_dir.resolve()),
         "corpus_kind": getattr(inputs.corpus, "kind", "page"),
         "queries": str(inputs.queries_path.resolve()),
@@ -464,6 +495,7 @@ def evaluate(
     primary_metric: str | None = None,
     overwrite: bool = False,
     drop_missing_judged: bool = False,
+    protocol: str | None = None,
 ) -> Results | None:
     """Evaluate original vs rewritten queries on each backend over one page or passage corpus.
 
@@ -531,6 +563,11 @@ def evaluate(
             from the collection or empty (labelled in ``config.judged_passages``). Default
             ``False``: they stay relevant-but-unretrievable and count in IDCG and recall, as in
             trec_eval, and are reported.
+        protocol: ``"convsearch"`` (:data:`PROTOCOLS`): cutoffs 3, 10, 100 are added and the summary
+            table shows MRR@3 (primary), NDCG@3, R@10, R@100 and, labelled, the paper-compatible
+            ``rr_full`` (full-list reciprocal rank over the queries present in the run, as the
+            released ConvSearch-R1 evaluation code computes its "MRR"; not compared). ``None``:
+            vdr's default table (nDCG@3 primary). Needs ``depth >= 100``.
 
     Returns:
         :class:`~vdr.results.Results` (also written to ``out``); under torchrun, on rank 0 only
@@ -548,7 +585,7 @@ def evaluate(
     progress = progress and D.is_main()
     timer = _Timer(progress)
     runs = dict(runs or {})
-    plan = _plan(k, backends, depth, engine, runs, primary_metric, queries_without_relevant)
+    plan = _plan(k, backends, depth, engine, runs, primary_metric, queries_without_relevant, protocol)
     folder = _open_folder(out, corpus_dir, queries, qrels, vidore, engine=engine, overwrite=overwrite,  # before any work
                           inputs=[store, cache_dir, *(rewrites or {}).values(), *runs.values()])
     with folder if folder is not None else nullcontext():
@@ -576,7 +613,7 @@ def evaluate(
             config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth,
                              seed=seed, relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
                              macro_average=macro_average, vidore=vidore, cache_dir=cache,
-                             queries_without_relevant=queries_without_relevant)
+                             queries_without_relevant=queries_without_relevant, protocol=protocol)
         _warn_duplicates(inputs.variants)
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], vidore), runs=run_results,

@@ -42,6 +42,7 @@ from .errors import InputError, VdrError
 from .io.atomic import atomic_write
 from .io.formats import load_qrels, load_queries, load_run, save_run
 from .metrics import MetricsResult
+from .metrics.registry import metric_label
 from .types import ORIGINAL, Qrels, Query, QuerySet, Run
 
 __all__ = ["Results", "RunResult", "Case", "Table", "SCHEMA_VERSION", "RESULTS_FILE", "PER_QUERY_FILE", "fmt_p", "json_safe"]
@@ -475,7 +476,8 @@ class Results:
         """
         primary = self.check_metric(primary or self.primary)
         metrics = self._table_metrics(primary)
-        head = ("backend", "variant", *metrics, "queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI", "W/T/L")
+        head = ("backend", "variant", *map(metric_label, metrics), "queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI",
+                "W/T/L")
         rows = []
         for r in self.rows(primary):
             cells = [r["backend"], r["variant"], *(fmt4(r[m]) for m in metrics), str(r["queries"])]
@@ -508,6 +510,15 @@ class Results:
                 f" ({describe_test([c for _, c in comps])}); p (Holm): Holm-corrected over the"
                 f" {family}; p (t): paired t-test; CI: bootstrap of the mean change.{tail}"
             )
+        proto = self.config.get("protocol")
+        if proto:
+            notes.append(f"protocol {proto['name']}: {proto['description']}.")
+        for m in (m for m in self._table_metrics(primary) if metric_label(m) != m):
+            counts = sorted({int((~np.isnan(r.metrics.values[m])).sum()) for r in self.runs if m in r.metrics.values})
+            n = self.runs[0].metrics.num_queries
+            notes.append(f"{metric_label(m)}: averaged over the queries present in each run only"
+                         f" ({'/'.join(map(str, counts))} of {n}), as the paper's released code does; not comparable with vdr's"
+                         " cut-off metrics (queries missing from a run score 0 there); not tested for significance.")
         if any(r.backend == "macro" for r in self.runs):
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
         return notes

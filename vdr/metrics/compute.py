@@ -49,7 +49,7 @@ from ..errors import InputError, VdrWarning
 from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
-from .registry import METRICS, Metric, default_metrics, diagnostic_metrics, parse_cutoffs, parse_metric
+from .registry import METRICS, Metric, default_metrics, diagnostic_metrics, metric_label, parse_cutoffs, parse_metric
 
 __all__ = [
     "Metric",
@@ -91,8 +91,10 @@ class MetricsResult:
 
     @property
     def aggregate(self) -> dict[str, float]:
-        """``{metric_name: mean over the query set}`` (NaN if the set is empty)."""
-        return {m: (float(v.mean()) if len(v) else math.nan) for m, v in self.values.items()}
+        """``{metric_name: mean over the query set}`` (NaN if the set is empty); families of kind
+        ``"run_mean"`` (paper-compatible ``rr_full``) average over their non-NaN values only (the
+        queries present in the run)."""
+        return {m: _mean(v, METRICS.get(m.partition("@")[0])) for m, v in self.values.items()}
 
     @property
     def per_query(self) -> dict[str, dict[str, float]]:
@@ -143,11 +145,12 @@ class MetricsResult:
             if col not in cuts:
                 cuts.append(col)
         cuts.sort(key=lambda c: (c == "all", int(c[1:]) if c != "all" else 0))
-        width = max([len(f) for f in fams] + [6])
+        labels = {f: metric_label(f) for f in fams}
+        width = max([len(x) for x in labels.values()] + [6])
         lines = [f"{'metric':<{width}}  " + "  ".join(f"{c:>7}" for c in cuts)]
         for fam, vals in fams.items():
             cells = [f"{vals[c]:7.4f}" if c in vals else f"{'':>7}" for c in cuts]
-            lines.append(f"{fam:<{width}}  " + "  ".join(cells))
+            lines.append(f"{labels[fam]:<{width}}  " + "  ".join(cells))
         return "\n".join(lines + self._notes())
 
     def _notes(self) -> list[str]:
@@ -164,11 +167,31 @@ class MetricsResult:
         unjudged = list(p.get("queries_all_unjudged") or [])
         if unjudged:
             lines.append(f"queries whose retrieved pages all lack a qrels line: {len(unjudged)} ({_examples(unjudged)})")
+        lines += run_mean_notes(self)
         ties = p.get("tied_groups")
         if ties:
             cells = ", ".join(f"@{name.partition('@')[2]} {n}" for name, n in ties.items())
             lines.append(f"tied score groups in the top k (total over the queries; per query in --json/--per-query): {cells}")
         return lines
+
+
+def run_mean_notes(res: "MetricsResult") -> list[str]:
+    """One note per paper-compatible (``run_mean``) metric of ``res``: how many queries it averages."""
+    out = []
+    for m, v in res.values.items():
+        f = METRICS.get(m.partition("@")[0])
+        if f is not None and f.kind == "run_mean":
+            n = int((~np.isnan(v)).sum())
+            out.append(f"{metric_label(m)}: averaged over the {n} of {len(v)} queries present in the run only ({f.reference});"
+                       " not comparable with vdr's mrr, which scores missing queries 0")
+    return out
+
+
+def _mean(v: np.ndarray, family) -> float:
+    """Mean of per-query values ``v``; over the non-NaN values for ``run_mean`` families; NaN when none."""
+    if family is not None and family.kind == "run_mean":
+        v = v[~np.isnan(v)]
+    return float(v.mean()) if len(v) else math.nan
 
 
 def _examples(ids: Sequence[str], n: int = 5) -> str:
@@ -358,7 +381,7 @@ class Ranked:
     index (int64), ``jg`` grade (int64), ``jr`` trec_eval rank (int64, 1-based, corpus-id tie-break
     applied), ``rel`` grade >= relevance level (bool). Per query (length ``nq``): ``num_rel``
     (int64) relevant lines, ``safe_rel`` = max(num_rel, 1), ``min_rank`` (float64, ``inf`` when no
-    relevant page was retrieved). Relevant retrieved lines ordered by (query, rank): ``rq_``,
+    relevant page was retrieved), ``in_run`` (bool, the query has a non-empty ranking). Relevant retrieved lines ordered by (query, rank): ``rq_``,
     ``rr_`` and ``r_prec`` (precision at that rank, float64), for average precision.
     """
 
@@ -386,6 +409,7 @@ class Ranked:
         flat, starts, qpos = run._columns()
         r_pos = np.fromiter((qpos.get(q, -1) for q in qids), dtype=np.int64, count=nq)
         self._lens = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
+        self.in_run = self._lens > 0  # queries with a ranking (a TREC run file cannot hold an empty one)
         self._starts = np.zeros(nq, dtype=np.int64)
         self._starts[r_pos >= 0] = starts[r_pos[r_pos >= 0]]
         self._flat = flat

