@@ -358,7 +358,7 @@ class PyseriniBackend:
             try:
                 hits[qid] = self._searcher.search(fitted[qid], k=depth)
             except Exception as e:  # the Java exception (e.g. TooManyClauses): counted, empty ranking
-                failed[qid] = f"{type(e).__name__}: {str(e)[:300]}"
+                failed[qid] = _first_line(e)
                 hits[qid] = []
         out = {qid: _ranking(hits[qid]) for qid in fitted}
         no_hits = [q for q in fitted if not out[q] and q not in failed]
@@ -391,6 +391,13 @@ class PyseriniBackend:
 
     def __repr__(self) -> str:
         return f"PyseriniBackend(k1={self.config['k1']}, b={self.config['b']}, index={self.config['index_dir'] or 'built'})"
+
+
+def _first_line(e: Exception) -> str:
+    """A Java exception's message without its stack trace (at most 300 characters)."""
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    msg = lines[0] if lines else type(e).__name__
+    return msg.replace("JVM exception occurred: ", "")[:300]
 
 
 def _ranking(hits) -> dict[str, float]:
