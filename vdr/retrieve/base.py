@@ -8,7 +8,8 @@ A backend turns a corpus into an index once and answers query sets from it::
     backend.report                        # what index/search did (counts, cache hit, forward passes)
 
 Built-in backends (:data:`BUILTIN`): ``multimodal`` (colpali-engine + page store + streaming MaxSim),
-``lexical`` (BM25, bm25s), ``semantic`` (sentence-transformers), ``hybrid`` (reciprocal rank fusion
+``lexical`` (BM25, bm25s), ``pyserini`` (BM25 through Pyserini / Lucene; needs ``vdr[pyserini]`` and
+Java 21+), ``semantic`` (sentence-transformers), ``hybrid`` (reciprocal rank fusion
 of two or more backends), ``run`` (a TREC/JSON run file given by the user) and ``mteb`` (the
 multimodal backend run through ``mteb.evaluate``; needs the ``mteb`` extra). Other packages add
 backends through the entry-point group ``vdr.backends`` (see ``docs/architecture.md``): the entry
@@ -67,6 +68,7 @@ BUILTIN: dict[str, str] = {
     "hybrid": "vdr.retrieve.hybrid:build",
     "run": "vdr.retrieve.runfile:build",
     "mteb": "vdr.integrations.mteb:build",
+    "pyserini": "vdr.retrieve.pyserini:build",
 }
 
 
@@ -122,7 +124,7 @@ class BuildContext:
     """What a backend factory gets from the experiment.
 
     Attributes:
-        name: the backend's name in results (the registry name, or e.g. ``"pyserini"`` for a run
+        name: the backend's name in results (the registry name, or e.g. ``"anserini_bm25"`` for a run
             file given as ``runs={"pyserini": path}``).
         options: the backend's own options (``backend_options[name]`` of :func:`vdr.evaluate`).
         cache_dir: root of the index cache (default ``CORPUS_DIR/.vdr-cache``); ``None``: no cache.
