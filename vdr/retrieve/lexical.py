@@ -56,7 +56,7 @@ from ..errors import InputError
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run, to_id
 from ._common import check_depth, check_texts, id_order, version_of
-from .analyzers import ANALYZERS, LuceneEnglishAnalyzer
+from .analyzers import ANALYZERS, Analyzer, LuceneEnglishAnalyzer
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, query_texts, read_json, write_cache_dir
 
 __all__ = ["BM25Backend", "BM25_PRESETS", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN", "bm25_matrix", "top_depth"]
@@ -213,15 +213,20 @@ class BM25Backend:
         self._ids: list[str] | None = None
         self._retriever = None
         if analyzer == "lucene":
-            lucene = LuceneEnglishAnalyzer()
-            self._analyze, tokenizer, stem_record = lucene, lucene.config, "porter"
+            self._analyze = LuceneEnglishAnalyzer()
+            stem_record = "porter"
         else:
-            self._stop, stop_record = _resolve_stopwords(stopwords)
-            self._stem, stem_record = self._resolve_stemmer(stemmer)
-            self._lower = bool(lower)
-            self._split = re.compile(TOKEN_PATTERN).findall
-            self._analyze = self._default_tokens
-            tokenizer = {"text": TEXT_POLICY, "lower": self._lower, "token_pattern": TOKEN_PATTERN, "stopwords": stop_record, "num_stopwords": len(self._stop)}
+            stop, stop_record = _resolve_stopwords(stopwords)
+            stem_record = self._resolve_stemmer(stemmer)
+            find, low = re.compile(TOKEN_PATTERN).findall, bool(lower)
+
+            def split(text: str) -> list[str]:
+                text = normalize_text(text)
+                return find(text.lower() if low else text)
+
+            self._analyze = Analyzer(split, stop, stem_record, {"text": TEXT_POLICY, "lower": low, "token_pattern": TOKEN_PATTERN,
+                                                                "stopwords": stop_record, "num_stopwords": len(stop)})
+        tokenizer = self._analyze.config
         self._exclude_empty = analyzer == "lucene"
         self.config: dict = {
             "backend": "lexical",
@@ -245,30 +250,20 @@ class BM25Backend:
         }
 
     @staticmethod
-    def _resolve_stemmer(stemmer: object):
+    def _resolve_stemmer(stemmer: object) -> str | None:
+        """The PyStemmer language to use (``None``: no stemming)."""
         Stemmer = _pystemmer()
         if stemmer is None or stemmer is False:
-            return None, None
+            return None
         if stemmer == "auto":
-            if Stemmer is None:
-                return None, None
-            stemmer = "english"
+            return None if Stemmer is None else "english"
         if not isinstance(stemmer, str):
             raise InputError(f"stemmer must be 'auto', a PyStemmer language or None, got {stemmer!r}")
         if Stemmer is None:
             raise InputError(f"stemmer {stemmer!r} needs PyStemmer (pip install PyStemmer), or pass stemmer=None")
         if stemmer not in Stemmer.algorithms():
             raise InputError(f"unknown stemmer language {stemmer!r}; PyStemmer knows: {', '.join(Stemmer.algorithms())}")
-        return Stemmer.Stemmer(stemmer).stemWords, stemmer
-
-    def _default_tokens(self, text: str) -> list[str]:
-        text = normalize_text(text)
-        if self._lower:
-            text = text.lower()
-        toks = [t for t in self._split(text) if t not in self._stop]
-        if self._stem is not None and toks:
-            toks = self._stem(toks)
-        return toks
+        return stemmer
 
     def tokenize(self, text: str) -> list[str]:
         """The terms BM25 sees for ``text`` (list of str). ``default`` analyzer: Unicode-normalised
@@ -341,14 +336,23 @@ class BM25Backend:
         ids: list[str] = []
         chunks: list[np.ndarray] = []
         lens: list[np.ndarray] = []
-        analyze = self._analyze
+        split, term = self._analyze.split, self._analyze.term
+        tid: dict[str, int] = {}  # surface token -> term id (-1: a stopword); a memo, cleared when large
         for bids, texts in self._batches(corpus, set()):
             flat: list[int] = []
             blens = np.empty(len(bids), dtype=np.int64)
             for j, text in enumerate(texts):
-                toks = analyze(text)
-                blens[j] = len(toks)
-                flat += [vocab.setdefault(t, len(vocab)) for t in toks]
+                n0 = len(flat)
+                for w in split(text):
+                    i = tid.get(w)
+                    if i is None:
+                        if len(tid) >= _MAX_MEMO:
+                            tid.clear()
+                        t = term(w)
+                        i = tid[w] = vocab.setdefault(t, len(vocab)) if t else -1
+                    if i >= 0:
+                        flat.append(i)
+                blens[j] = len(flat) - n0
             ids += bids
             chunks.append(np.asarray(flat, dtype=np.int32))
             lens.append(blens)
@@ -586,6 +590,7 @@ def build(ctx: BuildContext) -> BM25Backend:
 _CACHE_FORMAT = 2
 _META = "vdr-index.json"
 _ORDER = "order.npy"
+_MAX_MEMO = 4_000_000
 
 
 _FORMULAS = {
