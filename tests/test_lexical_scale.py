@@ -171,3 +171,30 @@ def test_lucene_english_analyzer_chain():
     assert a("the of and") == [] and a("") == []
     bm = BM25Backend(analyzer="lucene")
     assert bm.tokenize("Running dogs") == ["run", "dog"] and bm.config["tokenizer"]["stopwords"] == "lucene_english"
+
+
+def test_cli_bm25_preset_and_analyzer_recorded(tmp_path):
+    import json
+
+    from tiny_models import make_corpus
+
+    import vdr
+    from vdr.cli import main
+    from vdr.corpus import Page, write_pages
+
+    corpus = make_corpus(tmp_path / "corpus", [(56, 56), (56, 56), (56, 56)])
+    texts = ["Quick brown foxes jumped", "The dog's dinner", "the of and"]
+    pages = [Page(**{**p.__dict__, "text": t, "text_source": "pdf"}) for p, t in zip(vdr.Corpus.load(corpus).pages(), texts)]
+    write_pages(corpus / "pages.jsonl", pages)
+    ids = [p.corpus_id for p in pages]
+    (tmp_path / "q.jsonl").write_text(json.dumps({"_id": "q1", "text": "fox jumping"}) + "\n" + json.dumps({"_id": "q2", "text": "dogs"}) + "\n")
+    (tmp_path / "qrels.tsv").write_text(f"query-id\tcorpus-id\tscore\nq1\t{ids[0]}\t1\nq2\t{ids[1]}\t1\n")
+    out = tmp_path / "r"
+    rc = main(["evaluate", str(corpus), "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "qrels.tsv"), "--backend", "lexical",
+               "--out", str(out), "--quiet", "--bm25-preset", "topiocqa", "--bm25-analyzer", "lucene"])
+    assert rc == 0
+    doc = json.loads((out / "results.json").read_text())
+    text = json.dumps(doc)
+    assert '"preset": {"name": "topiocqa"' in text and '"analyzer": "lucene"' in text
+    per_query = (out / "per_query.csv").read_text()
+    assert "q1" in per_query and "q2" in per_query

@@ -276,6 +276,8 @@ def evaluate_command(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Build the BM25 index and semantic page vectors afresh, keep nothing."),
     profile: bool = typer.Option(False, "--profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
+    bm25_preset: Optional[str] = typer.Option(None, "--bm25-preset", help="Published BM25 k1/b: topiocqa (0.9/0.4), qrecc or msmarco (0.82/0.68)."),
+    bm25_analyzer: Optional[str] = typer.Option(None, "--bm25-analyzer", help="BM25 analyzer: default, or lucene (Lucene's EnglishAnalyzer, as Pyserini)."),
 ) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     import json
@@ -313,6 +315,7 @@ def evaluate_command(
         progress=not quiet,
         engine=engine,
         cache_dir=False if no_cache else cache_dir,
+        bm25={k: v for k, v in (("preset", bm25_preset), ("analyzer", bm25_analyzer)) if v is not None},
     )
     if res is None:  # torchrun: not rank 0
         return
