@@ -67,8 +67,22 @@ def old_search(bm: BM25Backend, texts: dict[str, str], queries: dict[str, str], 
     return out
 
 
+@pytest.fixture(params=["numpy", "numba"])
+def scorer(request, monkeypatch):
+    """Run a test with the NumPy scorer, then with the numba one (skipped without numba)."""
+    from vdr.retrieve import lexical
+
+    if request.param == "numba":
+        pytest.importorskip("numba")
+        monkeypatch.setattr(lexical, "_KERNEL", [])
+        assert lexical._numba_kernel() is not None
+    else:
+        monkeypatch.setattr(lexical, "_KERNEL", [None])
+    return request.param
+
+
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
-def test_fast_search_is_identical_to_the_former_algorithm_with_many_ties(method, tmp_path):
+def test_fast_search_is_identical_to_the_former_algorithm_with_many_ties(method, scorer, tmp_path):
     texts = random_corpus(400, seed=3)
     rng = np.random.default_rng(7)
     words = [f"w{i}x" for i in range(14)]  # w12x, w13x: out of vocabulary
@@ -91,7 +105,7 @@ def test_fast_search_is_identical_to_the_former_algorithm_with_many_ties(method,
     assert reloaded.search(queries, 10) == bm.search(queries, 10)
 
 
-def test_issue_18_1_empty_texts_out_of_n_and_avgdl_reload_identical(tmp_path):
+def test_issue_18_1_empty_texts_out_of_n_and_avgdl_reload_identical(scorer, tmp_path):
     texts = {"1": "foo", "2": "dog", "3": "baz", "4": "quick god", "5": "quick fox", "6": "the of and"}
     bm = BM25Backend(analyzer="lucene", method="lucene", k1=1.5, b=0.75, cache_dir=tmp_path)
     bm.index(Passages(texts, fingerprint="c18"))

@@ -46,6 +46,7 @@ reuses it. Search scores a query from the postings of its terms only (no sort of
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -477,44 +478,107 @@ class BM25Backend:
         data, indices, indptr = self._csc
         tarr = np.asarray(tids, dtype=np.int64)
         starts, ends = indptr[tarr].tolist(), indptr[tarr + 1].tolist()
+        kernel = _numba_kernel()
         if len(tids) == 1:
             cand = indices[starts[0] : ends[0]].astype(np.int64)
             s = data[starts[0] : ends[0]] + np.float32(0.0)  # a copy; -0.0 -> 0.0 as bm25s's zeros + x
+        elif kernel is not None:
+            acc, seen, buf = self._buffers()
+            cand, s = kernel(data, indices, indptr, tarr, acc, seen, buf)
         else:
-            acc = self._buffer()
-            try:
-                parts = []
-                for a, b in zip(starts, ends):
-                    docs = indices[a:b]
-                    np.add.at(acc, docs, data[a:b])  # float32, term by term in query order, as bm25s
-                    parts.append(docs)
-                cat = np.concatenate(parts)
-                cat.sort()  # the distinct pages of the postings (np.unique is 20x slower here on NumPy 2.x)
-                keep = np.empty(cat.shape[0], dtype=bool)
-                keep[0] = True
-                np.not_equal(cat[1:], cat[:-1], out=keep[1:])
-                cand = cat[keep].astype(np.int64)
-                s = acc[cand]
-                acc[cand] = 0.0  # the buffer is all zeros again
-            except BaseException:  # interrupted: drop the buffer, it may not be all zeros
-                self._local.acc = None
-                raise
+            cand, s = self._accumulate(starts, ends)
         if self._nonocc is not None:  # bm25l / bm25+: the non-occurrence part, added as bm25s does
             s = s + self._nonocc[np.asarray(tids, dtype=np.int32)].sum()
         return top_depth(s, cand, self._order, self._ids, depth)
 
-    def _buffer(self) -> np.ndarray:
-        """This thread's score accumulator, float32 zeros ``(n_pages,)``, kept between queries
-        (thread-local: searches may run in several threads; :meth:`_rank` zeroes what it touched)."""
+    def _accumulate(self, starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """NumPy scoring of the postings ``[starts[i], ends[i])`` in query order: ``(candidate pages
+        int64, their float32 scores)``; the candidates are the distinct pages of the postings."""
+        data, indices, _ = self._csc
+        acc = self._buffers()[0]
+        try:
+            parts = []
+            for a, b in zip(starts, ends):
+                docs = indices[a:b]
+                np.add.at(acc, docs, data[a:b])  # float32, term by term in query order, as bm25s
+                parts.append(docs)
+            cat = np.concatenate(parts)
+            cat.sort()  # the distinct pages of the postings (np.unique is 20x slower here on NumPy 2.x)
+            keep = np.empty(cat.shape[0], dtype=bool)
+            keep[0] = True
+            np.not_equal(cat[1:], cat[:-1], out=keep[1:])
+            cand = cat[keep].astype(np.int64)
+            s = acc[cand]
+            acc[cand] = 0.0  # the buffer is all zeros again
+        except BaseException:  # interrupted: drop the buffers, they may not be all zeros
+            self._local.buf = None
+            raise
+        return cand, s
+
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's score accumulator (float32 zeros), page flags (bool, False) and candidate
+        buffer (int64), ``(n_pages,)`` each, kept between queries (thread-local: searches may run in
+        several threads; the scorers return them to zeros / False)."""
         n = len(self._ids)
-        acc = getattr(self._local, "acc", None)
-        if acc is None or acc.shape[0] != n:
-            acc = self._local.acc = np.zeros(n, dtype=np.float32)
-        return acc
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf[0].shape[0] != n:
+            buf = self._local.buf = (np.zeros(n, dtype=np.float32), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64))
+        return buf
 
     def __repr__(self) -> str:
         n = self.report["index"].get("num_pages", 0)
         return f"BM25Backend({n} pages, method={self.config['method']!r}, k1={self.config['k1']}, b={self.config['b']})"
+
+
+_KERNEL: list = []  # [compiled kernel or None], filled on first use
+
+
+def _numba_kernel():
+    """The numba-compiled scorer when numba is installed (and ``VDR_NUMBA`` is not ``0``), else
+    ``None`` (the NumPy path). Both add float32 scores term by term in query order: same values."""
+    if not _KERNEL:
+        kernel = None
+        if os.environ.get("VDR_NUMBA", "1") != "0":
+            try:
+                import numba
+            except ImportError:
+                numba = None
+            if numba is not None:
+                kernel = numba.njit(nogil=True, cache=False)(_score_postings)
+        _KERNEL.append(kernel)
+    return _KERNEL[0]
+
+
+def _score_postings(data, indices, indptr, tids, acc, seen, buf):
+    """Scores of the pages in the postings of ``tids`` (numba-compiled; plain Python otherwise).
+
+    Args:
+        data, indices, indptr: the CSC score matrix (float32, int32, int64).
+        tids: int64 ``(n_terms,)`` query term ids in query order.
+        acc, seen, buf: float32 zeros, bool False and int64 scratch, ``(n_pages,)`` each; ``acc`` and
+            ``seen`` are all zeros / False again on return.
+
+    Returns:
+        ``(candidates int64 (m,), scores float32 (m,))``, candidates in first-seen order.
+    """
+    n = 0
+    for k in range(tids.shape[0]):
+        t = tids[k]
+        for j in range(indptr[t], indptr[t + 1]):
+            d = indices[j]
+            if not seen[d]:
+                seen[d] = True
+                buf[n] = d
+                n += 1
+            acc[d] += data[j]
+    cand = buf[:n].copy()
+    s = np.empty(n, dtype=np.float32)
+    for i in range(n):
+        d = cand[i]
+        s[i] = acc[d]
+        acc[d] = 0.0
+        seen[d] = False
+    return cand, s
 
 
 def top_depth(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: list[str], depth: int) -> dict[str, float]:
