@@ -212,3 +212,17 @@ def test_cli_bm25_preset_and_analyzer_recorded(tmp_path):
     assert '"preset": {"name": "topiocqa"' in text and '"analyzer": "lucene"' in text
     per_query = (out / "per_query.csv").read_text()
     assert "q1" in per_query and "q2" in per_query
+
+
+def test_concurrent_searches_equal_sequential_ones(scorer):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = random_corpus(300, seed=5)
+    bm = BM25Backend()
+    bm.index(texts)
+    rng = np.random.default_rng(2)
+    batches = [{f"q{k}-{i}": " ".join(rng.choice([f"w{j}x" for j in range(12)], 4)) for i in range(40)} for k in range(8)]
+    expected = [bm.search(b, 7) for b in batches]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: bm.search(b, 7), batches))
+    assert got == expected
