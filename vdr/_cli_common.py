@@ -37,6 +37,8 @@ def _choice(name: str, *values: str) -> type[Enum]:
 Rasterizer = _choice("Rasterizer", "pdfium", "poppler")
 OcrMode = _choice("OcrMode", "auto", "always", "never")
 Engine = _choice("Engine", "vdr", "mteb")
+Bm25Preset = _choice("Bm25Preset", "topiocqa", "qrecc", "msmarco")
+Bm25Analyzer = _choice("Bm25Analyzer", "default", "lucene")
 Protocol = _choice("Protocol", "convsearch")
 PassageFormat = _choice("PassageFormat", "auto", "beir", "tsv", "msmarco", "jsonl", "hf")
 StoreDtype = _choice("StoreDtype", "float16", "float32")

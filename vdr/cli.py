@@ -22,7 +22,7 @@ import typer
 
 from . import _cli_common as common
 from ._cli_common import (
-    AttnImplementation, Bm25Method, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
+    AttnImplementation, Bm25Analyzer, Bm25Method, Bm25Preset, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
     StoreDtype,
 )
 from .errors import InputError, VdrError, VdrWarning
@@ -229,8 +229,14 @@ _EVALUATION_OPTIONS = {
         None, "--bm25-stopwords", rich_help_panel=_PANEL_TEXT, help="Stopword list: a language code or name (en, de, french ...) or none (default en).",
     ),
     "bm25_lower": lambda: typer.Option(None, "--bm25-lower/--bm25-no-lower", rich_help_panel=_PANEL_TEXT, help="Lower-case before tokenising (default: yes)."),
+    "bm25_preset": lambda: typer.Option(
+        None, "--bm25-preset", rich_help_panel=_PANEL_TEXT, help="Published BM25 k1/b: topiocqa (0.9/0.4), qrecc or msmarco (0.82/0.68); --bm25-k1/-b override it.",
+    ),
+    "bm25_analyzer": lambda: typer.Option(
+        None, "--bm25-analyzer", rich_help_panel=_PANEL_TEXT, help="BM25 analyzer: default, or lucene (Lucene's EnglishAnalyzer, as Pyserini).",
+    ),
 }
-_BM25_KEYS = ("k1", "b", "method", "delta", "stemmer", "stopwords", "lower")
+_BM25_KEYS = ("k1", "b", "method", "delta", "stemmer", "stopwords", "lower", "preset", "analyzer")
 
 
 def _evaluation_kwargs(values: dict) -> dict:
@@ -421,6 +427,8 @@ def evaluate_command(
     bm25_stemmer: Optional[str] = _EVALUATION_OPTIONS["bm25_stemmer"](),
     bm25_stopwords: Optional[str] = _EVALUATION_OPTIONS["bm25_stopwords"](),
     bm25_lower: Optional[bool] = _EVALUATION_OPTIONS["bm25_lower"](),
+    bm25_preset: Optional[Bm25Preset] = _EVALUATION_OPTIONS["bm25_preset"](),
+    bm25_analyzer: Optional[Bm25Analyzer] = _EVALUATION_OPTIONS["bm25_analyzer"](),
     run: Optional[list[str]] = typer.Option(
         None, "--run", help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME."),
     primary_metric: Optional[str] = typer.Option(

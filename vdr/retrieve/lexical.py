@@ -1,8 +1,13 @@
-"""Lexical backend: BM25 over page text, scored by bm25s (Lù 2024, arXiv 2407.03618).
+"""Lexical backend: BM25 over page or passage text, scored by bm25s (Lù 2024, arXiv 2407.03618).
 
-Tokenisation (done here, so that it is explicit and recorded): Unicode NFKC (:mod:`vdr.text`), lower-case, the bm25s / scikit-learn
-token pattern ``(?u)\\b\\w\\w+\\b`` (words of 2+ word characters), stopwords removed (bm25s's lists),
-then stemming with PyStemmer's Snowball stemmers when requested and installed.
+Analysis (done here, so that it is explicit and recorded; :mod:`vdr.retrieve.analyzers`):
+
+* ``analyzer="default"``: Unicode NFKC (:mod:`vdr.text`), lower-case, the bm25s / scikit-learn token
+  pattern ``(?u)\\b\\w\\w+\\b`` (words of 2+ word characters), stopwords removed (bm25s's lists),
+  then stemming with PyStemmer's Snowball stemmers when requested and installed.
+* ``analyzer="lucene"``: Lucene's ``EnglishAnalyzer`` chain (StandardTokenizer-like split, English
+  possessive removal, lower-case, Lucene's 33 English stopwords, original Porter stemmer), as
+  Pyserini indexes English text.
 
 Scoring is bm25s's eager sparse index. With the default ``method="lucene"`` (Lucene >= 8 BM25,
 as catalogued by Kamphuis, de Vries, Boytsov & Lin 2020, "Which BM25 do you mean?", ECIR), a page
@@ -11,26 +16,42 @@ as catalogued by Kamphuis, de Vries, Boytsov & Lin 2020, "Which BM25 do you mean
     score(D, Q) = sum_t  idf(t) * tf(t, D) / (tf(t, D) + k1 * (1 - b + b * |D| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
-with ``N`` pages (pages without any token included: they count in ``N`` and, with length 0, in
-``avgdl``), in float32. Other ``method`` values: ``robertson``, ``atire``, ``bm25l``, ``bm25+``.
+in float32 (``|D|`` exact, not Lucene's one-byte length norm). ``N`` and ``avgdl``: with the
+``lucene`` analyzer, over the passages that have at least one term (Lucene's ``docCount`` and
+``sumTotalTermFreq / docCount``: a stopword-only passage is not counted); with the ``default``
+analyzer, over all pages (empty pages count in ``N`` and, with length 0, in ``avgdl``, as bm25s
+does). Other ``method`` values: ``robertson``, ``atire``, ``bm25l``, ``bm25+``.
+
+Parameter presets (``preset=``, :data:`BM25_PRESETS`): ``topiocqa`` k1=0.9, b=0.4 and ``qrecc``
+k1=0.82, b=0.68 (ConvSearch-R1's Pyserini settings), ``msmarco`` k1=0.82, b=0.68 (Anserini /
+Pyserini's tuned MS MARCO passage values).
 
 Ranking rules (documented choices):
 
-* A page is ranked for a query only if it contains at least one of the query's tokens (as Lucene
-  and Pyserini do). Pages with empty text therefore never appear in a ranking; they are counted in
+* A page is ranked for a query only if it contains at least one of the query's terms (as Lucene
+  and Pyserini do). Pages without terms therefore never appear in a ranking; they are counted in
   :attr:`BM25Backend.report` (``num_empty_pages``).
-* A query none of whose tokens is in the index vocabulary (all out-of-vocabulary, all stopwords, or
-  no token at all) gets an **empty ranking** (the query id is in the run with no pages, so every
+* A query none of whose terms is in the index vocabulary (all out-of-vocabulary, all stopwords, or
+  no term at all) gets an **empty ranking** (the query id is in the run with no pages, so every
   metric is 0 for it); such queries are counted and listed in ``BM25Backend.report["searches"]``.
 * Order and the ``depth`` cut follow trec_eval: score descending, then corpus id descending.
-* The index is cached on disk (``cache_dir/lexical/<fingerprint>/``), so a re-run loads it
-  instead of tokenising and indexing every page again.
+
+Scale: the index is built streaming (:func:`vdr.retrieve.base.iter_corpus_texts`, batch by batch
+into token-id arrays; never all texts in memory), its CSC score matrix computed with NumPy from
+the token ids with bm25s's own formulas, saved in bm25s's format and memory-mapped when loaded
+(``cache_dir/lexical/<fingerprint>/``), so a re-run, another query variant or another process
+reuses it. Search scores a query from the postings of its terms only (no sort of the collection),
+with a numba-compiled loop when numba is importable (``VDR_NUMBA=0`` turns it off; compiled once per
+process, about a second) and NumPy otherwise: both add the float32 scores term by term in query
+order, as bm25s does, so scores and rankings are identical either way.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,11 +59,12 @@ import numpy as np
 
 from ..errors import InputError
 from ..text import TEXT_POLICY, normalize_text
-from ..types import Run
-from ._common import check_depth, check_texts, id_order, top_k, version_of
-from .base import BuildContext, cache_path, content_digest, corpus_texts, fingerprint, new_report, query_texts, read_json, write_cache_dir
+from ..types import Run, to_id
+from ._common import check_depth, check_texts, id_order, version_of
+from .analyzers import ANALYZERS, Analyzer, LuceneEnglishAnalyzer
+from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, query_texts, read_json, write_cache_dir
 
-__all__ = ["BM25Backend", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN"]
+__all__ = ["BM25Backend", "BM25_PRESETS", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN", "bm25_matrix", "top_depth"]
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -97,197 +119,318 @@ def _resolve_stopwords(stopwords: object) -> tuple[frozenset[str], object]:
     raise InputError(f"stopwords must be a language code, None or a list of str, got {stopwords!r}")
 
 
-class BM25Backend:
-    """BM25 retrieval over page text (bm25s): a :class:`~vdr.retrieve.base.Backend`.
+BM25_PRESETS: dict[str, dict] = {
+    "topiocqa": {"k1": 0.9, "b": 0.4, "source": "ConvSearch-R1 (Zhu et al. 2025, arXiv 2505.15776): Pyserini BM25 on TopiOCQA"},
+    "qrecc": {"k1": 0.82, "b": 0.68, "source": "ConvSearch-R1 (Zhu et al. 2025, arXiv 2505.15776): Pyserini BM25 on QReCC"},
+    "msmarco": {"k1": 0.82, "b": 0.68, "source": "Anserini / Pyserini tuned BM25 for MS MARCO passage (experiments-msmarco-passage)"},
+}
+"""Published BM25 parameters by name (``BM25Backend(preset=...)``, ``vdr evaluate --bm25-preset``)."""
 
-    Args:
-        k1: term-frequency saturation, >= 0 (default 1.5, bm25s's default).
-        b: length normalisation in [0, 1] (default 0.75).
-        method: bm25s variant, one of :data:`BM25_METHODS` (default ``"lucene"``).
-        delta: the delta of ``bm25l`` / ``bm25+`` (ignored by the others; recorded anyway).
-        stemmer: ``"auto"`` (default: PyStemmer's ``"english"`` when PyStemmer is installed, else no
-            stemming), a PyStemmer language (``"english"``, ``"porter"``, ... ; needs PyStemmer), or
-            ``None`` for no stemming. What was used is recorded in :attr:`config`.
-        stopwords: a language code or name (``"en"``, ``"english"``, ``"de"``, ...; bm25s's lists),
-            a list of words, or ``None`` (keep every token). Default ``"en"``.
-        lower: lower-case before tokenising (default True).
-        cache_dir: root of the index cache; the index is kept in
-            ``cache_dir/lexical/<fingerprint>/`` (bm25s's own ``save`` format: ``.npy`` arrays written
-            with ``allow_pickle=False`` and JSON, plus vdr's ``vdr-index.json``). The fingerprint
-            covers the page ids and texts and every setting in :attr:`config` that changes scores.
-            ``None``: no cache.
-        name: the backend's name in results (default ``"lexical"``).
 
-    Attributes:
-        config: every parameter as used, tokenizer details and library versions (JSON-ready).
-        report: ``page_forward_passes`` (always 0: no model), ``cache``, ``index``: ``num_pages``,
-            ``num_empty_pages`` (pages without any token after tokenisation, never ranked),
-            ``empty_pages`` (their ids, first 20), ``vocabulary_size``, ``avg_page_tokens``;
-            ``searches``: per variant, see :meth:`search`.
+def _resolve_params(k1, b, delta, method, preset) -> tuple[float, float, dict | None]:
+    """``(k1, b, preset record)``: explicit values win over the preset (and are listed as overrides).
 
     Raises:
-        InputError: a parameter out of range, an unknown method, stopword language or stemmer
-            language, or a stemmer language without PyStemmer.
+        InputError: an unknown preset or method, a value out of range.
+    """
+    record = None
+    if preset is not None:
+        if preset not in BM25_PRESETS:
+            raise InputError(f"unknown BM25 preset {preset!r}; known: {', '.join(BM25_PRESETS)}")
+        p = BM25_PRESETS[preset]
+        record = {"name": preset, "k1": p["k1"], "b": p["b"], "source": p["source"],
+                  "overridden": [n for n, v in (("k1", k1), ("b", b)) if v is not None]}
+        k1 = p["k1"] if k1 is None else k1
+        b = p["b"] if b is None else b
+    k1 = 1.5 if k1 is None else k1
+    b = 0.75 if b is None else b
+    for pname, v, lo, hi in (("k1", k1, 0.0, float("inf")), ("b", b, 0.0, 1.0), ("delta", delta, 0.0, float("inf"))):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= float(v) <= hi):
+            raise InputError(f"BM25 {pname} must be a number in [{lo}, {hi}], got {v!r}")
+    if method not in BM25_METHODS:
+        raise InputError(f"unknown BM25 method {method!r}; known: {', '.join(BM25_METHODS)}")
+    return float(k1), float(b), record
+
+
+class BM25Backend:
+    """BM25 retrieval over page or passage text (bm25s): a :class:`~vdr.retrieve.base.Backend`.
+
+    Args:
+        k1: term-frequency saturation, >= 0 (default: the preset's, else 1.5, bm25s's default).
+        b: length normalisation in [0, 1] (default: the preset's, else 0.75).
+        method: bm25s variant, one of :data:`BM25_METHODS` (default ``"lucene"``).
+        delta: the delta of ``bm25l`` / ``bm25+`` (ignored by the others; recorded anyway).
+        stemmer: (``default`` analyzer) ``"auto"`` (default: PyStemmer's ``"english"`` when
+            PyStemmer is installed, else no stemming), a PyStemmer language (``"english"``,
+            ``"porter"``, ...), or ``None``. What was used is recorded in :attr:`config`.
+        stopwords: (``default`` analyzer) a language code or name (``"en"``, ``"english"``, ``"de"``,
+            ...; bm25s's lists), a list of words, or ``None`` (keep every token). Default ``"en"``.
+        lower: (``default`` analyzer) lower-case before tokenising (default True).
+        analyzer: ``"default"`` or ``"lucene"`` (:class:`~vdr.retrieve.analyzers.LuceneEnglishAnalyzer`;
+            ``stemmer``, ``stopwords`` and ``lower`` are then not used, and passages without terms
+            are left out of ``N`` and ``avgdl`` as Lucene does).
+        preset: ``None`` or a name in :data:`BM25_PRESETS` (``topiocqa``, ``qrecc``, ``msmarco``):
+            its ``k1`` and ``b`` (explicit ``k1`` / ``b`` win, recorded as overrides).
+        cache_dir: root of the index cache; the index is kept in ``cache_dir/lexical/<fingerprint>/``
+            (bm25s's ``save`` format: ``.npy`` arrays written with ``allow_pickle=False`` and JSON,
+            plus vdr's ``vdr-index.json`` and ``order.npy``) and memory-mapped when loaded. The
+            fingerprint covers the collection (its ``fingerprint`` attribute when it has one, else
+            the sha256 of its ids and texts) and every setting in :attr:`config` that changes scores.
+            ``None``: no cache.
+        name: the backend's name in results (default ``"lexical"``).
+        batch_size: texts analysed per batch while indexing (default 8192).
+
+    Attributes:
+        config: every parameter as used, analyzer details and library versions (JSON-ready).
+        report: ``page_forward_passes`` (always 0: no model), ``cache``, ``index``: ``num_pages``,
+            ``num_empty_pages`` (pages without any term, never ranked), ``empty_pages`` (their ids,
+            first 20), ``vocabulary_size``, ``avg_page_tokens`` (over all pages), ``num_docs`` (the
+            ``N`` of the formula) and ``avgdl``; ``searches``: per variant, see :meth:`search`.
+
+    Raises:
+        InputError: a parameter out of range, an unknown method, preset, analyzer, stopword
+            language or stemmer language, or a stemmer language without PyStemmer.
     """
 
     def __init__(
         self,
         *,
-        k1: float = 1.5,
-        b: float = 0.75,
+        k1: float | None = None,
+        b: float | None = None,
         method: str = "lucene",
         delta: float = 0.5,
         stemmer: str | None = "auto",
         stopwords: str | Sequence[str] | None = "en",
         lower: bool = True,
+        analyzer: str = "default",
+        preset: str | None = None,
         cache_dir: str | Path | None = None,
         name: str = "lexical",
+        batch_size: int = 8192,
     ) -> None:
-        for pname, v, lo, hi in (("k1", k1, 0.0, float("inf")), ("b", b, 0.0, 1.0), ("delta", delta, 0.0, float("inf"))):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= float(v) <= hi):
-                raise InputError(f"BM25 {pname} must be a number in [{lo}, {hi}], got {v!r}")
-        if method not in BM25_METHODS:
-            raise InputError(f"unknown BM25 method {method!r}; known: {', '.join(BM25_METHODS)}")
-        self._stop, stop_record = _resolve_stopwords(stopwords)
-        self._stem, stem_record = self._resolve_stemmer(stemmer)
-        self._lower = bool(lower)
-        self._split = re.compile(TOKEN_PATTERN).findall
+        k1, b, preset_record = _resolve_params(k1, b, delta, method, preset)
+        if analyzer not in ANALYZERS:
+            raise InputError(f"unknown BM25 analyzer {analyzer!r}; known: {', '.join(ANALYZERS)}")
         self.name = name
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.report: dict = new_report()
-        self._retriever = None
+        self._batch_size = check_depth(batch_size, "batch_size")
         self._ids: list[str] | None = None
+        self._retriever = None
+        if analyzer == "lucene":
+            self._analyze = LuceneEnglishAnalyzer()
+            stem_record = "porter"
+        else:
+            stop, stop_record = _resolve_stopwords(stopwords)
+            stem_record = self._resolve_stemmer(stemmer)
+            find, low = re.compile(TOKEN_PATTERN).findall, bool(lower)
+
+            def split(text: str) -> list[str]:
+                text = normalize_text(text)
+                return find(text.lower() if low else text)
+
+            self._analyze = Analyzer(split, stop, stem_record, {"text": TEXT_POLICY, "lower": low, "token_pattern": TOKEN_PATTERN,
+                                                                "stopwords": stop_record, "num_stopwords": len(stop)})
+        tokenizer = self._analyze.config
+        self._exclude_empty = analyzer == "lucene"
         self.config: dict = {
             "backend": "lexical",
             "scorer": "bm25s",
             "method": method,
             "formula": _FORMULAS[method],
-            "k1": float(k1),
-            "b": float(b),
+            "k1": k1,
+            "b": b,
             "delta": float(delta),
+            "preset": preset_record,
             "dtype": "float32",
-            "tokenizer": {"text": TEXT_POLICY, "lower": self._lower, "token_pattern": TOKEN_PATTERN, "stopwords": stop_record, "num_stopwords": len(self._stop)},
+            "analyzer": analyzer,
+            "tokenizer": tokenizer,
             "stemmer": stem_record,
-            "stemmer_requested": stemmer,
-            "empty_pages": "never ranked (a page is ranked only when it contains a query token)",
+            "stemmer_requested": stemmer if analyzer == "default" else None,
+            "empty_pages": "never ranked (a page is ranked only when it contains a query term)",
+            "empty_pages_in_statistics": not self._exclude_empty,
             "queries_without_known_terms": "empty ranking",
             "tie_break": "score desc, corpus id desc (trec_eval)",
             "versions": {"bm25s": version_of("bm25s"), "PyStemmer": version_of("PyStemmer"), "numpy": np.__version__},
         }
 
     @staticmethod
-    def _resolve_stemmer(stemmer: object):
+    def _resolve_stemmer(stemmer: object) -> str | None:
+        """The PyStemmer language to use (``None``: no stemming)."""
         Stemmer = _pystemmer()
         if stemmer is None or stemmer is False:
-            return None, None
+            return None
         if stemmer == "auto":
-            if Stemmer is None:
-                return None, None
-            stemmer = "english"
+            return None if Stemmer is None else "english"
         if not isinstance(stemmer, str):
             raise InputError(f"stemmer must be 'auto', a PyStemmer language or None, got {stemmer!r}")
         if Stemmer is None:
             raise InputError(f"stemmer {stemmer!r} needs PyStemmer (pip install PyStemmer), or pass stemmer=None")
         if stemmer not in Stemmer.algorithms():
             raise InputError(f"unknown stemmer language {stemmer!r}; PyStemmer knows: {', '.join(Stemmer.algorithms())}")
-        return Stemmer.Stemmer(stemmer).stemWords, stemmer
+        return stemmer
 
     def tokenize(self, text: str) -> list[str]:
-        """The tokens BM25 sees for ``text``: Unicode-normalised (:func:`vdr.text.normalize_text`, NFKC),
-        lower-cased (if ``lower``), split by :data:`TOKEN_PATTERN`, stopwords dropped, then stemmed
-        (if a stemmer is used)."""
-        text = normalize_text(text)
-        if self._lower:
-            text = text.lower()
-        toks = [t for t in self._split(text) if t not in self._stop]
-        if self._stem is not None and toks:
-            toks = self._stem(toks)
-        return toks
+        """The terms BM25 sees for ``text`` (list of str). ``default`` analyzer: Unicode-normalised
+        (:func:`vdr.text.normalize_text`, NFKC), lower-cased (if ``lower``), split by
+        :data:`TOKEN_PATTERN`, stopwords dropped, then stemmed (if a stemmer is used); ``lucene``
+        analyzer: see :class:`~vdr.retrieve.analyzers.LuceneEnglishAnalyzer`."""
+        return self._analyze(text)
 
     # ------------------------------------------------------------------ index
 
     def index(self, corpus) -> None:
-        """Build the BM25 index of ``corpus`` (a :class:`~vdr.corpus.Corpus`, or ``{corpus_id: text}``
-        with str or integer ids and str texts; empty texts allowed, never ranked), or load it from
-        the cache.
+        """Build the BM25 index of ``corpus``, streaming, or load it (memory-mapped) from the cache.
+
+        Args:
+            corpus: a page :class:`~vdr.corpus.Corpus`, a passage corpus (anything with
+                ``iter_texts(batch_size)``; its ``fingerprint`` attribute, when present, keys the
+                cache without reading the texts), or ``{corpus_id: text}`` with str or integer ids
+                and str texts. Empty texts are allowed (never ranked).
 
         Raises:
-            InputError: an empty corpus, bad ids or non-str texts.
+            InputError: an empty corpus, a bad or duplicate id, a non-str text.
         """
-        texts = check_texts(corpus_texts(corpus), "corpus page", allow_empty=True)
-        key = fingerprint("lexical", _CACHE_FORMAT, self._scoring_settings(), content_digest(texts.items()))
-        path = cache_path(self.cache_dir, "lexical", key)
         self.report = new_report()
+        fp = getattr(corpus, "fingerprint", None)
+        content = ["collection", fp] if isinstance(fp, str) and fp else ["digest", self._digest(corpus)]
+        key = fingerprint("lexical", _CACHE_FORMAT, self._scoring_settings(), content)
+        path = cache_path(self.cache_dir, "lexical", key)
         self.report["cache"] = {"hit": False if path is not None else None, "path": None if path is None else str(path)}
-        if path is not None and self._load(path, list(texts)):
+        if path is not None and self._load(path):
             self.report["cache"]["hit"] = True
             return
-        self._build(texts)
+        self._build(corpus)
         if path is not None:
             write_cache_dir(path, self._save)
+            built = (self._ids, self._order, self._retriever, self._vocab, self.report["index"])
+            if not self._load(path):  # a damaged entry another process keeps: use the index built here
+                self._set_index(*built[:4])
+            self.report["index"] = built[4]
 
     def _scoring_settings(self) -> dict:
         """The part of :attr:`config` that changes the index or the scores (cache key)."""
         c = self.config
-        keys = ("method", "k1", "b", "delta", "dtype", "tokenizer", "stemmer")
+        keys = ("method", "k1", "b", "delta", "dtype", "analyzer", "tokenizer", "stemmer", "empty_pages_in_statistics")
         return {**{k: c[k] for k in keys}, "bm25s": c["versions"]["bm25s"], "PyStemmer": c["versions"]["PyStemmer"]}
 
-    def _build(self, texts: dict[str, str]) -> None:
+    def _batches(self, corpus, seen: set | None):
+        """Checked ``(ids, texts)`` batches of ``corpus`` (ids as str; ``seen`` catches duplicates)."""
+        for ids, texts in iter_corpus_texts(corpus, self._batch_size):
+            out = []
+            for key, text in zip(ids, texts):
+                i = to_id(key, what="corpus page id")
+                if not isinstance(text, str):
+                    raise InputError(f"corpus page {i!r}: text must be a str, got {type(text).__name__}", id=i)
+                if seen is not None:
+                    if i in seen:
+                        raise InputError(f"corpus page id {i!r} appears twice after conversion to str", id=i)
+                    seen.add(i)
+                out.append(i)
+            yield out, texts
+
+    def _digest(self, corpus) -> str:
+        """sha256 of the corpus' ``(id, text)`` pairs, streamed (:func:`~vdr.retrieve.base.content_digest`)."""
+        return content_digest(pair for ids, texts in self._batches(corpus, None) for pair in zip(ids, texts))
+
+    def _build(self, corpus) -> None:
+        """Analyse the corpus batch by batch into token ids, then compute the BM25 matrix."""
         import bm25s
 
-        self._ids = list(texts)
-        self._order = id_order(self._ids)
-        docs = [self.tokenize(t) for t in texts.values()]
-        vocab = sorted({tok for d in docs for tok in d})  # sorted: the index does not depend on hash order
-        self._vocab = {tok: i for i, tok in enumerate(vocab)}
-        self._retriever = None
+        vocab: dict[str, int] = {}
+        ids: list[str] = []
+        chunks: list[np.ndarray] = []
+        lens: list[np.ndarray] = []
+        split, term = self._analyze.split, self._analyze.term
+        tid: dict[str, int] = {}  # surface token -> term id (-1: a stopword); a memo, cleared when large
+        for bids, texts in self._batches(corpus, set()):
+            flat: list[int] = []
+            blens = np.empty(len(bids), dtype=np.int64)
+            for j, text in enumerate(texts):
+                n0 = len(flat)
+                for w in split(text):
+                    i = tid.get(w)
+                    if i is None:
+                        if len(tid) >= _MAX_MEMO:
+                            tid.clear()
+                        t = term(w)
+                        i = tid[w] = vocab.setdefault(t, len(vocab)) if t else -1
+                    if i >= 0:
+                        flat.append(i)
+                blens[j] = len(flat) - n0
+            ids += bids
+            chunks.append(np.asarray(flat, dtype=np.int32))
+            lens.append(blens)
+        if not ids:
+            raise InputError("no corpus page")
+        dl = np.concatenate(lens)
+        tokens = np.concatenate(chunks)
+        del chunks
+        c = self.config
+        retriever, stats = None, {"num_docs": int((dl > 0).sum()) if self._exclude_empty else len(ids), "avgdl": None}
         if vocab:
-            c = self.config
-            self._retriever = bm25s.BM25(k1=c["k1"], b=c["b"], delta=c["delta"], method=c["method"], dtype="float32")
-            self._retriever.index(([[self._vocab[t] for t in d] for d in docs], dict(self._vocab)), create_empty_token=False, show_progress=False)
-        empty = [i for i, d in zip(self._ids, docs) if not d]
+            data, indices, indptr, nonocc, stats = bm25_matrix(tokens, dl, len(vocab), method=c["method"], k1=c["k1"], b=c["b"],
+                                                               delta=c["delta"], exclude_empty=self._exclude_empty)
+            retriever = bm25s.BM25(k1=c["k1"], b=c["b"], delta=c["delta"], method=c["method"], dtype="float32", backend="numpy")
+            retriever.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ids)}
+            retriever.vocab_dict = vocab
+            retriever.nonoccurrence_array = nonocc
+        del tokens
+        self._set_index(ids, id_order(ids), retriever, vocab)
+        empty = np.flatnonzero(dl == 0)
         self.report["index"] = {
-            "num_pages": len(self._ids),
-            "num_empty_pages": len(empty),
-            "empty_pages": empty[:20],
+            "num_pages": len(ids),
+            "num_empty_pages": int(empty.size),
+            "empty_pages": [ids[int(i)] for i in empty[:20]],
             "vocabulary_size": len(vocab),
-            "avg_page_tokens": float(np.mean([len(d) for d in docs])),
+            "avg_page_tokens": float(dl.mean()),
+            **stats,
         }
 
+    def _set_index(self, ids: list[str], order: np.ndarray, retriever, vocab: dict[str, int]) -> None:
+        self._ids, self._order, self._retriever, self._vocab = ids, order, retriever, vocab
+        self._local = threading.local()
+        if retriever is not None:
+            s = retriever.scores  # plain ndarray views of the memory maps (no np.memmap per-slice overhead)
+            self._csc = (np.asarray(s["data"]), np.asarray(s["indices"]), np.array(s["indptr"], dtype=np.int64))
+            self._nonocc = retriever.nonoccurrence_array
+
     def _save(self, folder: Path) -> None:
-        """Write the index into ``folder`` (bm25s ``save`` with ``allow_pickle=False``, plus JSON)."""
-        meta = {"format": _CACHE_FORMAT, "ids": self._ids, "vocab": list(self._vocab), "index": self.report["index"]}
+        """Write the index into ``folder`` (bm25s ``save`` with ``allow_pickle=False``, plus JSON and ``order.npy``)."""
+        meta = {"format": _CACHE_FORMAT, "ids": self._ids, "index": self.report["index"], "config": self._scoring_settings()}
         if self._retriever is not None:
             self._retriever.save(str(folder), allow_pickle=False, show_progress=False)
+        np.save(folder / _ORDER, self._order, allow_pickle=False)
         (folder / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
 
-    def _load(self, folder: Path, ids: list[str]) -> bool:
-        """Load a cached index; ``False`` (a miss) when it is absent, incomplete or for other ids."""
+    def _load(self, folder: Path) -> bool:
+        """Load a cached index, memory-mapped; ``False`` (a miss) when it is absent or incomplete."""
         meta = read_json(folder / _META)
-        if meta is None or meta.get("format") != _CACHE_FORMAT or meta.get("ids") != ids:
+        if meta is None or meta.get("format") != _CACHE_FORMAT or not isinstance(meta.get("ids"), list):
             return False
         retriever = None
-        if meta["vocab"]:
-            import bm25s
+        try:
+            order = np.load(folder / _ORDER, allow_pickle=False)
+            if meta["index"]["vocabulary_size"]:
+                import bm25s
 
-            try:
-                retriever = bm25s.BM25.load(str(folder), allow_pickle=False, mmap=False, show_progress=False)
-            except (OSError, ValueError, KeyError):
-                return False
-        self._ids, self._order = ids, id_order(ids)
-        self._vocab = {tok: i for i, tok in enumerate(meta["vocab"])}
-        self._retriever = retriever
+                retriever = bm25s.BM25.load(str(folder), allow_pickle=False, mmap=True, show_progress=False)
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if order.shape != (len(meta["ids"]),):
+            return False
+        self._set_index(meta["ids"], order, retriever, {} if retriever is None else retriever.vocab_dict)
         self.report["index"] = meta["index"]
         return True
 
     # ------------------------------------------------------------------ search
 
     def search(self, queries, depth: int = 100) -> Run:
-        """Rank the corpus for each query; keep the ``depth`` best pages that contain a query token.
+        """Rank the corpus for each query; keep the ``depth`` best pages that contain a query term.
 
         Args:
             queries: a :class:`~vdr.types.QuerySet` (one variant) or ``{query_id: text}`` (non-empty
-                texts; ids str or integers).
+                texts; ids str or integers). Identical texts are analysed and ranked once.
             depth: pages kept per query (>= 1).
 
         Returns:
@@ -307,18 +450,18 @@ class BM25Backend:
         depth = check_depth(depth)
         out: dict[str, dict[str, float]] = {}
         no_terms: list[str] = []
-        r = self._retriever
+        done: dict[str, dict[str, float] | None] = {}
+        vocab = self._vocab
         for qid, text in qs.items():
-            tids = [self._vocab[t] for t in self.tokenize(text) if t in self._vocab]
-            if not tids or r is None:
+            if text not in done:
+                tids = [vocab[t] for t in self._analyze(text) if t in vocab] if self._retriever is not None else []
+                done[text] = self._rank(tids, depth) if tids else None
+                ranking = done[text]
+            else:  # the same text again: an equal, separate ranking
+                ranking = None if done[text] is None else dict(done[text])
+            if ranking is None:
                 no_terms.append(qid)
-                out[qid] = {}
-                continue
-            tarr = np.asarray(tids, dtype=np.int64)
-            scores = r.get_scores_from_ids(tids)
-            indptr, indices = r.scores["indptr"], r.scores["indices"]
-            matched = np.unique(np.concatenate([indices[indptr[t] : indptr[t + 1]] for t in tarr])).astype(np.int64)
-            out[qid] = top_k(scores, matched, self._order, self._ids, depth)
+            out[qid] = {} if ranking is None else ranking
         self.report["searches"][variant] = {
             "num_queries": len(qs),
             "num_queries_without_known_terms": len(no_terms),
@@ -327,9 +470,200 @@ class BM25Backend:
         }
         return Run._trusted(out, "bm25")
 
+    def _rank(self, tids: list[int], depth: int) -> dict[str, float]:
+        """The ``depth`` best pages for query term ids ``tids`` (non-empty, in query order).
+
+        Scores are accumulated in float32 term by term in query order, as bm25s's
+        ``get_scores_from_ids`` does (so every score is bit-identical to bm25s's); only the pages
+        in the postings of the terms are touched (the candidates: the distinct pages of their
+        postings, found by a sort of the postings, not of the collection).
+        """
+        data, indices, indptr = self._csc
+        tarr = np.asarray(tids, dtype=np.int64)
+        starts, ends = indptr[tarr].tolist(), indptr[tarr + 1].tolist()
+        kernel = _numba_kernel()
+        if len(tids) == 1:
+            cand = indices[starts[0] : ends[0]].astype(np.int64)
+            s = data[starts[0] : ends[0]] + np.float32(0.0)  # a copy; -0.0 -> 0.0 as bm25s's zeros + x
+        elif kernel is not None:
+            acc, seen, buf = self._buffers()
+            cand, s = kernel(data, indices, indptr, tarr, acc, seen, buf)
+        else:
+            cand, s = self._accumulate(starts, ends)
+        if self._nonocc is not None:  # bm25l / bm25+: the non-occurrence part, added as bm25s does
+            s = s + self._nonocc[np.asarray(tids, dtype=np.int32)].sum()
+        return top_depth(s, cand, self._order, self._ids, depth)
+
+    def _accumulate(self, starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """NumPy scoring of the postings ``[starts[i], ends[i])`` in query order: ``(candidate pages
+        int64, their float32 scores)``; the candidates are the distinct pages of the postings."""
+        data, indices, _ = self._csc
+        acc = self._buffers()[0]
+        try:
+            parts = []
+            for a, b in zip(starts, ends):
+                docs = indices[a:b]
+                np.add.at(acc, docs, data[a:b])  # float32, term by term in query order, as bm25s
+                parts.append(docs)
+            cat = np.concatenate(parts)
+            cat.sort()  # the distinct pages of the postings (np.unique is 20x slower here on NumPy 2.x)
+            keep = np.empty(cat.shape[0], dtype=bool)
+            keep[0] = True
+            np.not_equal(cat[1:], cat[:-1], out=keep[1:])
+            cand = cat[keep].astype(np.int64)
+            s = acc[cand]
+            acc[cand] = 0.0  # the buffer is all zeros again
+        except BaseException:  # interrupted: drop the buffers, they may not be all zeros
+            self._local.buf = None
+            raise
+        return cand, s
+
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's score accumulator (float32 zeros), page flags (bool, False) and candidate
+        buffer (int64), ``(n_pages,)`` each, kept between queries (thread-local: searches may run in
+        several threads; the scorers return them to zeros / False)."""
+        n = len(self._ids)
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf[0].shape[0] != n:
+            buf = self._local.buf = (np.zeros(n, dtype=np.float32), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64))
+        return buf
+
     def __repr__(self) -> str:
         n = self.report["index"].get("num_pages", 0)
         return f"BM25Backend({n} pages, method={self.config['method']!r}, k1={self.config['k1']}, b={self.config['b']})"
+
+
+_KERNEL: list = []  # [compiled kernel or None], filled on first use
+
+
+def _numba_kernel():
+    """The numba-compiled scorer when numba is installed (and ``VDR_NUMBA`` is not ``0``), else
+    ``None`` (the NumPy path). Both add float32 scores term by term in query order: same values."""
+    if not _KERNEL:
+        kernel = None
+        if os.environ.get("VDR_NUMBA", "1") != "0":
+            try:
+                import numba
+            except ImportError:
+                numba = None
+            if numba is not None:
+                kernel = numba.njit(nogil=True, cache=False)(_score_postings)
+        _KERNEL.append(kernel)
+    return _KERNEL[0]
+
+
+def _score_postings(data, indices, indptr, tids, acc, seen, buf):
+    """Scores of the pages in the postings of ``tids`` (numba-compiled; plain Python otherwise).
+
+    Args:
+        data, indices, indptr: the CSC score matrix (float32, int32, int64).
+        tids: int64 ``(n_terms,)`` query term ids in query order.
+        acc, seen, buf: float32 zeros, bool False and int64 scratch, ``(n_pages,)`` each; ``acc`` and
+            ``seen`` are all zeros / False again on return.
+
+    Returns:
+        ``(candidates int64 (m,), scores float32 (m,))``, candidates in first-seen order.
+    """
+    n = 0
+    for k in range(tids.shape[0]):
+        t = tids[k]
+        for j in range(indptr[t], indptr[t + 1]):
+            d = indices[j]
+            if not seen[d]:
+                seen[d] = True
+                buf[n] = d
+                n += 1
+            acc[d] += data[j]
+    cand = buf[:n].copy()
+    s = np.empty(n, dtype=np.float32)
+    for i in range(n):
+        d = cand[i]
+        s[i] = acc[d]
+        acc[d] = 0.0
+        seen[d] = False
+    return cand, s
+
+
+def top_depth(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: list[str], depth: int) -> dict[str, float]:
+    """The ``depth`` best of ``candidates`` in trec_eval order (score descending, then corpus id
+    descending); the same result as :func:`vdr.retrieve._common.top_k` on these candidates.
+
+    ``np.argpartition``-style preselection: only the candidates scoring at least the
+    ``depth``-th best score (ties at that boundary all kept) are sorted.
+
+    Args:
+        scores: float32 or float64 ``(n_candidates,)``, the score of each candidate.
+        candidates: int ``(n_candidates,)``, page positions (distinct).
+        order: :func:`~vdr.retrieve._common.id_order` of ``ids``, int64 ``(n_pages,)``.
+        ids: corpus ids. depth: pages kept (>= 1).
+
+    Returns:
+        ``{corpus_id: float score}`` best first.
+    """
+    m = scores.shape[0]
+    if m == 0:
+        return {}
+    if m > depth:
+        kth = np.partition(scores, m - depth)[m - depth]
+        keep = np.flatnonzero(scores >= kth)
+        scores, candidates = scores[keep], candidates[keep]
+    s = scores.astype(np.float64)
+    sel = np.lexsort((-order[candidates], -s))[:depth]
+    return {ids[c]: v for c, v in zip(candidates[sel].tolist(), s[sel].tolist())}
+
+
+def bm25_matrix(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int, *, method: str, k1: float, b: float, delta: float,
+                exclude_empty: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, dict]:
+    """bm25s's eager BM25 score matrix, computed with NumPy from a flat token-id array.
+
+    The values are those of ``bm25s.BM25.index`` (same formulas: bm25s's own idf and tf-component
+    functions, same float64 arithmetic and float32 rounding), without its per-document Python loop.
+
+    Args:
+        tokens: int32 ``(total_tokens,)``, the token ids of every page one after the other.
+        lengths: int64 ``(n_pages,)``, tokens per page (0 for a page without terms).
+        n_vocab: vocabulary size (every id in ``tokens`` is below it; every id occurs).
+        method, k1, b, delta: the BM25 variant and parameters (see :class:`BM25Backend`).
+        exclude_empty: leave pages without terms out of ``N`` and ``avgdl`` (Lucene's statistics).
+
+    Returns:
+        ``(data float32 (nnz,), indices int32 (nnz,), indptr int64 (n_vocab + 1,),
+        nonoccurrence float32 (n_vocab,) or None, {"num_docs": N, "avgdl": avgdl})``: the CSC matrix
+        (pages x terms, column ``t`` = the pages containing term ``t``, ascending).
+    """
+    from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+    n_pages = lengths.shape[0]
+    key = (tokens.astype(np.int64) << 32) | np.repeat(np.arange(n_pages, dtype=np.int64), lengths)
+    key.sort()  # by (term, page): CSC order (np.unique(return_counts=True) is far slower on NumPy 2.x)
+    first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    tf = np.diff(np.append(first, key.shape[0]))
+    key = key[first]
+    term = (key >> 32).astype(np.int32)
+    indices = (key & 0xFFFFFFFF).astype(np.int32)
+    del key
+    df = np.bincount(term, minlength=n_vocab)
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    used = lengths[lengths > 0] if exclude_empty else lengths
+    n_docs, avgdl = int(used.shape[0]), used.mean()  # np.float64, as bm25s's ``np.array(lens).mean()``
+    idf_fn, tfc_fn = _select_idf_scorer(method), _select_tfc_scorer(method)
+    dfs, inverse = np.unique(df, return_inverse=True)  # idf with bm25s's scalar function, once per df value
+    idf = np.array([idf_fn(int(d), N=n_docs) for d in dfs], dtype=np.float32)[inverse]
+    nonocc = None
+    if method in ("bm25l", "bm25+"):
+        tfc0 = tfc_fn(tf_array=0, l_d=avgdl, l_avg=avgdl, k1=k1, b=b, delta=delta)
+        nonocc = np.array([idf_fn(int(d), N=n_docs) * tfc0 for d in dfs], dtype=np.float32)[inverse]
+    data = np.empty(tf.shape[0], dtype=np.float32)
+    step = 1 << 22
+    for a in range(0, tf.shape[0], step):  # bounded float64 temporaries
+        sl = slice(a, a + step)
+        tfc = tfc_fn(tf_array=tf[sl].astype(np.float32), l_d=lengths[indices[sl]], l_avg=avgdl, k1=k1, b=b, delta=delta)
+        sc = idf[term[sl]] * tfc
+        if nonocc is not None:
+            sc -= nonocc[term[sl]]
+        data[sl] = sc
+    return data, indices, indptr, nonocc, {"num_docs": n_docs, "avgdl": float(avgdl)}
 
 
 def build(ctx: BuildContext) -> BM25Backend:
@@ -339,15 +673,17 @@ def build(ctx: BuildContext) -> BM25Backend:
         InputError: an unknown option or a bad value (see :class:`BM25Backend`).
     """
     opts = dict(ctx.options)
-    allowed = {"k1", "b", "method", "delta", "stemmer", "stopwords", "lower"}
+    allowed = {"k1", "b", "method", "delta", "stemmer", "stopwords", "lower", "analyzer", "preset"}
     unknown = sorted(set(opts) - allowed)
     if unknown:
         raise InputError(f"unknown BM25 option(s) {unknown}; known: {', '.join(sorted(allowed))}")
     return BM25Backend(**opts, cache_dir=ctx.cache_dir, name=ctx.name)
 
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 _META = "vdr-index.json"
+_ORDER = "order.npy"
+_MAX_MEMO = 4_000_000
 
 
 _FORMULAS = {
