@@ -204,6 +204,30 @@ def _block_maxima(Q: torch.Tensor, rows: list[torch.Tensor], width: int, tf32: b
     return S.amax(dim=2)
 
 
+def _fused(device: torch.device, q_dtype: torch.dtype, block: list[torch.Tensor], dim: int) -> bool:
+    """Whether this block is scored by the fused kernel of :mod:`vdr.scoring_gpu` (CUDA, Triton,
+    every page of the block in the queries' 16-bit dtype; ``VDR_MAXSIM_FUSED=0`` turns it off)."""
+    import os
+
+    if os.environ.get("VDR_MAXSIM_FUSED", "1") == "0":
+        return False
+    if device.type != "cuda" and not _interpret():
+        return False
+    if any(b.dtype != q_dtype for b in block):
+        return False
+    from .scoring_gpu import available
+
+    return available(device, q_dtype, block[0].dtype, dim)
+
+
+def _interpret() -> bool:
+    """``VDR_TRITON_INTERPRET=1`` with ``TRITON_INTERPRET=1``: the fused kernel runs in Triton's CPU
+    interpreter (tests only)."""
+    import os
+
+    return os.environ.get("VDR_TRITON_INTERPRET") == "1" and os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def _source_blocks(pages, order: np.ndarray, lengths: np.ndarray, plan):
     """Read each planned block from a :class:`PageSource`: ``(positions, [page tensors])``."""
     ids = list(pages.ids())
@@ -244,11 +268,17 @@ def _score_blocks(queries, pages, budget_bytes, device):
         blocks = ((order[s:e], [plist[k] for k in order[s:e]]) for s, e, _w in plan)
 
     dim = Q.shape[1]
+    Q16 = None  # the fused CUDA kernel (vdr.scoring_gpu) for 16-bit vectors on both sides
     for (idx, block), (_s, _e, width) in zip(blocks, plan):
         if any(b.shape[1] != dim for b in block):
             raise InputError(f"page embedding dim differs from the queries' dim {dim}")
         tf32 = device.type == "cuda" and q_dtype in half and block[0].dtype in half
-        if len(block) == 1 and block[0].shape[0] > width:  # one page over the budget: max over its chunks
+        if _fused(device, q_dtype, block, dim):
+            Q16 = Q.to(q_dtype) if Q16 is None else Q16  # exact: Q holds q_dtype values
+            from .scoring_gpu import block_maxima
+
+            M = block_maxima(Q16, block)
+        elif len(block) == 1 and block[0].shape[0] > width:  # one page over the budget: max over its chunks
             page = block[0]
             M = None
             for c in range(0, page.shape[0], width):
