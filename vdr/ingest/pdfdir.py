@@ -168,7 +168,8 @@ _WORKER_MODULES = ["vdr.ingest.pdf"]
 
 def _pool_context():
     """The multiprocessing context for the worker pool: ``"fork"`` when this process runs a single
-    thread, else ``"forkserver"`` (with :data:`_WORKER_MODULES` preloaded).
+    thread (not counting tqdm's progress-bar monitor, which sleeps and which workers never touch),
+    else ``"forkserver"`` (with :data:`_WORKER_MODULES` preloaded).
 
     Fork starts a worker in milliseconds with everything already imported, where a forkserver
     costs a fresh interpreter plus the imports (~0.5 s on 2 idle cores, several seconds on a busy
@@ -180,7 +181,8 @@ def _pool_context():
     import multiprocessing as mp
     import threading
 
-    if threading.active_count() == 1 and "fork" in mp.get_all_start_methods():
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and type(t).__name__ != "TMonitor"]
+    if not others and threading.current_thread() is threading.main_thread() and "fork" in mp.get_all_start_methods():
         return mp.get_context("fork")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_WORKER_MODULES)
