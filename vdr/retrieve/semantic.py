@@ -327,31 +327,14 @@ class DenseBackend:
         }
 
     def _query_vectors(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, bool | None]:
-        """``(vectors, truncated, cache hit)`` of query ``texts``; the vectors of a list of texts are
-        cached like the page vectors (``cache_dir/semantic-queries/<fingerprint>/``), so a re-run
-        encodes only the variants it has not seen."""
-        if self.cache_dir is None:
-            return (*self.encode(texts, prompt=self.query_prompt), None)
+        """``(vectors, truncated, cache hit)`` of query ``texts``; vectors are cached per text
+        (:mod:`vdr.retrieve.qcache`, ``cache_dir/semantic-queries/``), so a re-run encodes only
+        the query texts it has never seen."""
+        from .qcache import cached_encode
+
         settings = dict(self._vector_settings(), document_prompt=None, query_prompt=self.query_prompt)
-        path = cache_path(self.cache_dir, "semantic-queries", fingerprint("semantic-queries", _CACHE_FORMAT, settings, texts))
-        try:
-            from safetensors.numpy import load_file
-
-            got = load_file(str(path / _VECTORS))
-            emb, truncated = got["embeddings"], got["truncated"].astype(bool)
-            if emb.dtype == np.float32 and emb.shape[0] == truncated.shape[0] == len(texts):
-                return emb, truncated, True
-        except (OSError, KeyError, ValueError):
-            pass
-        emb, truncated = self.encode(texts, prompt=self.query_prompt)
-
-        def fill(d: Path) -> None:
-            from safetensors.numpy import save_file
-
-            save_file({"embeddings": np.ascontiguousarray(emb), "truncated": truncated.astype(np.uint8)}, str(d / _VECTORS))
-
-        write_cache_dir(path, fill)
-        return emb, truncated, False
+        emb, truncated, hit, _n = cached_encode(self.cache_dir, settings, texts, lambda t: self.encode(t, prompt=self.query_prompt))
+        return emb, truncated, hit
 
     def _weights_id(self) -> str:
         """sha256 of the loaded parameters (names and bytes), for models given by hub name (once)."""
