@@ -10,7 +10,8 @@ workers (``ratio_vs_pdf2image_threads``).
 
 End to end (``ratio_end_to_end``, target >= 3): the whole `ingest_pdfs` call (render, text layer,
 lossless page images encoded in the workers and written atomically, pages.jsonl, report; OCR off,
-``--workers`` processes, pool start included) against ``convert_from_path`` followed by
+``--workers`` processes, pool start included, called from a process running one thread as the
+`vdr ingest` command does, so its workers are forked: see ``worker_start_method``) against ``convert_from_path`` followed by
 ``image.save(path)`` as PNG with PIL's default settings for every page (what a pdf2image user
 writes to get the same page files, without a text layer).
 
@@ -97,7 +98,8 @@ def vdr_ingest(pdf: Path, dpi: float, workers: int, tmp: Path) -> tuple[int, dic
     if doc.status != "ok":
         raise SystemExit(f"vdr failed on {pdf}: {doc.reason}")
     size = sum(p.stat().st_size for p in (tmp / "out" / "images").glob("*.png"))
-    return doc.pages, {"image_encoding": dict(report.image_encoding), "image_bytes": size}
+    return doc.pages, {"image_encoding": dict(report.image_encoding), "image_bytes": size,
+                       "worker_start_method": report.extra.get("worker_start_method")}
 
 
 def main() -> None:
@@ -116,15 +118,17 @@ def main() -> None:
         best[key] = min(best.get(key, float("inf")), seconds)
         counts[key] = n
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver")) as pool, \
-            tempfile.TemporaryDirectory() as tmp:
-        list(pool.map(_render_share, [(str(a.pdf), a.dpi, [1])] * workers))  # start the workers
+    with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.repeat):
             keep("raster_1proc", *_timed(lambda: vdr_render_1proc(a.pdf, a.dpi)))
             n_r = counts["raster_1proc"]
-            # as `vdr ingest` renders: contiguous page ranges across worker processes
+            # as `vdr ingest` renders: contiguous page ranges across worker processes (started
+            # before the clock; shut down before the ingest run, which starts its own pool from a
+            # single-threaded process as the `vdr ingest` command does)
             shares = [list(range(1 + i * n_r // workers, 1 + (i + 1) * n_r // workers)) for i in range(workers)]
-            keep("raster_par", *_timed(lambda: sum(pool.map(_render_share, [(str(a.pdf), a.dpi, s) for s in shares]))))
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver")) as pool:
+                list(pool.map(_render_share, [(str(a.pdf), a.dpi, [1])] * workers))  # start the workers
+                keep("raster_par", *_timed(lambda: sum(pool.map(_render_share, [(str(a.pdf), a.dpi, s) for s in shares]))))
             keep("p2i", *_timed(lambda: pdf2image_render(a.pdf, a.dpi)))
             keep("p2i_threads", *_timed(lambda: pdf2image_render(a.pdf, a.dpi, workers)))
             run_dir = Path(tmp) / f"run{r}"
@@ -145,6 +149,8 @@ def main() -> None:
         "workers": workers,
         "repeat": a.repeat,
         "image_encoding": run_info.get("image_encoding"),
+        "worker_start_method": run_info.get("worker_start_method"),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "vdr_rasterize_pages_per_s": rate["raster_par"],
         "vdr_rasterize_1proc_pages_per_s": rate["raster_1proc"],
         "pdf2image_pages_per_s": rate["p2i"],

@@ -77,3 +77,4 @@ def test_rasterize_benchmark_reports_both_ratios_and_the_encoding() -> None:
     assert res["ratio"] > 0 and res["ratio_end_to_end"] > 0
     assert res["image_encoding"]["format"] == "png" and res["image_encoding"]["lossless"] is True
     assert res["vdr_image_bytes"] > 0 and res["pdf2image_png_bytes"] > 0
+    assert res["worker_start_method"] == "fork"  # as `vdr ingest` starts its workers

@@ -213,7 +213,20 @@ def to_rgb(im):
 
 def pixel_sha256(im) -> str:
     """Hex SHA-256 of an image's content: mode, size and raw pixel bytes (independent of the file
-    format and PNG compression, so equal pixels give equal hashes)."""
-    h = hashlib.sha256(f"{im.mode} {im.width}x{im.height}\n".encode())
-    h.update(im.tobytes())
+    format and PNG compression, so equal pixels give equal hashes).
+
+    ``im`` is a PIL image, or a uint8 array ``(height, width, 3)`` taken as mode ``RGB`` (hashed
+    without a copy when C-contiguous; the same hash as ``Image.fromarray(im)`` gives).
+    """
+    if hasattr(im, "mode"):
+        h = hashlib.sha256(f"{im.mode} {im.width}x{im.height}\n".encode())
+        h.update(im.tobytes())
+        return h.hexdigest()
+    import numpy as np
+
+    a = np.ascontiguousarray(im)
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] != 3:
+        raise ValueError(f"pixel_sha256 needs a PIL image or 8-bit RGB pixels (height, width, 3), got {a.dtype} {a.shape}")
+    h = hashlib.sha256(f"RGB {a.shape[1]}x{a.shape[0]}\n".encode())
+    h.update(a.data)
     return h.hexdigest()

@@ -298,14 +298,27 @@ def _probe_pdfium(path: Path, password: str | None) -> DocInfo:
     try:
         encrypted = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw) != -1
         for i in range(len(pdf)):
-            page = pdf[i]
-            try:
-                sizes.append(tuple(float(x) for x in page.get_size()))  # CropBox within MediaBox, /Rotate applied
-            finally:
-                page.close()
+            sizes.append(_pdfium_page_size(pdf, i))
     finally:
         pdf.close()
     return DocInfo(sizes, encrypted)
+
+
+def _pdfium_page_size(pdf, i: int) -> tuple[float, float]:
+    """Upright ``(width_pt, height_pt)`` of page ``i`` (0-based): the CropBox within the MediaBox,
+    ``/Rotate`` applied. Read from the page dictionary without loading the page (loading parses its
+    content streams, ~6 ms a page on GeoTopo); the same numbers as ``pdf[i].get_size()`` (tested),
+    which is the fallback when PDFium cannot read the size that way."""
+    import pypdfium2 as pdfium
+
+    try:
+        return tuple(float(x) for x in pdf.get_page_size(i))
+    except pdfium.PdfiumError:
+        page = pdf[i]
+        try:
+            return tuple(float(x) for x in page.get_size())
+        finally:
+            page.close()
 
 
 def _probe_poppler(path: Path, password: str | None) -> DocInfo:
@@ -466,7 +479,16 @@ def rasterize(
             plans.append((n, w, h, d, problem or (d is not None and _page_problem(w, h, d)) or None))
         for (n, _w, _h, d, _p), (im, _text) in zip(plans, render(path, password, plans, text=False)):
             if im is not None:
-                yield n, im, d
+                yield n, _as_pil(im), d
+
+
+def _as_pil(im):
+    """A PIL image of ``im`` (a PIL image, returned as is, or a uint8 array ``(h, w, 3)``)."""
+    if hasattr(im, "mode"):
+        return im
+    from PIL import Image
+
+    return Image.fromarray(im, "RGB")
 
 
 _CHUNK = 8
@@ -525,25 +547,41 @@ def render_pages(
         try:
             results.append(_finish_page(im, text, n, w, h, d, relative, opts, out_dir))
         finally:
-            im.close()
+            if hasattr(im, "close"):  # a PIL image (poppler); pdfium gives arrays
+                im.close()
     return results
 
 
+def _rgb_array(im):
+    """``im`` (a uint8 array ``(h, w, 3)`` or a PIL image of any mode) as a C-contiguous uint8 RGB
+    array ``(height, width, 3)``; an array that already is one is returned as is."""
+    import numpy as np
+
+    if hasattr(im, "mode"):
+        rgb = to_rgb(im)
+        try:
+            return np.asarray(rgb)
+        finally:
+            if rgb is not im:
+                rgb.close()
+    return np.ascontiguousarray(im)
+
+
 def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: str, opts: RenderOptions, out_dir: Path) -> dict:
+    """Check one rendered page, read its text (OCR when asked), write its PNG; a ``pages.jsonl``
+    record plus ``"notes"``, or ``{"page", "reason"}`` (see :func:`render_pages`)."""
+    a = _rgb_array(im)
+    height, width = a.shape[:2]
     exp_w, exp_h = w * d / 72, h * d / 72
-    if abs(im.width - exp_w) > 1 or abs(im.height - exp_h) > 1:
+    if abs(width - exp_w) > 1 or abs(height - exp_h) > 1:
         return {
             "page": n,
-            "reason": f"rendered image is {im.width} x {im.height} px, expected {exp_w:.1f} x {exp_h:.1f} px"
+            "reason": f"rendered image is {width} x {height} px, expected {exp_w:.1f} x {exp_h:.1f} px"
             f" (page {w:g} x {h:g} pt at {d:g} dpi)",
         }
-    problem = size_problem(im.width, im.height)  # the same checks as every ingest path, on the real pixels
+    problem = size_problem(width, height)  # the same checks as every ingest path, on the real pixels
     if problem is not None:
         return {"page": n, "reason": problem}
-    rgb = to_rgb(im)
-    if rgb is not im:
-        im.close()
-        im = rgb
     notes: list[str] = []
     if d < opts.dpi:
         notes.append(f"rendered at {d:g} dpi instead of {opts.dpi:g} to fit the pixel budget of {opts.max_pixels} px")
@@ -551,7 +589,7 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
     source = "pdf" if text else "none"
     if opts.ocr == "always" or (opts.ocr == "auto" and not text):
         try:
-            ocr_text = _clean(_ocr(im, opts.ocr_lang))
+            ocr_text = _clean(_ocr(_as_pil(a), opts.ocr_lang))
         except Exception as e:  # TesseractNotFoundError, TesseractError, OSError
             reason = f"OCR failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
             if opts.ocr == "always":
@@ -562,18 +600,18 @@ def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: 
     cid = page_id(relative, n)
     rel_img = image_name(cid)
     with atomic_write(out_dir / rel_img, "wb") as f:
-        write_png(f, im)
+        write_png(f, a)
     return {
         "corpus-id": cid,
         "source": relative,
         "page": n,
-        "width": im.width,
-        "height": im.height,
+        "width": width,
+        "height": height,
         "dpi": d,
         "image": rel_img,
         "text": text,
         "text_source": source,
-        "image_sha256": pixel_sha256(im),
+        "image_sha256": pixel_sha256(a),
         "notes": notes,
     }
 
@@ -641,19 +679,38 @@ def _render_pdfium(path: Path, password: str | None, plans, text: bool = True) -
                         page_text = tp.get_text_bounded()
                     finally:
                         tp.close()
-                bitmap = page.render(scale=d / 72, may_draw_forms=True)
-                try:
-                    im = bitmap.to_pil()
-                    rgb = to_rgb(im)
-                    im = rgb if rgb is not im else im.copy()  # own the pixels
-                finally:
-                    bitmap.close()
+                im = _pdfium_pixels(page, d)
             finally:
                 page.close()
             out.append((im, page_text))
     finally:
         pdf.close()
     return out
+
+
+def _pdfium_pixels(page, dpi: float):
+    """One page rendered at ``dpi`` as a uint8 array ``(height, width, 3)``, RGB, on white.
+
+    PDFium writes the pixels straight into a Python-owned buffer in RGB byte order
+    (``rev_byteorder``); the array is a view of that buffer, which stays valid after the bitmap is
+    closed, so no PIL image and no copy are made. The pixels are exactly those of
+    ``page.render(...).to_pil()`` (the same bitmap, bytes in another order).
+    """
+    bitmap = page.render(scale=dpi / 72, may_draw_forms=True, rev_byteorder=True)
+    try:
+        if bitmap.mode == "RGB" and bitmap.n_channels == 3:
+            return bitmap.to_numpy()
+        import numpy as np  # pragma: no cover - another pixel format: convert through PIL
+
+        im = bitmap.to_pil()  # pragma: no cover
+        rgb = to_rgb(im)  # pragma: no cover
+        try:  # pragma: no cover
+            return np.array(rgb)
+        finally:  # pragma: no cover
+            rgb.close()
+            im.close()
+    finally:
+        bitmap.close()
 
 
 def _render_poppler(path: Path, password: str | None, plans, text: bool = True) -> list:

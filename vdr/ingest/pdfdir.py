@@ -162,6 +162,33 @@ def _limit_omp_threads(threads: int) -> None:
     os.environ["OMP_THREAD_LIMIT"] = str(threads)
 
 
+#: What worker processes import; a forkserver imports it once, before forking the workers.
+_WORKER_MODULES = ["vdr.ingest.pdf"]
+
+
+def _pool_context():
+    """The multiprocessing context for the worker pool: ``"fork"`` when this process runs a single
+    thread (not counting tqdm's progress-bar monitor, which sleeps and which workers never touch),
+    else ``"forkserver"`` (with :data:`_WORKER_MODULES` preloaded).
+
+    Fork starts a worker in milliseconds with everything already imported, where a forkserver
+    costs a fresh interpreter plus the imports (~0.5 s on 2 idle cores, several seconds on a busy
+    machine; measured with ``benchmarks/rasterize.py``). Forking is safe only while no other thread
+    can hold a lock the child needs, so a process that already runs threads (a notebook with
+    torch's thread pools, a server) gets the forkserver. Pebble forks replacement workers (after
+    a timeout) from its own threads, which it supports.
+    """
+    import multiprocessing as mp
+    import threading
+
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and type(t).__name__ != "TMonitor"]
+    if not others and threading.current_thread() is threading.main_thread() and "fork" in mp.get_all_start_methods():
+        return mp.get_context("fork")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_WORKER_MODULES)
+    return ctx
+
+
 def available_cores() -> int:
     """CPU cores this process may run on (its affinity mask where the OS has one)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -318,14 +345,16 @@ def ingest_pdfs(
             todo.append((rel, path, sha))
 
     threads = ocr_threads(workers)
+    start_method = None
     if todo:
-        _run(todo, opts, password, (workers, threads), timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
+        start_method = _run(todo, opts, password, (workers, threads), timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
 
     ordered = [results[rel] for rel, _ in docs]
     all_pages = [p for rel, _ in docs for p in pages_of.get(rel, [])]
     write_pages(out_dir / PAGES_FILE, all_pages)
     _remove_orphan_images(out_dir, {p.image for p in all_pages})
-    extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers, "timeout": timeout,
+    extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers,
+             "worker_start_method": start_method, "timeout": timeout,
              "ocr_threads": {"workers": workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
     extra.update(_page_findings(ordered, all_pages))
     report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
@@ -386,20 +415,19 @@ def _short(e: BaseException) -> str:
     return " ".join(str(e).split())[:300] or type(e).__name__
 
 
-def _run(todo, opts, password, workers, timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool) -> None:
+def _run(todo, opts, password, workers, timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool) -> str:
     """Probe every document, then render its pages in batches, all in one process pool.
 
     ``workers`` is ``(processes, OpenMP threads per process)``; each worker process runs with
     ``OMP_THREAD_LIMIT`` set to the latter (Tesseract's threads, see :func:`ocr_threads`).
+    Returns the workers' start method (``"fork"`` or ``"forkserver"``, see :func:`_pool_context`).
     """
-    import multiprocessing as mp
-
     workers, threads = workers
     state: dict[str, dict] = {}
+    ctx = _pool_context()  # before the progress bar starts its monitor thread
     bar = tqdm(total=0, unit="page", desc="ingest", disable=not progress, dynamic_ncols=True)
     try:
-        with ProcessPool(max_workers=workers, context=mp.get_context("forkserver"), initializer=_limit_omp_threads,
-                         initargs=(threads,)) as pool:
+        with ProcessPool(max_workers=workers, context=ctx, initializer=_limit_omp_threads, initargs=(threads,)) as pool:
             probes = {
                 rel: pool.schedule(_pdf.probe, args=(str(path), _password_for(password, rel)[0], opts.rasterizer), timeout=timeout)
                 for rel, path, _ in todo
@@ -441,6 +469,7 @@ def _run(todo, opts, password, workers, timeout, out_dir, version, results, page
         bar.close()
     for rel, _, sha in todo:
         results[rel], pages_of[rel] = _conclude(rel, state[rel], sha, opts, version)
+    return ctx.get_start_method()
 
 
 def _collect(st: dict, nums: list[int], fut, timeout: float) -> None:

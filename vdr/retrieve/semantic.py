@@ -603,33 +603,18 @@ class DenseBackend:
     # ------------------------------------------------------------------ search
 
     def _query_vectors(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, bool | None]:
-        """``(vectors, truncated, cache hit)`` of query ``texts``; the vectors of a list of texts are
-        cached (``cache_dir/semantic-queries/<fingerprint>/``), so a re-run encodes only the
-        variants it has not seen."""
+        """``(vectors, truncated, cache hit)`` of query ``texts``; vectors are cached per text
+        (:mod:`vdr.retrieve.qcache`, ``cache_dir/semantic-queries/``), so a re-run encodes only
+        the query texts it has never seen."""
+        from .qcache import cached_encode
+
         kw = dict(prompt=self.query_prompt, max_length=self.query_max_length, what="query")
         if self.cache_dir is None:
             return (*self.encode(texts, **kw), None)
         settings = dict(self._vector_settings(), document_prompt=None, query_prompt=self.query_prompt,
                         query_max_length=self.query_max_length, passage_max_length=None, long_text=None, window=None, stride=None)
-        path = cache_path(self.cache_dir, "semantic-queries", fingerprint("semantic-queries", _CACHE_FORMAT, settings, texts))
-        try:
-            from safetensors.numpy import load_file
-
-            got = load_file(str(path / _VECTORS))
-            emb, truncated = got["embeddings"], got["truncated"].astype(bool)
-            if emb.dtype == np.float32 and emb.shape[0] == truncated.shape[0] == len(texts):
-                return emb, truncated, True
-        except (OSError, KeyError, ValueError):
-            pass
-        emb, truncated = self.encode(texts, **kw)
-
-        def fill(d: Path) -> None:
-            from safetensors.numpy import save_file
-
-            save_file({"embeddings": np.ascontiguousarray(emb), "truncated": truncated.astype(np.uint8)}, str(d / _VECTORS))
-
-        write_cache_dir(path, fill)
-        return emb, truncated, False
+        emb, truncated, hit, _n = cached_encode(self.cache_dir, settings, texts, lambda t: self.encode(t, **kw))
+        return emb, truncated, hit
 
     def _weights_id(self) -> str:
         """sha256 of the loaded parameters (names and bytes), for models given by hub name (once)."""
