@@ -93,3 +93,23 @@ def test_registry_option_and_bad_value():
     assert build(BuildContext(name="lexical", options={"max_query_tokens": 64})).config["query_budget"]["max_query_tokens"] == 64
     with pytest.raises(InputError, match="max_query_tokens"):
         BM25Backend(max_query_tokens=0)
+
+
+def test_builtin_concat_variant_uses_the_shared_budget():
+    from vdr.convert import ConcatSpec, concat_text
+    from vdr.inputs import CONCAT, build_variants, concat_variant
+    from vdr.types import Query, QuerySet
+
+    history = (" ".join(f"old{i}" for i in range(400)), " ".join(f"new{i}" for i in range(200)))
+    qs = QuerySet({"a": Query("where is it", history), "b": Query("short one", ("first turn",))})
+    variant, record = concat_variant(qs)  # default 512
+    toks = variant["a"].text.split()
+    assert len(toks) == 512 and toks[-3:] == ["where", "is", "it"] and toks[0] == "old91"  # oldest 91 tokens dropped
+    assert variant["b"].text == "first turn short one"  # within budget: the plain space-joined text
+    assert record == {**budget_config(512), "num_queries_cut": 1, "queries_cut": ["a"], "num_tokens_dropped": 91, "num_questions_cut": 0}
+    assert build_variants(qs, {})[CONCAT].texts() == variant.texts() and variant.name == CONCAT
+    # the same text as vdr convert's concat-q (questions only, oldest first, space-separated, same budget)
+    for qid in ("a", "b"):
+        assert concat_text(qs[qid], ConcatSpec("concat-q", answers=False))[0] == variant[qid].text
+    off, rec = concat_variant(qs, None)
+    assert off["a"].text == " ".join([*history, "where is it"]) and rec["num_queries_cut"] == 0 and rec["max_query_tokens"] is None
