@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from vdr.convert import EMPTY_ANSWER, ConcatSpec, concat_text, convert_beir, convert_msmarco, convert_qrecc, convert_topiocqa, fit_budget
+from vdr.convert import EMPTY_ANSWER, ConcatSpec, concat_query, concat_text, convert_beir, convert_msmarco, convert_qrecc, convert_topiocqa
 from vdr.corpus import load_corpus
 from vdr.errors import InputError, VdrWarning
 from vdr.io.formats import load_qrels, load_queries, load_rewrites, load_run
@@ -63,11 +63,16 @@ def topiocqa(tmp_path):
 # --------------------------------------------------------------------------------------------- budget
 
 
-def test_fit_budget_drops_oldest_and_keeps_question():
-    assert fit_budget("q1 q2", ["a b", "c d e", "f"], 6) == (["c d e", "f"], 1)
-    assert fit_budget("q1 q2", ["a b", "c d e", "f"], 3) == (["f"], 2)
-    assert fit_budget("one two three four", ["a", "b"], 2) == ([], 2)  # the question alone is over budget: kept whole
-    assert fit_budget("q", ["a", "b"], None) == (["a", "b"], 0)
+def test_history_budget_is_the_shared_one_drops_oldest_and_keeps_question():
+    q = Query("q1 q2", ("a b", "c d e", "f"))
+    assert concat_text(q, ConcatSpec("x", answers=False, budget=6)) == ("c d e f q1 q2", 1)
+    assert concat_text(q, ConcatSpec("x", answers=False, budget=3)) == ("f q1 q2", 2)
+    assert concat_text(q, ConcatSpec("x", answers=False, budget=5)) == ("d e f q1 q2", 2)  # "a b" dropped, "c d e" cut in part
+    assert concat_text(q, ConcatSpec("x", answers=False, budget=None)) == ("a b c d e f q1 q2", 0)
+    long = concat_query(Query("one two three four", ("a", "b")), ConcatSpec("x", answers=False, budget=2))
+    assert long.text == "three four" and long.question_cut and long.dropped_turns == 2  # the question's last tokens
+    q_first = concat_query(q, ConcatSpec("x", answers=False, order="newest-first", separator=" | ", budget=5))
+    assert q_first.text == "q1 q2 | f | d e"  # the newest turn next to the question
 
 
 def test_concat_text_orders_and_separators():
@@ -191,6 +196,11 @@ def test_cli_convert_topiocqa(tmp_path):
     assert "4 queries" in r.output and "1 turns without gold dropped" in r.output and "3_1" in r.output
     rep = json.loads((tmp_path / "o" / "conversion.json").read_text())
     assert rep["variants"]["concat-q"]["budget_tokens"] == 4 and rep["variants"]["concat-q"]["queries_with_history_cut"] == 2
+    from vdr.retrieve.budget import budget_config
+
+    assert rep["variants"]["concat-q"]["budget"] == budget_config(4)  # the shared budget rule, recorded
+    cq = {d["_id"]: d["text"] for d in map(json.loads, (tmp_path / "o" / "variants" / "concat-q.jsonl").read_text().splitlines())}
+    assert cq["1_3"] == "who was its architect"  # 4 question tokens: the whole history goes, the question stays
 
 
 # --------------------------------------------------------------------------------------------- rewrite spelling

@@ -109,6 +109,53 @@ def _on_interrupt(command):
     return run
 
 
+_BACKEND_OPTION_HELP = (
+    "A backend option BACKEND.KEY=VALUE, passed to the backend's factory (repeatable; VALUE is read as JSON when it parses"
+    " -- 512, 0.9, true, null, [\"a\"] -- else as text). Common keys: lexical.k1 / .b / .preset / .analyzer /"
+    " .max_query_tokens (default 512, null: none) / .method / .stemmer / .stopwords; semantic.long_text (maxp|truncate) /"
+    " .passage_max_length / .query_max_length / .window / .stride / .batch_size / .search; pyserini.index_dir (an existing"
+    " Lucene index) / .preset / .k1 / .b / .threads / .max_query_tokens; hybrid.rrf_k / .fuse. Overrides the dedicated options.")
+
+
+def _parse_backend_options(items: list[str] | None, backends: str) -> dict[str, dict]:
+    """``--backend-option BACKEND.KEY=VALUE`` items -> ``{BACKEND: {KEY: VALUE}}`` (VALUE parsed as
+    JSON when it parses, else kept as a str), the ``backend_options`` of :func:`vdr.evaluate`.
+
+    Args:
+        items: the option values as given.
+        backends: the ``--backend`` value (comma-separated names).
+
+    Raises:
+        InputError: an item not of the form ``BACKEND.KEY=VALUE``, a key given twice, a backend
+            that is not registered (the known names are listed) or not among ``--backend``. Unknown
+            KEYs are refused by the backend's factory (which lists the known ones).
+    """
+    import json
+
+    from .retrieve.base import available_backends
+
+    known = available_backends()
+    wanted = [b.strip() for b in backends.split(",") if b.strip()]
+    out: dict[str, dict] = {}
+    for item in items or []:
+        target, sep, raw = item.partition("=")
+        name, dot, key = target.partition(".")
+        if not sep or not dot or not name or not key:
+            raise InputError(f"--backend-option takes BACKEND.KEY=VALUE (e.g. lexical.k1=0.9), got {item!r}")
+        if name not in known:
+            raise InputError(f"--backend-option {item!r}: unknown backend {name!r}; known: {', '.join(known)}")
+        if name not in wanted:
+            raise InputError(f"--backend-option {item!r}: backend {name!r} is not among --backend {','.join(wanted)}")
+        if key in out.get(name, {}):
+            raise InputError(f"--backend-option {name}.{key} given twice")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        out.setdefault(name, {})[key] = value
+    return out
+
+
 def _parse_runs(items: list[str] | None) -> dict[str, str]:
     """``--run NAME=FILE`` items -> ``{NAME: FILE}`` (see :func:`vdr.compare_runs.parse_run_items`)."""
     from .compare_runs import parse_run_items
@@ -208,6 +255,10 @@ _EVALUATION_OPTIONS = {
     "concat": lambda: typer.Option(
         None, "--concat/--no-concat", help="Add the history-concatenation baseline variant, or not (default: when the queries carry history).",
     ),
+    "concat_max_tokens": lambda: typer.Option(
+        512, "--concat-max-tokens", min=0,
+        help="Whitespace-token budget of the concat variant: the oldest history goes first, the question stays (0: none).",
+    ),
     "vidore_revision": lambda: typer.Option(None, "--vidore-revision", help="With --vidore: dataset revision (default: MTEB's pinned commit)."),
     "vidore_language": lambda: typer.Option(None, "--vidore-language", help="With --vidore: keep only queries in this language (e.g. english)."),
     "semantic_model": lambda: typer.Option(
@@ -253,6 +304,7 @@ def _evaluation_kwargs(values: dict) -> dict:
         "n_permutations": values["permutations"],
         "n_bootstrap": values["bootstrap"],
         "concat": values["concat"],
+        "concat_max_tokens": values["concat_max_tokens"] or None,
         "vidore_revision": values["vidore_revision"],
         "vidore_language": values["vidore_language"],
         "semantic_model": values["semantic_model"],
@@ -416,6 +468,7 @@ def evaluate_command(
     permutations: int = _EVALUATION_OPTIONS["permutations"](),
     bootstrap: int = _EVALUATION_OPTIONS["bootstrap"](),
     concat: Optional[bool] = _EVALUATION_OPTIONS["concat"](),
+    concat_max_tokens: int = _EVALUATION_OPTIONS["concat_max_tokens"](),
     vidore_revision: Optional[str] = _EVALUATION_OPTIONS["vidore_revision"](),
     vidore_language: Optional[str] = _EVALUATION_OPTIONS["vidore_language"](),
     semantic_model: Optional[str] = _EVALUATION_OPTIONS["semantic_model"](),
@@ -429,6 +482,7 @@ def evaluate_command(
     bm25_lower: Optional[bool] = _EVALUATION_OPTIONS["bm25_lower"](),
     bm25_preset: Optional[Bm25Preset] = _EVALUATION_OPTIONS["bm25_preset"](),
     bm25_analyzer: Optional[Bm25Analyzer] = _EVALUATION_OPTIONS["bm25_analyzer"](),
+    backend_option: Optional[list[str]] = typer.Option(None, "--backend-option", help=_BACKEND_OPTION_HELP),
     run: Optional[list[str]] = typer.Option(
         None, "--run", help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME."),
     primary_metric: Optional[str] = typer.Option(
@@ -445,6 +499,7 @@ def evaluate_command(
 
     api = _evaluation_kwargs(locals())  # the _EVALUATION_OPTIONS as evaluate() arguments
     rw = _parse_rewrites(rewrites)
+    backend_options = _parse_backend_options(backend_option, backend)
     settings = encoder_settings_from_options(
         model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
         revision=revision, query_prefix=query_prefix, augmentation_tokens=augmentation_tokens, min_pixels=min_pixels,
@@ -473,6 +528,7 @@ def evaluate_command(
         overwrite=overwrite,
         drop_missing_judged=drop_missing_judged,
         protocol=protocol,
+        backend_options=backend_options or None,
         **api,
     )
     if res is None:  # torchrun: not rank 0

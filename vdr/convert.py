@@ -22,10 +22,11 @@ Rules (issue 18.5):
 * TopiOCQA's dataset and gold files are joined on ``(Conversation_no, Turn_no)``, never by
   position; gold entries without a dataset turn are listed in the report.
 
-The history budget (:func:`fit_budget`) counts whitespace tokens, drops the OLDEST history turns
-first and always keeps the current question (a query over budget by its question alone is kept
-whole and counted). NOTE: a small local implementation until the ``pyserini`` branch's shared
-budget function is merged; the coordinator should point :func:`fit_budget` at it.
+The history budget is vdr's ONE query budget, :func:`vdr.retrieve.budget.fit_query_budget` (the
+rule the lexical backends apply to every query text): whitespace tokens, the OLDEST history tokens
+dropped first (whole turns, then the leading words of the oldest turn kept), the current question
+always kept (a question alone over budget keeps its last tokens, counted). The rule and the counts
+are recorded per variant in ``conversion.json``.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ import typer
 from .errors import InputError, VdrWarning
 from .io.atomic import write_text_atomic
 from .io.formats import load_qrels, load_queries, save_qrels, save_queries
+from .retrieve.budget import BudgetedQuery, budget_config, fit_query_budget
 from .types import Qrels, Query, QuerySet
 
-__all__ = ["EMPTY_ANSWER", "ConcatSpec", "fit_budget", "concat_text", "convert_topiocqa", "convert_qrecc", "convert_msmarco",
+__all__ = ["EMPTY_ANSWER", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc", "convert_msmarco",
            "convert_beir", "app"]
 
 #: Placeholder for an empty answer in a conversation's history (the turn stays, its answer is marked).
@@ -57,28 +59,6 @@ LISTED = 20
 # --------------------------------------------------------------------------------------------- history
 
 
-def fit_budget(question: str, history: Sequence[str], budget: int | None) -> tuple[list[str], int]:
-    """Drop the oldest ``history`` pieces until question + history fit ``budget`` whitespace tokens.
-
-    Args:
-        question: the current question (always kept, even when it alone exceeds ``budget``).
-        history: the history pieces (one per earlier turn), oldest first.
-        budget: the token budget (whitespace tokens, as Pyserini's 512-token query cut), ``None``: none.
-
-    Returns:
-        ``(kept history pieces, oldest first; number of pieces dropped)``.
-    """
-    kept = list(history)
-    if budget is None:
-        return kept, 0
-    total = len(question.split()) + sum(len(h.split()) for h in kept)
-    dropped = 0
-    while kept and total > budget:
-        total -= len(kept.pop(0).split())
-        dropped += 1
-    return kept, dropped
-
-
 @dataclass(frozen=True)
 class ConcatSpec:
     """How a history-concatenation variant is built (recorded in ``conversion.json``).
@@ -88,7 +68,7 @@ class ConcatSpec:
         answers: include each earlier turn's answer after its question.
         order: ``"oldest-first"`` (h1 .. hn, question) or ``"newest-first"`` (question, hn .. h1).
         separator: joins the pieces (question, answer, turns).
-        budget: whitespace-token budget (:func:`fit_budget`), ``None`` for none.
+        budget: whitespace-token budget (:func:`vdr.retrieve.budget.fit_query_budget`), ``None`` for none.
     """
 
     name: str
@@ -104,12 +84,24 @@ class ConcatSpec:
             raise InputError(f"history budget must be >= 1 token, got {self.budget}")
 
 
-def concat_text(q: Query, spec: ConcatSpec) -> tuple[str, int]:
-    """The concatenated query of ``q`` under ``spec``: ``(text, history turns dropped by the budget)``."""
+def concat_query(q: Query, spec: ConcatSpec) -> BudgetedQuery:
+    """The concatenated query of ``q`` under ``spec``, through the shared budget
+    (:func:`vdr.retrieve.budget.fit_query_budget`: one history piece per earlier turn, the question
+    kept, the oldest tokens dropped first).
+
+    Raises:
+        InputError: a non-str question or history piece (from the budget function).
+    """
     pieces = [spec.separator.join((h, a)) if spec.answers and a is not None else h for h, a in q.turns()]
-    kept, dropped = fit_budget(q.text, pieces, spec.budget)
-    parts = [*kept, q.text] if spec.order == "oldest-first" else [q.text, *reversed(kept)]
-    return spec.separator.join(parts), dropped
+    order = "history_first" if spec.order == "oldest-first" else "question_first"
+    return fit_query_budget(q.text, pieces, spec.budget, order=order, separator=spec.separator)
+
+
+def concat_text(q: Query, spec: ConcatSpec) -> tuple[str, int]:
+    """The concatenated query of ``q`` under ``spec``: ``(text, history turns dropped by the budget,
+    wholly or in part)`` (:func:`concat_query`)."""
+    b = concat_query(q, spec)
+    return b.text, b.dropped_turns
 
 
 def default_specs(order: str = "oldest-first", separator: str = " ", budget: int | None = 512) -> list[ConcatSpec]:
@@ -279,15 +271,17 @@ def write_layout(out: Path, queries: dict[str, Query], qrels: Qrels, *, human: d
     variants: dict[str, dict] = {}
     if any(q.history for q in queries.values()):
         for spec in specs:
-            texts, cut = {}, 0
+            texts, cut, q_cut, dropped = {}, 0, 0, 0
             for qid, q in queries.items():
-                texts[qid], dropped = concat_text(q, spec)
-                cut += dropped > 0
+                b = concat_query(q, spec)
+                texts[qid] = b.text
+                cut, q_cut, dropped = cut + (b.dropped_turns > 0), q_cut + b.question_cut, dropped + b.dropped_tokens
             path = out / VARIANTS_DIR / f"{spec.name}.jsonl"
             save_queries(QuerySet.from_texts(texts, name=spec.name), path)
             variants[spec.name] = {"file": str(path), "answers": spec.answers, "order": spec.order, "separator": spec.separator,
                                    "budget_tokens": spec.budget, "budget_unit": "whitespace tokens",
-                                   "queries_with_history_cut": cut}
+                                   "budget": budget_config(spec.budget), "queries_with_history_cut": cut,
+                                   "questions_cut": q_cut, "tokens_dropped": dropped}
     if human:
         path = out / VARIANTS_DIR / "human.jsonl"
         save_queries(QuerySet.from_texts(human, name="human"), path)

@@ -370,6 +370,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
         "cache_dir": None if cache_dir is None else str(Path(cache_dir).resolve()),
         "backend_config": {b: m.config for b, m in backends.items()},
         **({"judged_passages": inputs.judged} if inputs.judged else {}),
+        **({"concat": inputs.concat} if inputs.concat else {}),
     }
 
 
@@ -496,6 +497,7 @@ def evaluate(
     overwrite: bool = False,
     drop_missing_judged: bool = False,
     protocol: str | None = None,
+    concat_max_tokens: int | None = 512,
 ) -> Results | None:
     """Evaluate original vs rewritten queries on each backend over one page or passage corpus.
 
@@ -531,6 +533,9 @@ def evaluate(
         bm25: BM25 parameters (``k1``, ``b``, ``method``, ``stemmer``, ``stopwords``).
         rrf_k: the RRF constant of ``hybrid`` (default 60).
         concat: add the history-concatenation baseline (default: when queries carry history).
+        concat_max_tokens: the ``concat`` variant's query budget in whitespace tokens (default 512,
+            ConvSearch-R1's; the oldest history dropped first, the question kept:
+            :func:`vdr.inputs.concat_variant`); ``None``: none. Recorded as ``config.concat``.
         macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
         relevance_level: minimum grade counted as relevant for the binary metrics.
         queries_without_relevant: ``"zero"`` (default: a query whose qrels hold no grade > 0 counts
@@ -593,7 +598,7 @@ def evaluate(
             inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
                                  vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
                                  vidore_language=vidore_language, progress=progress,
-                                 drop_missing_judged=drop_missing_judged)
+                                 drop_missing_judged=drop_missing_judged, concat_max_tokens=concat_max_tokens)
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
         cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)

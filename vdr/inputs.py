@@ -17,9 +17,10 @@ from .corpus import PAGES_FILE, Corpus, PassageCorpus, load_corpus
 from .errors import AlignmentError, InputError, VdrWarning
 from .metrics import check_judged_overlap
 from .io.formats import load_qrels, load_queries, load_rewrites
+from .retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
 from .types import ORIGINAL, Qrels, Query, QuerySet
 
-__all__ = ["Inputs", "load_inputs", "build_variants", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
+__all__ = ["Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
 
 CONCAT = "concat"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -40,6 +41,8 @@ class Inputs:
         judged: passage corpora only: the judged passages missing from the collection or empty
             (counts, first 20 ids) and the policy (kept, or dropped by ``drop_missing_judged``);
             recorded in ``results.json`` under ``config.judged_passages``.
+        concat: the ``concat`` variant's query budget and cut counts (:func:`concat_variant`),
+            recorded under ``config.concat``; empty when there is no ``concat`` variant.
     """
 
     corpus: Corpus
@@ -50,6 +53,7 @@ class Inputs:
     variants: dict[str, QuerySet]
     vidore_info: Any = None
     judged: dict = field(default_factory=dict)
+    concat: dict = field(default_factory=dict)
 
 
 def check_name(name: str, what: str) -> str:
@@ -65,14 +69,48 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
-def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, concat: bool | None = None) -> dict[str, QuerySet]:
+def concat_variant(originals: QuerySet, max_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS) -> tuple[QuerySet, dict]:
+    """The ``concat`` baseline: each query's history turns (oldest first) and the query joined with
+    spaces, within the shared query budget (:func:`vdr.retrieve.budget.fit_query_budget`: the
+    OLDEST history tokens dropped first, the question kept; the same rule as ``vdr convert``'s
+    ``concat-q`` and the lexical backends). Within budget the text is the plain space-joined one.
+
+    Args:
+        originals: the original queries.
+        max_tokens: budget in whitespace tokens (default 512, ConvSearch-R1's); ``None``: none.
+
+    Returns:
+        ``(the variant, record)``: record = :func:`~vdr.retrieve.budget.budget_config` plus
+        ``num_queries_cut``, ``queries_cut`` (first 50 ids), ``num_tokens_dropped``,
+        ``num_questions_cut``.
+
+    Raises:
+        InputError: a bad ``max_tokens``.
+    """
+    max_tokens = check_max_tokens(max_tokens)
+    queries, cut, dropped, q_cut = {}, [], 0, 0
+    for qid, q in originals.items():
+        b = fit_query_budget(q.text, q.history, max_tokens)
+        queries[qid] = Query(b.text)
+        if b.cut:
+            cut.append(qid)
+            dropped, q_cut = dropped + b.dropped_tokens, q_cut + b.question_cut
+    record = {**budget_config(max_tokens), "num_queries_cut": len(cut), "queries_cut": cut[:50], "num_tokens_dropped": dropped,
+              "num_questions_cut": q_cut}
+    return QuerySet(queries, name=CONCAT, source=originals.source), record
+
+
+def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, concat: bool | None = None,
+                   concat_max_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS) -> dict[str, QuerySet]:
     """The query variants to evaluate: the originals, each rewrite file, and the ``concat`` baseline.
 
     Args:
         originals: the original queries (``history`` holds earlier conversation turns, if any).
         rewrites: ``{variant name: queries.jsonl path}``; ids must match the originals exactly.
-        concat: add the ``concat`` variant (history turns and the query joined with spaces, the
-            baseline that rewriting must beat); default: when any original query has history.
+        concat: add the ``concat`` variant (:func:`concat_variant`: history turns and the query
+            joined with spaces, the baseline that rewriting must beat); default: when any original
+            query has history.
+        concat_max_tokens: the ``concat`` variant's query budget (default 512; ``None``: none).
 
     Returns:
         ``{"original": ..., [ "concat": ...], name: ...}`` in that order.
@@ -89,9 +127,7 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
     out: dict[str, QuerySet] = {ORIGINAL: originals}
     has_history = any(q.history for q in originals.values())
     if concat if concat is not None else has_history:
-        out[CONCAT] = QuerySet(
-            {qid: Query(" ".join([*q.history, q.text])) for qid, q in originals.items()}, name=CONCAT, source=originals.source
-        )
+        out[CONCAT] = concat_variant(originals, concat_max_tokens)[0]
     for name, path in rewrites.items():
         check_name(name, "rewrite variant")
         variant = _load_variant(path, originals, name)
@@ -246,6 +282,7 @@ def load_inputs(
     vidore_language: str | None = None,
     progress: bool = False,
     drop_missing_judged: bool = False,
+    concat_max_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS,
 ) -> Inputs:
     """Read and check the corpus, queries, qrels and rewrite variants (a ViDoRe dataset is first
     ingested into ``vidore_dir`` -- on rank 0 only under torchrun).
@@ -302,5 +339,6 @@ def load_inputs(
         judged.pop("_ids")
     elif drop_missing_judged:
         raise InputError("--drop-missing-judged applies to passage corpora only (page corpora keep failed pages as unretrievable)")
-    variants = build_variants(originals, dict(rewrites), concat=concat)
-    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged)
+    variants = build_variants(originals, dict(rewrites), concat=concat, concat_max_tokens=concat_max_tokens)
+    concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
+    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record)

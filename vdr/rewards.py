@@ -207,7 +207,9 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
     if name == "lexical":
         from .retrieve.lexical import BM25Backend
 
-        backend = BM25Backend(**dict(opts.get("bm25") or {}))
+        # the Rewarder cuts over-long rewrites itself (max_words, recorded per reward): no second budget
+        # unless the caller asks for one with bm25={"max_query_tokens": N}
+        backend = BM25Backend(**{"max_query_tokens": None, **dict(opts.get("bm25") or {})})
     elif name == "semantic":
         from .retrieve.semantic import DenseBackend
 

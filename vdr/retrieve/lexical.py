@@ -63,6 +63,7 @@ from ..types import Run, to_id
 from ._common import check_depth, check_texts, id_order, version_of
 from .analyzers import ANALYZERS, Analyzer, LuceneEnglishAnalyzer
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, query_texts, read_json, write_cache_dir
+from .budget import DEFAULT_MAX_QUERY_TOKENS, apply_budget, budget_config, check_max_tokens
 
 __all__ = ["BM25Backend", "BM25_PRESETS", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN", "bm25_matrix", "top_depth"]
 
@@ -179,6 +180,10 @@ class BM25Backend:
             ``None``: no cache.
         name: the backend's name in results (default ``"lexical"``).
         batch_size: texts analysed per batch while indexing (default 8192).
+        max_query_tokens: the shared query budget in whitespace tokens (:mod:`vdr.retrieve.budget`,
+            the same rule as the ``pyserini`` backend: a query over budget keeps its LAST tokens,
+            i.e. the oldest history goes first and the question stays); default 512 (ConvSearch-R1's
+            cut); ``None``: no budget. Queries within budget are searched unchanged.
 
     Attributes:
         config: every parameter as used, analyzer details and library versions (JSON-ready).
@@ -207,8 +212,10 @@ class BM25Backend:
         cache_dir: str | Path | None = None,
         name: str = "lexical",
         batch_size: int = 8192,
+        max_query_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS,
     ) -> None:
         k1, b, preset_record = _resolve_params(k1, b, delta, method, preset)
+        self.max_query_tokens = check_max_tokens(max_query_tokens)
         if analyzer not in ANALYZERS:
             raise InputError(f"unknown BM25 analyzer {analyzer!r}; known: {', '.join(ANALYZERS)}")
         self.name = name
@@ -250,6 +257,7 @@ class BM25Backend:
             "empty_pages": "never ranked (a page is ranked only when it contains a query term)",
             "empty_pages_in_statistics": not self._exclude_empty,
             "queries_without_known_terms": "empty ranking",
+            "query_budget": budget_config(self.max_query_tokens),
             "tie_break": "score desc, corpus id desc (trec_eval)",
             "versions": {"bm25s": version_of("bm25s"), "PyStemmer": version_of("PyStemmer"), "numpy": np.__version__},
         }
@@ -435,9 +443,12 @@ class BM25Backend:
 
         Returns:
             :class:`~vdr.types.Run` with every query id (possibly with an empty ranking); scores are
-            the float32 BM25 scores widened to float. Deterministic. Records
-            ``{"num_queries", "num_queries_without_known_terms", "queries_without_known_terms"
-            (ids, first 50), "depth"}`` in ``report["searches"][variant]``.
+            the float32 BM25 scores widened to float. Deterministic. Every text first goes through
+            the query budget (:func:`~vdr.retrieve.budget.apply_budget`, as the ``pyserini``
+            backend). Records ``{"num_queries", "num_queries_without_known_terms",
+            "queries_without_known_terms" (ids, first 50), "depth"}`` and the budget stats
+            (``max_query_tokens``, ``num_queries_cut``, ``queries_cut``, ``num_tokens_dropped``) in
+            ``report["searches"][variant]``.
 
         Raises:
             InputError: :meth:`index` was not called, no queries, a bad id, a non-str, empty or
@@ -448,11 +459,12 @@ class BM25Backend:
         texts, variant = query_texts(queries)
         qs = check_texts(texts, "query", allow_empty=False)
         depth = check_depth(depth)
+        fitted, budget = apply_budget(qs, self.max_query_tokens)
         out: dict[str, dict[str, float]] = {}
         no_terms: list[str] = []
         done: dict[str, dict[str, float] | None] = {}
         vocab = self._vocab
-        for qid, text in qs.items():
+        for qid, text in fitted.items():
             if text not in done:
                 tids = [vocab[t] for t in self._analyze(text) if t in vocab] if self._retriever is not None else []
                 done[text] = self._rank(tids, depth) if tids else None
@@ -467,6 +479,7 @@ class BM25Backend:
             "num_queries_without_known_terms": len(no_terms),
             "queries_without_known_terms": no_terms[:50],
             "depth": depth,
+            **budget,
         }
         return Run._trusted(out, "bm25")
 
@@ -673,7 +686,7 @@ def build(ctx: BuildContext) -> BM25Backend:
         InputError: an unknown option or a bad value (see :class:`BM25Backend`).
     """
     opts = dict(ctx.options)
-    allowed = {"k1", "b", "method", "delta", "stemmer", "stopwords", "lower", "analyzer", "preset"}
+    allowed = {"k1", "b", "method", "delta", "stemmer", "stopwords", "lower", "analyzer", "preset", "max_query_tokens"}
     unknown = sorted(set(opts) - allowed)
     if unknown:
         raise InputError(f"unknown BM25 option(s) {unknown}; known: {', '.join(sorted(allowed))}")
