@@ -249,6 +249,12 @@ def _score_blocks(queries, pages, budget_bytes, device):
     device = torch.device(device) if device is not None else torch.device("cpu")
     Q, q_lens, q_dtype = _queries_matrix(queries, device)
     half = (torch.float16, torch.bfloat16)
+    plan_rows = Q.shape[0]
+    if q_dtype in half and _fused(device, q_dtype, [Q[:0].to(q_dtype)], Q.shape[1]):
+        # the fused kernel holds no (query tokens x block tokens) matrix, only the 16-bit padded pages
+        # and the float32 (query tokens x pages) maxima: planned with an eighth of the query rows, the
+        # cost still counts both (width >= 8: width * q_rows / 2 + q_rows >= 4 * q_rows per page)
+        plan_rows = max(_MIN_GEMM, -(-Q.shape[0] // 8))
     if isinstance(pages, PageSource) and not isinstance(pages, (list, tuple)):
         lengths = np.asarray(pages.lengths(), dtype=np.int64)
         if len(pages.ids()) != len(lengths):
@@ -256,7 +262,7 @@ def _score_blocks(queries, pages, budget_bytes, device):
         # sort by length only within windows of store order: little padding, and reads stay local on disk
         window = np.arange(len(lengths)) // _STORE_WINDOW
         order = np.lexsort((lengths, window))
-        plan = _plan_blocks(lengths[order], budget_bytes, Q.shape[0], Q.shape[1])
+        plan = _plan_blocks(lengths[order], budget_bytes, plan_rows, Q.shape[1])
         blocks = _source_blocks(pages, order, lengths, plan)
     else:
         plist = [_as_tensor(p, "page", i) for i, p in enumerate(pages)]
@@ -264,7 +270,7 @@ def _score_blocks(queries, pages, budget_bytes, device):
             raise InputError("no pages to score")
         lengths = np.fromiter((p.shape[0] for p in plist), dtype=np.int64, count=len(plist))
         order = np.argsort(lengths, kind="stable")
-        plan = _plan_blocks(lengths[order], budget_bytes, Q.shape[0], Q.shape[1])
+        plan = _plan_blocks(lengths[order], budget_bytes, plan_rows, Q.shape[1])
         blocks = ((order[s:e], [plist[k] for k in order[s:e]]) for s, e, _w in plan)
 
     dim = Q.shape[1]
