@@ -300,7 +300,7 @@ def _did_you_mean(base: str, k: str | None) -> str:
     if not fams:
         return ""
     names = [f"{f}@{k}" if k else (f"{f}@10" if METRICS[f].needs_k else f) for f in fams]
-    return f"; did you mean {' or '.join(repr(n) for n in names)}?"
+    return f" (did you mean {' or '.join(repr(n) for n in names)}?)"
 
 
 def parse_metric(name: str | Metric) -> Metric:
@@ -318,7 +318,7 @@ def parse_metric(name: str | Metric) -> Metric:
     >>> parse_metric("ndgc@10")
     Traceback (most recent call last):
     ...
-    vdr.errors.InputError: unknown metric 'ndgc@10'; did you mean 'ndcg@10'?; known metrics: ndcg@k, ndcg_exp@k, ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, hole@k, ties@k
+    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg@k, ndcg_exp@k, ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, hole@k, ties@k
     """
     if isinstance(name, Metric):
         return name
