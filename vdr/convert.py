@@ -40,6 +40,7 @@ from typing import Optional
 
 import typer
 
+from ._cli_common import HistoryOrder, PassageFormat
 from .errors import InputError, VdrWarning
 from .io.atomic import write_text_atomic
 from .io.formats import load_qrels, load_queries, save_qrels, save_queries
@@ -449,7 +450,7 @@ def convert_beir(beir_dir: str | Path, out: str | Path, *, split: str = "test", 
 app = typer.Typer(help="Convert public passage benchmarks (TopiOCQA, QReCC, MS MARCO, BEIR) into vdr's layout.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
-_ORDER = typer.Option("oldest-first", "--history-order", help="Concatenated history: oldest-first (h1..hn q) or newest-first (q hn..h1).")
+_ORDER = typer.Option(HistoryOrder("oldest-first"), "--history-order", help="Concatenated history: oldest-first (h1..hn q) or newest-first (q hn..h1).")
 _SEP = typer.Option(" ", "--history-separator", help="Separator between concatenated pieces.")
 _BUDGET = typer.Option(512, "--history-budget", help="Whitespace-token budget of concatenations (oldest turns dropped first, question kept); 0: none.")
 
@@ -475,7 +476,7 @@ def topiocqa_command(
     gold: Path = typer.Option(..., "--gold", help="Gold passages (DPR JSON with positive_ctxs[].passage_id, conv_id, turn_id)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
     collection: Optional[Path] = typer.Option(None, "--collection", help="full_wiki_segments.tsv (omit to reuse a corpus ingested elsewhere)."),
-    order: str = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
+    order: HistoryOrder = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
 ) -> None:
     """TopiOCQA -> corpus, queries.jsonl (with history), qrels.tsv, variants/."""
     _echo(convert_topiocqa(dataset, gold, out, collection=collection, specs=_specs(order, separator, budget)), out)
@@ -487,8 +488,8 @@ def qrecc_command(
     qrels: Path = typer.Option(..., "--qrels", help="TREC qrels with query ids {Conversation_no}_{Turn_no}."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
     collection: Optional[Path] = typer.Option(None, "--collection", help="Passage collection (Pyserini jsonl folder, ...)."),
-    collection_format: str = typer.Option("auto", "--collection-format", help="auto, beir, tsv, msmarco, jsonl, hf."),
-    order: str = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
+    collection_format: PassageFormat = typer.Option(PassageFormat.auto, "--collection-format", help="Collection format (auto: by file name and content)."),
+    order: HistoryOrder = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
 ) -> None:
     """QReCC -> corpus, queries.jsonl (with history), qrels.tsv, variants/ (human rewrite included)."""
     _echo(convert_qrecc(dataset, qrels, out, collection=collection, collection_format=collection_format,
