@@ -79,6 +79,8 @@ def test_every_command_help_has_quiet_log_level_pairs_and_choices(capsys, monkey
     assert main(["--help"]) == 0
     root = capsys.readouterr().out
     assert "--version" in root and "<bool>" not in root
+    assert main(["convert", "--help"]) == 0  # a group's own help (vdr convert)
+    assert "<bool>" not in capsys.readouterr().out
     commands = _commands()
     assert {"metrics", "ingest", "evaluate", "report", "embed", "judge", "serve", "rewrite", "mteb-task"} <= set(commands)
     for name, cmd in commands.items():

@@ -261,6 +261,8 @@ def install(app: typer.Typer) -> None:
         if info.cls in (None, typer.core.TyperCommand):
             info.cls = Command
     for group in app.registered_groups:  # sub-apps such as `vdr convert`
+        if isinstance(group.cls, typer.models.DefaultPlaceholder) or group.cls in (None, typer.core.TyperGroup):
+            group.cls = Group
         if group.typer_instance is not None:
             install(group.typer_instance)
     root = app.registered_callback

@@ -549,7 +549,7 @@ def evaluate_command(
 @_on_interrupt
 def compare_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV or JSON."),
-    runs: list[str] = typer.Argument(..., help="Run files (TREC or JSON), each FILE (named by its file name) or NAME=FILE; two or more."),
+    runs: list[str] = typer.Argument(..., help="Run files (TREC or JSON), each FILE (named by its file name without the extension: runs/bm25.trec -> bm25) or NAME=FILE; two or more."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="The run the others are compared with (default: the first)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Results folder to write (results.json, per_query.csv, runs/, report.html)."),
     overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", help="Replace an --out folder holding another experiment's results or other files."),

@@ -263,7 +263,8 @@ def _run_backend(spec: _Spec, ctx: BuildContext, inputs: Inputs, depth: int, tim
     """
     with timer.stage("build", spec.name):  # model loading
         backend = _Memo(backend_factory(spec.factory)(ctx))
-    with timer.stage("index", spec.name, count=len(inputs.corpus), unit="page") as st:  # page encoding
+    unit = "passage" if getattr(inputs.corpus, "kind", "page") == "passage" else "page"
+    with timer.stage("index", spec.name, count=len(inputs.corpus), unit=unit) as st:  # page encoding
         backend.index(inputs.corpus)
         st.note = _cache_note(backend.report)
     runs = {}
@@ -600,6 +601,7 @@ def evaluate(
                                  vidore_language=vidore_language, progress=progress,
                                  drop_missing_judged=drop_missing_judged, concat_max_tokens=concat_max_tokens)
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
+            st.unit = "passage" if getattr(inputs.corpus, "kind", "page") == "passage" else "page"
         cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
         model = None if encoder is None else encoder.model
