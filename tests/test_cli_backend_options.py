@@ -132,3 +132,23 @@ def test_topiocqa_end_to_end_through_the_cli(converted, tmp_path, capsys):
     assert runs[("lexical", "concat")]["aggregate"] == runs[("lexical", "concat-q")]["aggregate"]
     searches = doc["backend_reports"]["lexical"]["searches"]
     assert searches["concat-q"]["max_query_tokens"] == 512 and searches["concat-q"]["num_queries_cut"] == 0
+
+
+def test_serve_backend_options_reach_the_backend(tmp_path, monkeypatch, capsys):
+    """``vdr serve --backend-option``: parsed as for evaluate, handed to build_backend, which builds
+    the lexical backend with them (the Rewarder's own word budget stays: max_query_tokens None)."""
+    import vdr.serve
+    from vdr.rewards import build_backend
+
+    seen: dict = {}
+    monkeypatch.setattr(vdr.serve, "serve", lambda corpus_dir, **kw: seen.update(kw))
+    rc = main(["serve", str(tmp_path), "--qrels", str(tmp_path / "q.tsv"), "--backend", "hybrid",
+               "--backend-option", "lexical.k1=0.9", "--backend-option", "lexical.analyzer=lucene",
+               "--backend-option", "hybrid.rrf_k=10", "-q"])
+    assert rc == 0, capsys.readouterr().err
+    assert seen["backend_options"] == {"lexical": {"k1": 0.9, "analyzer": "lucene"}, "hybrid": {"rrf_k": 10}}
+    rc = main(["serve", str(tmp_path), "--qrels", str(tmp_path / "q.tsv"), "--backend-option", "semantic.long_text=truncate", "-q"])
+    assert rc == 2 and "not among --backend lexical" in capsys.readouterr().err
+    be = build_backend("lexical", {"d1": "quick fox", "d2": "lazy dog"}, {"backend_options": {"lexical": {"k1": 0.9, "b": 0.4}}})
+    assert (be.config["k1"], be.config["b"]) == (0.9, 0.4)
+    assert be.search({"q": "fox"}, depth=5)["q"].keys() == {"d1"}

@@ -714,14 +714,20 @@ def serve_command(
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Largest request body in MiB."),
     model: Optional[str] = typer.Option(None, "--model", help="Semantic backend model (default all-MiniLM-L6-v2, offline), or the multimodal backend's ColPali-family model."),
     device: Optional[str] = typer.Option(None, "--device", help="Device of the semantic model (cpu, cuda)."),
+    backend_option: Optional[list[str]] = typer.Option(
+        None, "--backend-option", help="BACKEND.KEY=VALUE (repeatable; VALUE as JSON when it parses): an option of the lexical or semantic"
+        " backend or the hybrid's rrf_k, e.g. lexical.k1=0.9, lexical.analyzer=lucene, semantic.long_text=truncate, hybrid.rrf_k=60."),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
     from .serve import ServeLimits, serve
 
+    parts = "lexical,semantic,hybrid" if backend == "hybrid" else str(backend)
+    options = _parse_backend_options(backend_option, parts)
+
     limits = ServeLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, batch_wait_ms=batch_wait_ms)
     serve(corpus_dir, backend=backend, qrels=qrels, host=host, port=port, token_env=token_env, metric=metric, depth=depth,
           max_words=max_words, cache_size=cache_size, limits=limits, model=model, device=device,
-          ready=lambda line: typer.echo(line, err=True))
+          backend_options=options or None, ready=lambda line: typer.echo(line, err=True))
 
 
 @app.command("rewrite")

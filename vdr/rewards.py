@@ -195,8 +195,12 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
             page images; needs a page :class:`~vdr.corpus.Corpus` and ``options["model"]``).
         corpus: what the backend indexes (the :class:`~vdr.retrieve.base.Backend` protocol): a
             page ``Corpus``, a passage corpus, or ``{corpus_id: text}`` for the text backends.
-        options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60, "store": ...}``
-            (``store``: the multimodal embedding store folder, default ``CORPUS_DIR/embeddings``).
+        options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60, "store": ...,
+            "backend_options": {"lexical": {...}, "semantic": {...}, "hybrid": {"rrf_k": ...}}}``
+            (``store``: the multimodal embedding store folder, default ``CORPUS_DIR/embeddings``;
+            ``backend_options``: keyword arguments of :class:`~vdr.retrieve.lexical.BM25Backend`,
+            :class:`~vdr.retrieve.semantic.DenseBackend` and the hybrid's ``rrf_k``, as
+            ``vdr serve --backend-option BACKEND.KEY=VALUE`` gives them).
         index: index ``corpus`` now (``False``: the caller indexes, as :class:`HybridBackend` does).
 
     Raises:
@@ -204,21 +208,24 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
         BackendUnavailable: ``multimodal`` without a model, or a model that cannot be loaded.
     """
     opts = dict(options or {})
+    extra = {k: dict(v) for k, v in dict(opts.get("backend_options") or {}).items()}
+    if name == "multimodal" and extra:
+        raise InputError("backend options are not taken by the multimodal reward backend (use --model, --device)")
     if name == "lexical":
         from .retrieve.lexical import BM25Backend
 
         # the Rewarder cuts over-long rewrites itself (max_words, recorded per reward): no second budget
         # unless the caller asks for one with bm25={"max_query_tokens": N}
-        backend = BM25Backend(**{"max_query_tokens": None, **dict(opts.get("bm25") or {})})
+        backend = BM25Backend(**{"max_query_tokens": None, **dict(opts.get("bm25") or {}), **extra.get("lexical", {})})
     elif name == "semantic":
         from .retrieve.semantic import DenseBackend
 
-        backend = DenseBackend(opts.get("model"), device=opts.get("device"))
+        backend = DenseBackend(opts.get("model"), device=opts.get("device"), **extra.get("semantic", {}))
     elif name == "hybrid":
         from .retrieve.hybrid import RRF_K, HybridBackend
 
         backend = HybridBackend([build_backend("lexical", {}, opts, index=False), build_backend("semantic", {}, opts, index=False)],
-                                rrf_k=opts.get("rrf_k", RRF_K))
+                                rrf_k=extra.get("hybrid", {}).get("rrf_k", opts.get("rrf_k", RRF_K)))
     elif name == "multimodal":
         from .retrieve.multimodal import MultimodalBackend
 

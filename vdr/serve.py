@@ -340,7 +340,7 @@ def _load_corpus(corpus_dir):
 def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path, host: str = "127.0.0.1", port: int = 8000,
           token_env: str | None = None, metric: str = "ndcg@3", depth: int = 100, max_words: int | None = 1024,
           keep: str = "tail", cache_size: int = 100_000, limits: ServeLimits | None = None, model: str | None = None,
-          device: str | None = None, log_level: str = "warning", ready=None) -> None:
+          device: str | None = None, log_level: str = "warning", ready=None, backend_options=None) -> None:
     """Load the corpus and qrels, build the backend once, and serve until interrupted.
 
     Args:
@@ -352,6 +352,7 @@ def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path
         metric, depth, max_words, keep, cache_size: see :class:`vdr.rewards.Rewarder`.
         limits: :class:`ServeLimits`. model, device: the semantic or ColPali-family model and its device.
         ready: called with a one-line summary before serving starts (the CLI prints it).
+        backend_options: ``{backend: {option: value}}`` (see :func:`vdr.rewards.build_backend`).
 
     Raises:
         InputError: a bad corpus, qrels, backend or setting; a token variable that is unset or empty.
@@ -368,7 +369,7 @@ def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path
     qr = load_qrels(qrels)
     ids = set(corpus.ids())
     missing = sorted({d for q in qr for d in qr[q] if d not in ids})
-    be = build_backend(backend, corpus, {"model": model, "device": device})
+    be = build_backend(backend, corpus, {"model": model, "device": device, "backend_options": backend_options})
     rw = Rewarder(be, qr, metric=metric, depth=depth, max_words=max_words, keep=keep, cache_size=cache_size, name=backend)
     info = {"num_pages": len(ids), "corpus_kind": getattr(corpus, "kind", "page"), "num_judged_pages_missing_from_corpus": len(missing),
             "judged_pages_missing_from_corpus": missing[:20]}
