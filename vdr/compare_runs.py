@@ -13,11 +13,11 @@ and :meth:`Results.load <vdr.results.Results.load>` read it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from .io.digest import file_sha256
 from .compare import compare_variants
 from .errors import InputError
 from .inputs import check_name
@@ -93,12 +93,6 @@ def _named_runs(runs) -> dict[str, tuple[Run, str | None]]:
     return out
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _versions(qrels_path: str | None, runs: Mapping[str, tuple[Run, str | None]]) -> dict:
@@ -108,8 +102,8 @@ def _versions(qrels_path: str | None, runs: Mapping[str, tuple[Run, str | None]]
             out[n] = version(n)
         except PackageNotFoundError:
             out[n] = None
-    out["qrels_sha256"] = None if qrels_path is None else _sha256(qrels_path)
-    out["runs_sha256"] = {n: None if p is None else _sha256(p) for n, (_, p) in runs.items()}
+    out["qrels_sha256"] = None if qrels_path is None else file_sha256(qrels_path)
+    out["runs_sha256"] = {n: None if p is None else file_sha256(p) for n, (_, p) in runs.items()}
     return out
 
 

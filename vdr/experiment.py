@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
 import io
 import json
 import math
@@ -54,6 +53,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from .io.digest import file_sha256
 from .corpus import PAGES_FILE
 from .errors import InputError, VdrWarning
 from .inputs import CONCAT, ORIGINAL, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
@@ -98,12 +98,6 @@ def _versions(names: Sequence[str]) -> dict:
     return out
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _parse_list(value: str | Sequence, what: str) -> list[str]:
@@ -378,8 +372,8 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
 def _versions_of(inputs: Inputs, configs: dict, vidore) -> dict:
     versions = _versions(_VERSIONED)
     fp = getattr(inputs.corpus, "fingerprint", None) if getattr(inputs.corpus, "kind", "page") == "passage" else None
-    versions["corpus_fingerprint"] = fp or "sha256:" + _file_sha256(inputs.corpus_dir / PAGES_FILE)
-    versions["qrels_sha256"] = _file_sha256(inputs.qrels_path)
+    versions["corpus_fingerprint"] = fp or "sha256:" + file_sha256(inputs.corpus_dir / PAGES_FILE)
+    versions["qrels_sha256"] = file_sha256(inputs.qrels_path)
     if "multimodal" in configs:
         versions["model"] = {k: configs["multimodal"].get(k) for k in ("model", "revision", "fingerprint")}
     if inputs.vidore_info is not None:

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from ..io.digest import file_sha256
 from ..errors import InputError, ModelLoadError
 from .settings import DEFAULT_QUERY_PREFIX, N_AUGMENTATION_TOKENS, EncoderSettings
 
@@ -186,12 +187,6 @@ def _resolve_checkpoint(name_or_path: str | Path, revision: str | None) -> tuple
     return lp, {"source": "hub", "repo": s, "revision": lp.name}
 
 
-def _sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
 
 
 def _weights_digest(folder: Path) -> dict[str, str]:
@@ -206,7 +201,7 @@ def _weights_digest(folder: Path) -> dict[str, str]:
         if f.is_symlink() and real.parent.name == "blobs" and len(real.name) == 64:
             out[f.name] = "blob:" + real.name
         elif total <= _FULL_HASH_LIMIT:
-            out[f.name] = "sha256:" + _sha256_file(f)
+            out[f.name] = "sha256:" + file_sha256(f)
         else:
             st = f.stat()
             with open(f, "rb") as fh:
@@ -479,7 +474,7 @@ class LateInteractionEncoder:
             "revision": src["revision"],
             "classes": [model_name, proc_name],
             "colpali_engine": version("colpali-engine"),
-            "files": {f: _sha256_file(local / f) for f in _CONFIG_FILES if (local / f).is_file()},
+            "files": {f: file_sha256(local / f) for f in _CONFIG_FILES if (local / f).is_file()},
             "weights": _weights_digest(local),
             "resolution": resolution,
             "padding_side": padding_side,

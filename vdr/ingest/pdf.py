@@ -20,7 +20,6 @@ rest of the document is kept. The empty password is always tried before the one 
 
 from __future__ import annotations
 
-import hashlib
 import html
 import math
 import re
@@ -136,12 +135,10 @@ class DocInfo:
 
 
 def sha256_file(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes (read in 1 MiB blocks)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """Hex SHA-256 of a file's bytes (:func:`vdr.io.digest.file_sha256`)."""
+    from ..io.digest import file_sha256
+
+    return file_sha256(path)
 
 
 def effective_dpi(width_pt: float, height_pt: float, dpi: float, max_pixels: int) -> float:

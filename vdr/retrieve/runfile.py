@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..io.digest import file_sha256
 from ..errors import InputError
 from ..types import QuerySet, Run
 from ._common import check_depth
@@ -59,7 +60,7 @@ class RunFileBackend:
         from ..io.formats import load_run
 
         self._runs = {v: load_run(p) for v, p in self._files.items()}
-        self.config["sha256"] = {v: _sha256(p) for v, p in self._files.items()}
+        self.config["sha256"] = {v: file_sha256(p) for v, p in self._files.items()}
         info = {}
         for v, run in self._runs.items():
             unknown = sorted({d for q in run for d in run[q] if d not in corpus}) if corpus is not None else []
@@ -90,14 +91,6 @@ class RunFileBackend:
         return Run._trusted(out, self.name)
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def build(ctx: BuildContext) -> RunFileBackend:

@@ -123,11 +123,9 @@ def _weights_sha256(folder: Path) -> str | None:
 
 
 def _sha256_named(f: Path, name: str) -> str:
-    h = hashlib.sha256()
-    with open(f, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return f"{name}:{h.hexdigest()}"
+    from ..io.digest import file_sha256
+
+    return f"{name}:{file_sha256(f)}"
 
 
 LONG_TEXT_MODES = ("maxp", "truncate")
