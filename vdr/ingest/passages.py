@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..io._lines import read_lines
+from ..io._lines import json_object, read_lines
 from ..io.atomic import atomic_write, write_text_atomic
 
 __all__ = ["FORMATS", "QUOTING", "detect_format", "read_passages", "ingest_passages", "PassageIngestReport",
@@ -189,16 +189,6 @@ def _read_tsv(path: Path, src: _Source) -> Iterator[tuple[int, str, str, str]]:
         yield no, pid, fields[i_title] if i_title is not None else "", fields[i_text]
 
 
-def _json_obj(line: str, path: Path, no: int) -> dict:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
-    if not isinstance(obj, dict):
-        raise InputError("each line must be a JSON object", path=path, line=no)
-    return obj
-
-
 def _str_field(obj: dict, key: str, path: Path, no: int, pid: str, required: bool) -> str:
     if key not in obj or obj[key] is None:
         if required:
@@ -217,7 +207,7 @@ def _read_json_lines(files: list[Path], src: _Source, id_key: str, text_key: str
             src.lines += 1
             if not line.strip():
                 raise InputError("blank line (every line must hold one passage)", path=path, line=no)
-            obj = _json_obj(line, path, no)
+            obj = json_object(line, path, no)
             if id_key not in obj:
                 raise InputError(f"missing field {id_key!r}", path=path, line=no)
             pid = _check_id(obj[id_key], path, no)

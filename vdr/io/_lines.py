@@ -9,6 +9,24 @@ from typing import Iterator
 from ..errors import InputError
 
 
+def json_object(line: str, path: str | Path, no: int, what: str = "a JSON object") -> dict:
+    """Line ``no`` of a JSON-lines file parsed as one JSON object.
+
+    Raises:
+        InputError: invalid JSON (message and column named) or not an object ("each line must be
+            ``what``"), naming ``path`` and the line.
+    """
+    import json
+
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
+    if not isinstance(obj, dict):
+        raise InputError(f"each line must be {what}", path=path, line=no)
+    return obj
+
+
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` for every line of ``path`` (1-based; newline stripped).
 

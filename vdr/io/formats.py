@@ -31,7 +31,7 @@ from typing import Literal
 
 from ..errors import AlignmentError, InputError, VdrWarning
 from ..types import Qrels, Query, QuerySet, Run, to_id
-from ._lines import read_lines
+from ._lines import json_object, read_lines
 from .atomic import atomic_write
 
 __all__ = [
@@ -352,12 +352,7 @@ def _check_query_text(text: object, path: Path, no: int, qid: str) -> str:
 
 def _jsonl_query_line(line: str, path: Path, no: int, first: bool) -> tuple[str, Query]:
     """One BEIR ``queries.jsonl`` line -> ``(query id, Query)``."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", path=path, line=no) from None
-    if not isinstance(obj, dict):
-        raise InputError("each line must be a JSON object with '_id' and 'text'", path=path, line=no)
+    obj = json_object(line, path, no, "a JSON object with '_id' and 'text'")
     if "_id" not in obj and "qid" in obj and "rewrite" in obj:  # ConvSearch-R1 rewrite files: {"qid", "rewrite"}
         obj = {"_id": obj["qid"], "text": obj["rewrite"]}
     if "_id" not in obj:

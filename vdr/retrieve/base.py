@@ -299,6 +299,19 @@ def query_texts(queries) -> tuple[dict[str, str], str]:
     return queries, "original"
 
 
+def search_inputs(queries, depth) -> tuple[dict[str, str], str, int]:
+    """The checked inputs of a text backend's ``search``: ``({query_id: text}, variant name,
+    depth)`` (non-empty texts; see :func:`query_texts`).
+
+    Raises:
+        InputError: no queries, a bad id, a non-str, empty or whitespace-only text, a bad ``depth``.
+    """
+    from ._common import check_depth, check_texts
+
+    texts, variant = query_texts(queries)
+    return check_texts(texts, "query", allow_empty=False), variant, check_depth(depth)
+
+
 def new_report() -> dict:
     """A fresh :attr:`Backend.report`: no forward passes, no cache, empty index and searches."""
     return {"page_forward_passes": 0, "cache": {"hit": None, "path": None}, "index": {}, "searches": {}}

@@ -60,9 +60,9 @@ import numpy as np
 from ..errors import InputError
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run, to_id
-from ._common import check_depth, check_texts, id_order, version_of
+from ._common import check_depth, id_order, version_of
 from .analyzers import ANALYZERS, Analyzer, LuceneEnglishAnalyzer
-from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, query_texts, read_json, write_cache_dir
+from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, read_json, search_inputs, write_cache_dir
 from .budget import DEFAULT_MAX_QUERY_TOKENS, apply_budget, budget_config, check_max_tokens
 
 __all__ = ["BM25Backend", "BM25_PRESETS", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN", "bm25_matrix", "top_depth"]
@@ -456,9 +456,7 @@ class BM25Backend:
         """
         if self._ids is None:
             raise InputError("BM25Backend.search: call index(corpus) first")
-        texts, variant = query_texts(queries)
-        qs = check_texts(texts, "query", allow_empty=False)
-        depth = check_depth(depth)
+        qs, variant, depth = search_inputs(queries, depth)
         fitted, budget = apply_budget(qs, self.max_query_tokens)
         out: dict[str, dict[str, float]] = {}
         no_terms: list[str] = []

@@ -49,7 +49,7 @@ from pathlib import Path
 from ..errors import InputError, VdrError
 from ..types import Run, to_id
 from ._common import check_depth, check_texts, version_of
-from .base import BackendUnavailable, BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, query_texts, read_json, write_cache_dir
+from .base import BackendUnavailable, BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, read_json, search_inputs, write_cache_dir
 from .budget import DEFAULT_MAX_QUERY_TOKENS, apply_budget, budget_config, check_max_tokens
 
 __all__ = ["PyseriniBackend", "PRESETS", "MIN_JAVA", "find_java", "unavailable_reason", "build"]
@@ -348,9 +348,7 @@ class PyseriniBackend:
         """
         if self._searcher is None:
             raise InputError("PyseriniBackend.search: call index(corpus) first")
-        texts, variant = query_texts(queries)
-        qs = check_texts(texts, "query", allow_empty=False)
-        depth = check_depth(depth)
+        qs, variant, depth = search_inputs(queries, depth)
         fitted, budget = apply_budget(qs, self.max_query_tokens)
         hits = self._batch(fitted, depth)
         failed: dict[str, str] = {}

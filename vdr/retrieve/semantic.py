@@ -58,8 +58,8 @@ import numpy as np
 from ..errors import InputError, VdrWarning
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
-from ._common import check_depth, check_texts, version_of
-from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, query_texts, write_cache_dir
+from ._common import version_of
+from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
 
 __all__ = ["DenseBackend", "DEFAULT_MODEL_ID", "default_model_path"]
 
@@ -650,9 +650,8 @@ class DenseBackend:
 
         if self.store is None:
             raise InputError("DenseBackend.search: call index(corpus) first")
-        texts, variant = query_texts(queries)
-        qs = {q: normalize_text(t) for q, t in check_texts(texts, "query", allow_empty=False).items()}
-        depth = check_depth(depth)
+        qs, variant, depth = search_inputs(queries, depth)
+        qs = {q: normalize_text(t) for q, t in qs.items()}
         qids = list(qs)
         qemb, truncated, hit = self._query_vectors([qs[q] for q in qids])
         check_finite(qemb, qids, "query")
