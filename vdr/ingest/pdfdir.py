@@ -289,11 +289,52 @@ def ingest_pdfs(
         InputError: ``pdf_dir`` is not a folder, or an invalid option.
     """
     from pebble import ProcessPool
-    from PIL import Image
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
     pdf_dir, out_dir = Path(pdf_dir), Path(out)
+    _check_options(pdf_dir, rasterizer, ocr, dpi, max_pixels, timeout)
+    workers = max(1, workers or os.cpu_count() or 1)
+    opts = RenderOptions(float(dpi), int(max_pixels), rasterizer, ocr, ocr_lang)
+    settings = opts.settings()
+    version = _pdf.rasterizer_version(rasterizer)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    docs = _find_pdfs(pdf_dir, out_dir)
+    prev_report, prev_pages = _load_previous(out_dir)
+    prev_docs = {d["source"]: d for d in prev_report.get("documents", []) if isinstance(d, dict) and "source" in d}
+    same_settings = prev_report.get("settings") == settings
+    results, pages_of, todo = _reuse_unchanged(docs, prev_docs if same_settings else {}, prev_pages, out_dir, rasterizer, version)
+
+    threads = ocr_threads(workers)
+    start_method = None
+    if todo:
+        start_method = _run(todo, opts, password, (workers, threads), timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
+
+    ordered = [results[rel] for rel, _ in docs]
+    all_pages = [p for rel, _ in docs for p in pages_of.get(rel, [])]
+    write_pages(out_dir / PAGES_FILE, all_pages)
+    _remove_orphan_images(out_dir, {p.image for p in all_pages})
+    extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers,
+             "worker_start_method": start_method, "timeout": timeout,
+             "ocr_threads": {"workers": workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
+    extra.update(_page_findings(ordered, all_pages))
+    report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
+    write_report(out_dir, report.to_json())
+    return report
+
+
+MIN_BUDGET = _pdf.MIN_SIDE_PX * _pdf.MIN_SIDE_PX
+
+
+def _check_options(pdf_dir: Path, rasterizer: str, ocr: str, dpi: float, max_pixels: int, timeout: float) -> None:
+    """Validate :func:`ingest_pdfs`' folder and options.
+
+    Raises:
+        InputError: ``pdf_dir`` is not a folder, or an invalid option (the message names it).
+    """
+    from PIL import Image
+
     if not pdf_dir.is_dir():
         raise InputError("not a folder of PDFs", path=pdf_dir)
     if rasterizer not in RASTERIZERS:
@@ -310,17 +351,17 @@ def ingest_pdfs(
         )
     if timeout <= 0:
         raise InputError(f"timeout must be positive, got {timeout}")
-    workers = max(1, workers or os.cpu_count() or 1)
-    opts = RenderOptions(float(dpi), int(max_pixels), rasterizer, ocr, ocr_lang)
-    settings = opts.settings()
-    version = _pdf.rasterizer_version(rasterizer)
-    out_dir.mkdir(parents=True, exist_ok=True)
 
-    docs = _find_pdfs(pdf_dir, out_dir)
-    prev_report, prev_pages = _load_previous(out_dir)
-    prev_docs = {d["source"]: d for d in prev_report.get("documents", []) if isinstance(d, dict) and "source" in d}
-    same_settings = prev_report.get("settings") == settings
 
+def _reuse_unchanged(docs, prev_docs: dict, prev_pages: dict[str, list[Page]], out_dir: Path, rasterizer: str, version: str):
+    """Split ``docs`` (``[(rel, path)]``) into those the previous run already ingested and the rest.
+
+    A document is reused when ``prev_docs`` (the previous report's entries by source, empty when
+    the settings changed) has it with the same SHA-256, status ``ok``/``partial``, and all of its
+    pages and their images are still there. Returns ``(results, pages_of, todo)``: the reused
+    documents' :class:`DocumentReport` (``skipped=True``) and pages by source, and
+    ``[(rel, path, sha256)]`` to ingest.
+    """
     results: dict[str, DocumentReport] = {}
     pages_of: dict[str, list[Page]] = {}
     todo: list[tuple[str, Path, str]] = []
@@ -328,8 +369,7 @@ def ingest_pdfs(
         sha = _pdf.sha256_file(path)
         old = prev_docs.get(rel)
         if (
-            same_settings
-            and old is not None
+            old is not None
             and old.get("sha256") == sha
             and old.get("status") in ("ok", "partial")
             and len(prev_pages.get(rel, [])) == old.get("pages")
@@ -343,28 +383,14 @@ def ingest_pdfs(
             pages_of[rel] = prev_pages[rel]
         else:
             todo.append((rel, path, sha))
+    return results, pages_of, todo
 
-    threads = ocr_threads(workers)
-    start_method = None
-    if todo:
-        start_method = _run(todo, opts, password, (workers, threads), timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
 
-    ordered = [results[rel] for rel, _ in docs]
-    all_pages = [p for rel, _ in docs for p in pages_of.get(rel, [])]
-    write_pages(out_dir / PAGES_FILE, all_pages)
-    _remove_orphan_images(out_dir, {p.image for p in all_pages})
-    extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers,
-             "worker_start_method": start_method, "timeout": timeout,
-             "ocr_threads": {"workers": workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
-    extra.update(_page_findings(ordered, all_pages))
-    report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
+def write_report(out_dir: Path, data: dict) -> None:
+    """Write ``data`` as ``out_dir/ingest-report.json`` (indented UTF-8 JSON), atomically."""
     with atomic_write(out_dir / REPORT_FILE) as f:
-        json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
+        json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")
-    return report
-
-
-MIN_BUDGET = _pdf.MIN_SIDE_PX * _pdf.MIN_SIDE_PX
 
 
 def _page_findings(documents, pages: list[Page]) -> dict:

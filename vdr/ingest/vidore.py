@@ -33,7 +33,7 @@ from ..io.formats import save_qrels
 from ..types import Qrels, to_id
 from .images import ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb
 from .pdf import DEFAULT_MAX_PIXELS
-from .pdfdir import available_cores, duplicate_summary
+from .pdfdir import available_cores, duplicate_summary, write_report
 
 __all__ = ["ingest_vidore", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES"]
 
@@ -268,28 +268,13 @@ def ingest_vidore(
     src = _Source(dataset, revision, cache_dir, split)
     out_dir.mkdir(parents=True, exist_ok=True)
     sink = _PageSink(out_dir, ocr, ocr_lang, max_pixels, src.folder, src.notes)
-    if set(_BEIR) <= set(src.configs):
-        layout = "beir"
-        queries, judgments, has_lang, fp_parts = _read_beir(src, sink, progress)
-    else:
-        layout = "qa"
-        queries, judgments, has_lang, fp_parts = _read_qa(src, sink, progress)
+    layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, progress)
     known = {u["corpus-id"] for u in sink.skipped} | {p.corpus_id for p in sink.pages}
-    if not sink.pages:
-        raise InputError(
-            "no page of the corpus could be ingested: " + "; ".join(f"{u['corpus-id']}: {u['reason']}" for u in sink.skipped[:3]),
-            path=src.name,
-        )
     resolved, fingerprint, pages = src.finish(fp_parts, sink.pages)
     queries, kept = _filter(queries, judgments, language, has_lang, known, src)
     _warn_skipped(src.name, sink)
     qrels = Qrels(kept, name=src.name)
-    write_pages(out_dir / PAGES_FILE, pages)
-    with atomic_write(out_dir / "queries.jsonl") as f:
-        for q, (text, lang) in queries.items():
-            f.write(json.dumps({"_id": q, "text": text, "language": lang}, ensure_ascii=False) + "\n")
-    save_qrels(qrels, out_dir / "qrels.tsv")
-    _remove_orphans(out_dir, {p.image for p in pages})
+    _write_dataset(out_dir, pages, queries, qrels)
     per_lang = dict(sorted(Counter(lang for _, lang in queries.values()).items()))
     extra = {
         "split": split, "ocr": ocr, "max_pixels": max_pixels, "datasets_version": datasets.__version__,
@@ -300,10 +285,44 @@ def ingest_vidore(
         out_dir, src.name, resolved, fingerprint, layout, language, len(pages), len(queries), per_lang,
         qrels.num_entries(), tuple(src.notes), time.perf_counter() - t0, extra,
     )
-    with atomic_write(out_dir / REPORT_FILE) as f:
-        json.dump(report.to_json(), f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    write_report(out_dir, report.to_json())
     return report
+
+
+def _read_dataset(src: _Source, sink: _PageSink, progress: bool):
+    """Read the dataset in its layout (BEIR when it has the ``corpus``, ``queries`` and ``qrels``
+    configs, else QA); pages go to ``sink``.
+
+    Returns:
+        ``(layout, queries, judgments, has_lang, fingerprint parts)``, see :func:`_read_beir`.
+
+    Raises:
+        InputError: as the readers do, or no page of the corpus could be ingested (the first
+            three skipped pages and their reasons are named).
+    """
+    if set(_BEIR) <= set(src.configs):
+        layout = "beir"
+        queries, judgments, has_lang, fp_parts = _read_beir(src, sink, progress)
+    else:
+        layout = "qa"
+        queries, judgments, has_lang, fp_parts = _read_qa(src, sink, progress)
+    if not sink.pages:
+        raise InputError(
+            "no page of the corpus could be ingested: " + "; ".join(f"{u['corpus-id']}: {u['reason']}" for u in sink.skipped[:3]),
+            path=src.name,
+        )
+    return layout, queries, judgments, has_lang, fp_parts
+
+
+def _write_dataset(out_dir: Path, pages: list[Page], queries: dict, qrels: Qrels) -> None:
+    """Write ``pages.jsonl``, ``queries.jsonl`` (``{"_id", "text", "language"}`` lines) and
+    ``qrels.tsv`` atomically, then delete images no page refers to."""
+    write_pages(out_dir / PAGES_FILE, pages)
+    with atomic_write(out_dir / "queries.jsonl") as f:
+        for q, (text, lang) in queries.items():
+            f.write(json.dumps({"_id": q, "text": text, "language": lang}, ensure_ascii=False) + "\n")
+    save_qrels(qrels, out_dir / "qrels.tsv")
+    _remove_orphans(out_dir, {p.image for p in pages})
 
 
 class _Source:
