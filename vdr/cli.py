@@ -13,10 +13,11 @@ Under ``torchrun -m vdr ...`` (``WORLD_SIZE`` > 1) :func:`main` joins the proces
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -429,105 +430,122 @@ def ingest_command(
         raise typer.Exit(code=1)
 
 
+# ---------------------------------------------------------------------------------- evaluate
+# Every parameter of `vdr evaluate`, in --help order: (name, annotation, option factory). The command's
+# signature is built from it by _signature_from (typer reads inspect.signature, hence __signature__).
+_EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
+    ("corpus_dir", Optional[Path], lambda: typer.Argument(None, help="Corpus folder from `vdr ingest` (omit with --vidore).")),
+    ("queries", Optional[Path], lambda: typer.Option(
+        None, "--queries", help="Original queries (BEIR queries.jsonl; `history` optional); default CORPUS_DIR/queries.jsonl.")),
+    ("qrels", Optional[Path], lambda: typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv.")),
+    ("rewrites", Optional[list[str]], lambda: typer.Option(None, "--rewrites", help="A rewrite variant NAME=FILE (repeatable).")),
+    ("backend", str, lambda: typer.Option("multimodal,lexical,semantic,hybrid", "--backend", help="Comma-separated backends.")),
+    ("model", Optional[str], lambda: typer.Option(
+        None, "--model", help="ColPali-family model (hub name or local path) for the multimodal backend.")),
+    ("k", str, lambda: typer.Option("3,5,10", "--k", help="Metric cutoffs; nDCG@3 is the primary metric.")),
+    ("seed", int, lambda: typer.Option(0, "--seed", help="Seed of the randomization test and the bootstrap.")),
+    ("out", Path, lambda: typer.Option(..., "--out", "-o", help="Results folder (results.json, per_query.csv, runs/).")),
+    ("vidore", Optional[str], lambda: typer.Option(
+        None, "--vidore", help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR.")),
+    ("store", Optional[Path], lambda: typer.Option(None, "--store", help="Embedding store folder (default CORPUS_DIR/embeddings).")),
+    *((name, ann, _ENCODER_OPTIONS[name]) for name, ann in (
+        ("batch_size", int), ("device", Optional[str]), ("dtype", StoreDtype), ("model_dtype", Optional[ComputeDtype]),
+        ("trust_remote_code", bool), ("revision", Optional[str]), ("query_prefix", str), ("augmentation_tokens", int),
+        ("min_pixels", Optional[int]), ("max_pixels", Optional[int]), ("attn_implementation", Optional[AttnImplementation]),
+        ("workers", Optional[int]), ("shard_pages", int),
+    )),
+    ("depth", int, lambda: typer.Option(100, "--depth", help="Pages retrieved per query.")),
+    ("macro_average", bool, lambda: typer.Option(
+        False, "--macro-average/--no-macro-average", help="Add a labelled macro-average row across backends.")),
+    ("quiet", bool, common.OPTIONS["quiet"]),
+    ("engine", Engine, lambda: typer.Option(
+        Engine.vdr, "--engine",
+        help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/).")),
+    ("cache_dir", Optional[Path], lambda: typer.Option(
+        None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache).")),
+    ("use_cache", bool, lambda: typer.Option(
+        True, "--cache/--no-cache", help="--no-cache: build the BM25 index and semantic page vectors afresh, keep nothing.")),
+    ("profile", bool, lambda: typer.Option(
+        False, "--profile/--no-profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage).")),
+    *((name, ann, _EVALUATION_OPTIONS[name]) for name, ann in (
+        ("relevance_level", int), ("exclude_no_relevant", bool), ("permutations", int), ("bootstrap", int),
+        ("concat", Optional[bool]), ("concat_max_tokens", int), ("vidore_revision", Optional[str]),
+        ("vidore_language", Optional[str]), ("semantic_model", Optional[str]), ("rrf_k", float),
+        ("bm25_k1", Optional[float]), ("bm25_b", Optional[float]), ("bm25_method", Optional[Bm25Method]),
+        ("bm25_delta", Optional[float]), ("bm25_stemmer", Optional[str]), ("bm25_stopwords", Optional[str]),
+        ("bm25_lower", Optional[bool]), ("bm25_preset", Optional[Bm25Preset]), ("bm25_analyzer", Optional[Bm25Analyzer]),
+    )),
+    ("backend_option", Optional[list[str]], lambda: typer.Option(None, "--backend-option", help=_BACKEND_OPTION_HELP)),
+    ("run", Optional[list[str]], lambda: typer.Option(
+        None, "--run", help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME.")),
+    ("primary_metric", Optional[str], lambda: typer.Option(
+        None, "--primary-metric",
+        help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
+    ("overwrite", bool, lambda: typer.Option(
+        False, "--overwrite/--no-overwrite",
+        help="Replace an --out folder holding another experiment's results or other files (refused otherwise).")),
+    ("protocol", Optional[Protocol], lambda: typer.Option(
+        None, "--protocol",
+        help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),
+    ("drop_missing_judged", bool, lambda: typer.Option(
+        False, "--drop-missing-judged/--keep-missing-judged",
+        help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the"
+             " denominators, as trec_eval, and reported).")),
+]
+
+
+def _signature_from(params: list[tuple[str, Any, Callable[[], Any]]]):
+    """Decorator: give a ``**options`` command the signature ``params`` ((name, annotation, typer
+    Argument/Option factory), in ``--help`` order), which typer reads through ``inspect.signature``."""
+
+    def decorate(func):
+        func.__signature__ = inspect.Signature([
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=factory(), annotation=ann)
+            for name, ann, factory in params
+        ])
+        func.__annotations__ = {name: ann for name, ann, _ in params} | {"return": None}
+        return func
+
+    return decorate
+
+
 @app.command("evaluate")
 @_on_interrupt
-def evaluate_command(
-    corpus_dir: Optional[Path] = typer.Argument(None, help="Corpus folder from `vdr ingest` (omit with --vidore)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Original queries (BEIR queries.jsonl; `history` optional); default CORPUS_DIR/queries.jsonl."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv."),
-    rewrites: Optional[list[str]] = typer.Option(None, "--rewrites", help="A rewrite variant NAME=FILE (repeatable)."),
-    backend: str = typer.Option("multimodal,lexical,semantic,hybrid", "--backend", help="Comma-separated backends."),
-    model: Optional[str] = typer.Option(None, "--model", help="ColPali-family model (hub name or local path) for the multimodal backend."),
-    k: str = typer.Option("3,5,10", "--k", help="Metric cutoffs; nDCG@3 is the primary metric."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the randomization test and the bootstrap."),
-    out: Path = typer.Option(..., "--out", "-o", help="Results folder (results.json, per_query.csv, runs/)."),
-    vidore: Optional[str] = typer.Option(None, "--vidore", help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR."),
-    store: Optional[Path] = typer.Option(None, "--store", help="Embedding store folder (default CORPUS_DIR/embeddings)."),
-    batch_size: int = _ENCODER_OPTIONS["batch_size"](),
-    device: Optional[str] = _ENCODER_OPTIONS["device"](),
-    dtype: StoreDtype = _ENCODER_OPTIONS["dtype"](),
-    model_dtype: Optional[ComputeDtype] = _ENCODER_OPTIONS["model_dtype"](),
-    trust_remote_code: bool = _ENCODER_OPTIONS["trust_remote_code"](),
-    revision: Optional[str] = _ENCODER_OPTIONS["revision"](),
-    query_prefix: str = _ENCODER_OPTIONS["query_prefix"](),
-    augmentation_tokens: int = _ENCODER_OPTIONS["augmentation_tokens"](),
-    min_pixels: Optional[int] = _ENCODER_OPTIONS["min_pixels"](),
-    max_pixels: Optional[int] = _ENCODER_OPTIONS["max_pixels"](),
-    attn_implementation: Optional[AttnImplementation] = _ENCODER_OPTIONS["attn_implementation"](),
-    workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
-    shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
-    depth: int = typer.Option(100, "--depth", help="Pages retrieved per query."),
-    macro_average: bool = typer.Option(False, "--macro-average/--no-macro-average", help="Add a labelled macro-average row across backends."),
-    quiet: bool = common.OPTIONS["quiet"](),
-    engine: Engine = typer.Option(Engine.vdr, "--engine", help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache)."),
-    use_cache: bool = typer.Option(True, "--cache/--no-cache", help="--no-cache: build the BM25 index and semantic page vectors afresh, keep nothing."),
-    profile: bool = typer.Option(False, "--profile/--no-profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage)."),
-    relevance_level: int = _EVALUATION_OPTIONS["relevance_level"](),
-    exclude_no_relevant: bool = _EVALUATION_OPTIONS["exclude_no_relevant"](),
-    permutations: int = _EVALUATION_OPTIONS["permutations"](),
-    bootstrap: int = _EVALUATION_OPTIONS["bootstrap"](),
-    concat: Optional[bool] = _EVALUATION_OPTIONS["concat"](),
-    concat_max_tokens: int = _EVALUATION_OPTIONS["concat_max_tokens"](),
-    vidore_revision: Optional[str] = _EVALUATION_OPTIONS["vidore_revision"](),
-    vidore_language: Optional[str] = _EVALUATION_OPTIONS["vidore_language"](),
-    semantic_model: Optional[str] = _EVALUATION_OPTIONS["semantic_model"](),
-    rrf_k: float = _EVALUATION_OPTIONS["rrf_k"](),
-    bm25_k1: Optional[float] = _EVALUATION_OPTIONS["bm25_k1"](),
-    bm25_b: Optional[float] = _EVALUATION_OPTIONS["bm25_b"](),
-    bm25_method: Optional[Bm25Method] = _EVALUATION_OPTIONS["bm25_method"](),
-    bm25_delta: Optional[float] = _EVALUATION_OPTIONS["bm25_delta"](),
-    bm25_stemmer: Optional[str] = _EVALUATION_OPTIONS["bm25_stemmer"](),
-    bm25_stopwords: Optional[str] = _EVALUATION_OPTIONS["bm25_stopwords"](),
-    bm25_lower: Optional[bool] = _EVALUATION_OPTIONS["bm25_lower"](),
-    bm25_preset: Optional[Bm25Preset] = _EVALUATION_OPTIONS["bm25_preset"](),
-    bm25_analyzer: Optional[Bm25Analyzer] = _EVALUATION_OPTIONS["bm25_analyzer"](),
-    backend_option: Optional[list[str]] = typer.Option(None, "--backend-option", help=_BACKEND_OPTION_HELP),
-    run: Optional[list[str]] = typer.Option(
-        None, "--run", help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME."),
-    primary_metric: Optional[str] = typer.Option(
-        None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3)."),
-    overwrite: bool = typer.Option(
-        False, "--overwrite/--no-overwrite", help="Replace an --out folder holding another experiment's results or other files (refused otherwise)."),
-    protocol: Optional[Protocol] = typer.Option(None, "--protocol", help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full."),
-    drop_missing_judged: bool = typer.Option(False, "--drop-missing-judged/--keep-missing-judged", help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the denominators, as trec_eval, and reported)."),
-) -> None:
+@_signature_from(_EVALUATE_PARAMS)
+def evaluate_command(**o: Any) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     import json
 
     from .experiment import evaluate, stage_lines
 
-    api = _evaluation_kwargs(locals())  # the _EVALUATION_OPTIONS as evaluate() arguments
-    rw = _parse_rewrites(rewrites)
-    backend_options = _parse_backend_options(backend_option, backend)
-    settings = encoder_settings_from_options(
-        model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
-        revision=revision, query_prefix=query_prefix, augmentation_tokens=augmentation_tokens, min_pixels=min_pixels,
-        max_pixels=max_pixels, attn_implementation=attn_implementation, workers=workers, shard_pages=shard_pages,
-    )
+    out = o["out"]
+    api = _evaluation_kwargs(o)  # the _EVALUATION_OPTIONS as evaluate() arguments
+    rw = _parse_rewrites(o["rewrites"])
+    backend_options = _parse_backend_options(o["backend_option"], o["backend"])
+    settings = encoder_settings_from_options(o["model"], **{name: o[name] for name in _ENCODER_OPTIONS})
     res = evaluate(
-        corpus_dir,
-        queries=queries,
-        qrels=qrels,
+        o["corpus_dir"],
+        queries=o["queries"],
+        qrels=o["qrels"],
         rewrites=rw,
         out=out,
-        backends=backend,
+        backends=o["backend"],
         encoder=settings,
-        k=k,
-        seed=seed,
-        vidore=vidore,
-        store=store,
-        device=device,
-        depth=depth,
-        macro_average=macro_average,
-        progress=not quiet,
-        engine=engine,
-        cache_dir=cache_dir if use_cache else False,
-        runs=_parse_runs(run),
-        primary_metric=primary_metric,
-        overwrite=overwrite,
-        drop_missing_judged=drop_missing_judged,
-        protocol=protocol,
+        k=o["k"],
+        seed=o["seed"],
+        vidore=o["vidore"],
+        store=o["store"],
+        device=o["device"],
+        depth=o["depth"],
+        macro_average=o["macro_average"],
+        progress=not o["quiet"],
+        engine=o["engine"],
+        cache_dir=o["cache_dir"] if o["use_cache"] else False,
+        runs=_parse_runs(o["run"]),
+        primary_metric=o["primary_metric"],
+        overwrite=o["overwrite"],
+        drop_missing_judged=o["drop_missing_judged"],
+        protocol=o["protocol"],
         backend_options=backend_options or None,
         **api,
     )
@@ -538,7 +556,7 @@ def evaluate_command(
     if main_metric:  # --engine mteb: MTEB's own headline number
         values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())
         typer.echo(f"MTEB main metric {main_metric['name']} ({main_metric['source']}): {values}")
-    if profile:
+    if o["profile"]:
         typer.echo("time per stage:")
         for line in stage_lines(json.loads((out / "timing.json").read_text(encoding="utf-8"))):
             typer.echo("  " + line)
