@@ -283,6 +283,31 @@ def _build_task_class(
     return cls
 
 
+def _load_variants(
+    originals: QuerySet, q_src: Any, rewrites: Mapping[str, str | Path | QuerySet] | None
+) -> dict[str, tuple[QuerySet, Any]]:
+    """``{variant: (queries, source)}``, the originals first; each rewrite is checked against them."""
+    variants: dict[str, tuple[QuerySet, Any]] = {ORIGINAL: (originals, q_src)}
+    for v, src in (rewrites or {}).items():
+        _check_name(v, "rewrite variant")
+        if v == ORIGINAL:
+            raise InputError(f"rewrite variant name {ORIGINAL!r} is reserved for the originals")
+        qs = src if isinstance(src, QuerySet) else load_rewrites(src, originals, name=v)
+        if set(qs) != set(originals):
+            raise InputError(f"rewrite variant {v!r} does not have exactly the originals' query ids")
+        variants[v] = (qs, src)
+    return variants
+
+
+def _digest(obj: Any) -> str:
+    """SHA-256 hex of a file path's bytes, or of a QuerySet's / Qrels' content as sorted JSON."""
+    if isinstance(obj, (str, Path)):
+        return _sha256_files([Path(obj)])
+    if isinstance(obj, QuerySet):
+        return hashlib.sha256(json.dumps({q: obj[q].text for q in obj}, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps({q: dict(obj[q]) for q in obj}, sort_keys=True).encode()).hexdigest()
+
+
 def make_tasks(
     corpus_dir: str | Path | Corpus,
     *,
@@ -334,27 +359,11 @@ def make_tasks(
     qrels_path = Path(r_src) if not isinstance(r_src, Qrels) else Path("<qrels>")
     check_inputs(corpus, originals, qrels_obj, qrels_path)
 
-    variants: dict[str, tuple[QuerySet, Any]] = {ORIGINAL: (originals, q_src)}
-    for v, src in (rewrites or {}).items():
-        _check_name(v, "rewrite variant")
-        if v == ORIGINAL:
-            raise InputError(f"rewrite variant name {ORIGINAL!r} is reserved for the originals")
-        qs = src if isinstance(src, QuerySet) else load_rewrites(src, originals, name=v)
-        if set(qs) != set(originals):
-            raise InputError(f"rewrite variant {v!r} does not have exactly the originals' query ids")
-        variants[v] = (qs, src)
-
-    def digest(obj) -> str:
-        if isinstance(obj, (str, Path)):
-            return _sha256_files([Path(obj)])
-        if isinstance(obj, QuerySet):
-            return hashlib.sha256(json.dumps({q: obj[q].text for q in obj}, sort_keys=True).encode()).hexdigest()
-        return hashlib.sha256(json.dumps({q: dict(obj[q]) for q in obj}, sort_keys=True).encode()).hexdigest()
-
-    base = [_sha256_files([corpus_dir / PAGES_FILE]), digest(qrels_obj if isinstance(r_src, Qrels) else r_src)]
+    variants = _load_variants(originals, q_src, rewrites)
+    base = [_sha256_files([corpus_dir / PAGES_FILE]), _digest(qrels_obj if isinstance(r_src, Qrels) else r_src)]
     out: dict[str, type] = {}
     for v, (qs, src) in variants.items():
-        revision = hashlib.sha256("\n".join([*base, digest(qs if isinstance(src, QuerySet) else src)]).encode()).hexdigest()
+        revision = hashlib.sha256("\n".join([*base, _digest(qs if isinstance(src, QuerySet) else src)]).encode()).hexdigest()
         sources = {
             "corpus_dir": str(corpus_dir.resolve()),
             "queries": str(Path(q_src).resolve()) if not isinstance(q_src, QuerySet) else None,

@@ -164,6 +164,21 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
     return Qrels._trusted(out, name=path.name)
 
 
+def _check_run_fields(fields: list[str], line: str, path: Path, no: int) -> None:
+    """Raise :class:`InputError` (file, line) unless ``fields`` form a TREC run line (6+ fields, int rank)."""
+    if len(fields) < 6 or (len(fields) > 6 and not fields[3].lstrip("+-").isdigit()):
+        hint = (
+            "this looks like a TREC qrels line: are the qrels and run arguments swapped?"
+            if len(fields) == 4
+            else "TREC ids cannot contain whitespace"
+        )
+        raise InputError(
+            f"expected 6 whitespace-separated fields 'query-id Q0 corpus-id rank score tag', got {len(fields)}: {line!r} ({hint})",
+            path=path,
+            line=no,
+        )
+
+
 def load_run(path: str | Path, format: Format = "auto") -> Run:
     """Read a run from a TREC run file (``qid Q0 docid rank score tag``) or a JSON file.
 
@@ -205,17 +220,7 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
         fields = line.split()
         if not fields:
             continue
-        if len(fields) < 6 or (len(fields) > 6 and not fields[3].lstrip("+-").isdigit()):
-            hint = (
-                "this looks like a TREC qrels line: are the qrels and run arguments swapped?"
-                if len(fields) == 4
-                else "TREC ids cannot contain whitespace"
-            )
-            raise InputError(
-                f"expected 6 whitespace-separated fields 'query-id Q0 corpus-id rank score tag', got {len(fields)}: {line!r} ({hint})",
-                path=path,
-                line=no,
-            )
+        _check_run_fields(fields, line, path, no)
         if len(fields) > 6:  # trec_eval ignores text after the tag; so do we, and say so once
             trailing += 1
             if trailing_first is None:

@@ -180,6 +180,16 @@ def _document(k: int, client: JudgeClient, details: dict, pools: dict, cal: Cali
     return document
 
 
+def _check_pools(pools, corpus, originals, query_ids) -> None:
+    """Raise :class:`InputError` if a pooled page is not in the corpus or an evaluated query has no text."""
+    unknown = sorted({d for p in pools.values() for d in p if d not in corpus})
+    if unknown:
+        raise InputError(f"{len(unknown)} pooled page(s) are not in the corpus, e.g. {unknown[:5]}")
+    missing_q = [q for q in query_ids if q not in originals]
+    if missing_q:
+        raise InputError(f"{len(missing_q)} evaluated query id(s) have no text, e.g. {missing_q[:5]}")
+
+
 def judge(
     results_dir: str | Path,
     *,
@@ -247,12 +257,7 @@ def judge(
     runs = [res.ranking(r.backend, r.variant) for r in entries]
     query_ids = res.query_ids or list(qrels_obj)
     pools = build_pools(runs, qrels_obj, k, query_ids)
-    unknown = sorted({d for p in pools.values() for d in p if d not in corpus})
-    if unknown:
-        raise InputError(f"{len(unknown)} pooled page(s) are not in the corpus, e.g. {unknown[:5]}")
-    missing_q = [q for q in query_ids if q not in originals]
-    if missing_q:
-        raise InputError(f"{len(missing_q)} evaluated query id(s) have no text, e.g. {missing_q[:5]}")
+    _check_pools(pools, corpus, originals, query_ids)
     texts = {q: _query_text(originals[q]) for q in query_ids}
     cal, details = judge_pools(pools, texts, CorpusPages(corpus, max_chars), client, schedule, priors)
     rows, comparisons = _score_runs(res, entries, runs, cal, query_ids, k)
