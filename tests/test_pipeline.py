@@ -172,3 +172,22 @@ def test_vidore_dataset_on_the_fly(tmp_path):
     assert res.run("lexical", "original").metrics.num_queries >= 1
     with pytest.raises(InputError, match="not both"):
         evaluate(tmp_path / "res" / "corpus", vidore=str(ds), out=tmp_path / "x")
+
+
+def test_evaluate_options_object_and_keywords(corpus, tmp_path):
+    """``options=EvaluateOptions(...)`` with keyword overrides writes the same results.json as the
+    same options as keywords; an unknown keyword is refused by name before any work."""
+    from vdr.experiment import EvaluateOptions
+
+    cdir, qdir = corpus
+    common = dict(queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"kw": qdir / "kw.jsonl"},
+                  n_permutations=200, n_bootstrap=200, progress=False, cache_dir=False)
+    evaluate(cdir, out=tmp_path / "a", backends="lexical", k=(3, 10), **common)
+    opts = EvaluateOptions(backends="semantic", k=(3, 10), **common)
+    assert opts.depth == 100 and opts.rrf_k == 60 and opts.concat_max_tokens == 512
+    evaluate(cdir, out=tmp_path / "b", options=opts, backends="lexical")  # the keyword overrides the field
+    assert (tmp_path / "a" / "results.json").read_bytes() == (tmp_path / "b" / "results.json").read_bytes()
+    assert opts.backends == "semantic"  # frozen, not changed by the override
+    with pytest.raises(TypeError, match=r"unknown option\(s\) 'bogus'.*known: queries, qrels"):
+        evaluate(cdir, out=tmp_path / "c", bogus=1, **common)
+    assert not (tmp_path / "c").exists()

@@ -31,7 +31,7 @@ _LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder
 
 
 def __getattr__(name: str):
-    """``vdr.evaluate`` (the main job), ``vdr.compare`` (runs of several systems against a baseline run,
+    """``vdr.evaluate`` (the main job; its options: ``vdr.EvaluateOptions``), ``vdr.compare`` (runs of several systems against a baseline run,
     :func:`vdr.compare_runs.compare_runs`; the statistics stay in the module ``vdr.compare``), ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`),
     ``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
     that ``import vdr`` does not import torch; ``vdr.report`` (:func:`vdr.report.render.report`,
@@ -53,6 +53,10 @@ def __getattr__(name: str):
         from .experiment import evaluate
 
         return evaluate
+    if name == "EvaluateOptions":
+        from .experiment import EvaluateOptions
+
+        return EvaluateOptions
     if name == "judge":
         from .judge.run import judge
 
@@ -78,6 +82,7 @@ __all__ = [
     "VidoreReport",
     "embed",
     "evaluate",
+    "EvaluateOptions",
     "compare",
     "judge",
     "EmbedReport",

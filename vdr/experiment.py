@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import inspect
 import io
 import json
 import math
@@ -458,53 +459,19 @@ def stage_lines(timing: Mapping[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------------------------- evaluate
 
 
-def evaluate(
-    corpus_dir: str | Path | None = None,
-    *,
-    queries: str | Path | None = None,
-    qrels: str | Path | None = None,
-    rewrites: Mapping[str, str | Path] | None = None,
-    out: str | Path,
-    backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid"),
-    model: str | None = None,
-    encoder=None,
-    k: str | Sequence[int] = (3, 5, 10),
-    seed: int = 0,
-    depth: int = 100,
-    vidore: str | None = None, vidore_revision: str | None = None, vidore_language: str | None = None,
-    store: str | Path | None = None,
-    batch_size: int = 8,
-    device: str | None = None,
-    trust_remote_code: bool = False,
-    semantic_model: str | None = None,
-    bm25: Mapping | None = None,
-    rrf_k: int = 60,
-    concat: bool | None = None,
-    macro_average: bool = False,
-    relevance_level: int = 1, queries_without_relevant: str = "zero",
-    n_permutations: int = 10_000, n_bootstrap: int = 10_000,
-    progress: bool = True,
-    engine: str = "vdr",
-    cache_dir: str | Path | bool | None = None,
-    runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None,
-    backend_options: Mapping[str, Mapping[str, Any]] | None = None,
-    primary_metric: str | None = None,
-    overwrite: bool = False,
-    drop_missing_judged: bool = False,
-    protocol: str | None = None,
-    concat_max_tokens: int | None = 512,
-) -> Results | None:
-    """Evaluate original vs rewritten queries on each backend over one page or passage corpus.
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """Every option of :func:`evaluate` (all but ``corpus_dir`` and ``out``), with its default.
 
-    Args:
-        corpus_dir: a corpus folder written by :func:`vdr.ingest` (``pages.jsonl`` + ``images/``),
-            or a passage corpus (``vdr ingest --passages``, ``vdr convert``; see
-            :func:`vdr.corpus.load_corpus`); the multimodal backend is skipped on passages.
+    ``vdr.evaluate(corpus_dir, out=..., k=(3, 10))`` builds one from its keywords;
+    ``vdr.evaluate(corpus_dir, out=..., options=EvaluateOptions(...), k=...)`` starts from a given
+    one (the keywords override its fields, :func:`dataclasses.replace`).
+
+    Attributes:
         queries: BEIR ``queries.jsonl`` of the original queries (``history`` optional); default
             ``corpus_dir/queries.jsonl`` when it exists (ViDoRe corpora).
         qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
         rewrites: ``{variant name: queries.jsonl}``; each must have exactly the originals' ids.
-        out: the results folder.
         backends: backend names (comma-separated or a list): the built-in ``multimodal, lexical,
             semantic, hybrid`` or any registered one (entry-point group ``vdr.backends``, see
             :mod:`vdr.retrieve.base`). ``hybrid`` is reciprocal rank fusion (constant ``rrf_k``) of
@@ -568,6 +535,61 @@ def evaluate(
             ``rr_full`` (full-list reciprocal rank over the queries present in the run, as the
             released ConvSearch-R1 evaluation code computes its "MRR"; not compared). ``None``:
             vdr's default table (nDCG@3 primary). Needs ``depth >= 100``.
+    """
+
+    queries: str | Path | None = None
+    qrels: str | Path | None = None
+    rewrites: Mapping[str, str | Path] | None = None
+    backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid")
+    model: str | None = None
+    encoder: Any = None
+    k: str | Sequence[int] = (3, 5, 10)
+    seed: int = 0
+    depth: int = 100
+    vidore: str | None = None
+    vidore_revision: str | None = None
+    vidore_language: str | None = None
+    store: str | Path | None = None
+    batch_size: int = 8
+    device: str | None = None
+    trust_remote_code: bool = False
+    semantic_model: str | None = None
+    bm25: Mapping | None = None
+    rrf_k: int = 60
+    concat: bool | None = None
+    macro_average: bool = False
+    relevance_level: int = 1
+    queries_without_relevant: str = "zero"
+    n_permutations: int = 10_000
+    n_bootstrap: int = 10_000
+    progress: bool = True
+    engine: str = "vdr"
+    cache_dir: str | Path | bool | None = None
+    runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None
+    backend_options: Mapping[str, Mapping[str, Any]] | None = None
+    primary_metric: str | None = None
+    overwrite: bool = False
+    drop_missing_judged: bool = False
+    protocol: str | None = None
+    concat_max_tokens: int | None = 512
+
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(EvaluateOptions))
+
+
+def evaluate(corpus_dir: str | Path | None = None, *, out: str | Path, options: EvaluateOptions | None = None,
+             **kwargs: Any) -> Results | None:
+    """Evaluate original vs rewritten queries on each backend over one page or passage corpus.
+
+    Args:
+        corpus_dir: a corpus folder written by :func:`vdr.ingest` (``pages.jsonl`` + ``images/``),
+            or a passage corpus (``vdr ingest --passages``, ``vdr convert``; see
+            :func:`vdr.corpus.load_corpus`); the multimodal backend is skipped on passages.
+        out: the results folder.
+        options: an :class:`EvaluateOptions` (default: all defaults).
+        **kwargs: any field of :class:`EvaluateOptions` (``queries``, ``qrels``, ``rewrites``,
+            ``backends``, ``k``, ``depth``, ``vidore``, ``protocol``, ...: documented there, with
+            their defaults); they override ``options``' fields.
 
     Returns:
         :class:`~vdr.results.Results` (also written to ``out``); under torchrun, on rank 0 only
@@ -578,46 +600,67 @@ def evaluate(
             variant names, misaligned or empty rewrites, no backend that could run, a bad
             ``queries_without_relevant``; an ``out`` that cannot be written, is locked by another
             run or holds another experiment (see ``overwrite``).
+        TypeError: a keyword that is not an :class:`EvaluateOptions` field (named, with the known ones).
     """
+    unknown = sorted(set(kwargs) - set(_OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"evaluate() got unknown option(s) {', '.join(map(repr, unknown))}; "
+                        f"known: {', '.join(_OPTION_NAMES)}")
+    opts = dataclasses.replace(options, **kwargs) if options is not None else EvaluateOptions(**kwargs)
+    return _evaluate(corpus_dir, Path(out), opts)
+
+
+# help(evaluate) and inspect.signature(evaluate) list every option with its default
+evaluate.__signature__ = inspect.Signature(
+    [inspect.Parameter("corpus_dir", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="str | Path | None"),
+     inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation="str | Path"),
+     inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="EvaluateOptions | None"),
+     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+       for f in dataclasses.fields(EvaluateOptions))],
+    return_annotation="Results | None",
+)
+
+
+def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
+    """:func:`evaluate` with its options gathered: the stages, from the folder lock to the written results."""
     from . import distributed as D
 
-    out = Path(out)
-    progress = progress and D.is_main()
+    progress = o.progress and D.is_main()
     timer = _Timer(progress)
-    runs = dict(runs or {})
-    plan = _plan(k, backends, depth, engine, runs, primary_metric, queries_without_relevant, protocol)
-    folder = _open_folder(out, corpus_dir, queries, qrels, vidore, engine=engine, overwrite=overwrite,  # before any work
-                          inputs=[store, cache_dir, *(rewrites or {}).values(), *runs.values()])
+    runs = dict(o.runs or {})
+    plan = _plan(o.k, o.backends, o.depth, o.engine, runs, o.primary_metric, o.queries_without_relevant, o.protocol)
+    folder = _open_folder(out, corpus_dir, o.queries, o.qrels, o.vidore, engine=o.engine, overwrite=o.overwrite,  # before any work
+                          inputs=[o.store, o.cache_dir, *(o.rewrites or {}).values(), *runs.values()])
     with folder if folder is not None else nullcontext():
         with timer.stage("load", unit="page") as st:
-            inputs = load_inputs(corpus_dir, queries=queries, qrels=qrels, rewrites=dict(rewrites or {}), concat=concat,
-                                 vidore=vidore, vidore_dir=out / "corpus", vidore_revision=vidore_revision,
-                                 vidore_language=vidore_language, progress=progress,
-                                 drop_missing_judged=drop_missing_judged, concat_max_tokens=concat_max_tokens)
+            inputs = load_inputs(corpus_dir, queries=o.queries, qrels=o.qrels, rewrites=dict(o.rewrites or {}), concat=o.concat,
+                                 vidore=o.vidore, vidore_dir=out / "corpus", vidore_revision=o.vidore_revision,
+                                 vidore_language=o.vidore_language, progress=progress,
+                                 drop_missing_judged=o.drop_missing_judged, concat_max_tokens=o.concat_max_tokens)
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
             st.unit = "passage" if getattr(inputs.corpus, "kind", "page") == "passage" else "page"
-        cache = None if cache_dir is False else Path(cache_dir) if cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
-        encoder = _encoder_settings(encoder, model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
+        cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
+        encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         model = None if encoder is None else encoder.model
-        specs = _specs(plan, inputs, encoder=encoder, store=store, device=device, engine=engine, semantic_model=semantic_model,
-                       bm25=bm25, rrf_k=rrf_k, runs=runs, backend_options=backend_options, out=out, vidore=vidore)
-        built, run_map, skipped = _run_backends(specs, inputs, depth=depth, cache_dir=cache, device=device, progress=progress,
+        specs = _specs(plan, inputs, encoder=encoder, store=o.store, device=o.device, engine=o.engine, semantic_model=o.semantic_model,
+                       bm25=o.bm25, rrf_k=o.rrf_k, runs=runs, backend_options=o.backend_options, out=out, vidore=o.vidore)
+        built, run_map, skipped = _run_backends(specs, inputs, depth=o.depth, cache_dir=cache, device=o.device, progress=progress,
                                                 timer=timer)
         if folder is None:
             return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
         order = [s for s in sorted(run_map, key=_result_order(plan.wanted))]
-        run_results, comparisons = _score(run_map, order, inputs, plan, out, skipped, timer, relevance_level=relevance_level,
-                                          macro_average=macro_average, queries_without_relevant=queries_without_relevant,
-                                          n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        run_results, comparisons = _score(run_map, order, inputs, plan, out, skipped, timer, relevance_level=o.relevance_level,
+                                          macro_average=o.macro_average, queries_without_relevant=o.queries_without_relevant,
+                                          n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
         ran = {b: built[b] for b in order}
         with timer.stage("results"):  # config, versions (file hashes), the Results object
-            config = _config(inputs, plan, ran, rewrites=rewrites, model=model, encoder=encoder, engine=engine, depth=depth,
-                             seed=seed, relevance_level=relevance_level, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                             macro_average=macro_average, vidore=vidore, cache_dir=cache,
-                             queries_without_relevant=queries_without_relevant, protocol=protocol)
+            config = _config(inputs, plan, ran, rewrites=o.rewrites, model=model, encoder=encoder, engine=o.engine, depth=o.depth,
+                             seed=o.seed, relevance_level=o.relevance_level, n_permutations=o.n_permutations,
+                             n_bootstrap=o.n_bootstrap, macro_average=o.macro_average, vidore=o.vidore, cache_dir=cache,
+                             queries_without_relevant=o.queries_without_relevant, protocol=o.protocol)
         _warn_duplicates(inputs.variants)
         results = Results(
-            config=config, versions=_versions_of(inputs, config["backend_config"], vidore), runs=run_results,
+            config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
             comparisons=comparisons, skipped=skipped, variants=inputs.variants,
             backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
         )
