@@ -226,3 +226,43 @@ def test_concurrent_searches_equal_sequential_ones(scorer):
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda b: bm.search(b, 7), batches))
     assert got == expected
+
+
+def test_numba_loaded_only_for_large_searches_same_results(monkeypatch, tmp_path):
+    pytest.importorskip("numba")
+    from vdr.retrieve import lexical
+
+    texts = random_corpus(200, seed=5)
+    queries = {"a": "w1x w2x w3x", "b": "w4x", "c": "w5x w6x"}
+    bm = BM25Backend(cache_dir=tmp_path)
+    bm.index(texts)
+    data, indices, indptr = bm._csc
+    tids = [[bm._vocab[t] for t in bm._analyze(q)] for q in queries.values()]
+    work = sum(int(indptr[t + 1] - indptr[t]) for ts in tids if len(ts) > 1 for t in ts)  # postings of multi-term queries
+    monkeypatch.setattr(lexical, "_KERNEL", [])
+    monkeypatch.setattr(lexical, "_JIT_MIN_POSTINGS", work + 1)
+    small = bm.search(queries, 50)
+    assert lexical._KERNEL == []  # NumPy scorer: numba not even looked up
+    monkeypatch.setattr(lexical, "_JIT_MIN_POSTINGS", work)
+    large = bm.search(queries, 50)
+    assert len(lexical._KERNEL) == 1 and lexical._KERNEL[0] is not None  # loaded, and kept for the process
+    assert large == small and large.to_dict() == small.to_dict()
+
+
+def test_numba_kernel_without_a_writable_cache_folder_still_compiles(monkeypatch):
+    numba = pytest.importorskip("numba")
+    from numba.core import caching
+
+    from vdr.retrieve import lexical
+
+    cached = lexical._jit(numba)
+    assert cached._cache.cache_path  # on-disk cache in use (in __pycache__ or the user cache folder)
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])  # read-only package, no home: numba refuses cache=True
+    kernel = lexical._jit(numba)
+    assert isinstance(kernel._cache, caching.NullCache)
+    data = np.array([1.0, 2.0, 0.5, 4.0], dtype=np.float32)
+    indices, indptr = np.array([0, 2, 2, 1], dtype=np.int32), np.array([0, 2, 4], dtype=np.int64)
+    acc, seen, buf = np.zeros(3, np.float32), np.zeros(3, bool), np.empty(3, np.int64)
+    cand, s = kernel(data, indices, indptr, np.array([0, 1], np.int64), acc, seen, buf)
+    assert cand.tolist() == [0, 2, 1] and s.tolist() == [1.0, 2.5, 4.0]
+    assert not acc.any() and not seen.any()
