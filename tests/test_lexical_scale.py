@@ -3,6 +3,7 @@ the former algorithm, presets, the Lucene-compatible analyzer and issue 18.1's e
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -266,3 +267,49 @@ def test_numba_kernel_without_a_writable_cache_folder_still_compiles(monkeypatch
     cand, s = kernel(data, indices, indptr, np.array([0, 1], np.int64), acc, seen, buf)
     assert cand.tolist() == [0, 2, 1] and s.tolist() == [1.0, 2.5, 4.0]
     assert not acc.any() and not seen.any()
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25l"])
+def test_stored_index_reads_what_bm25s_load_reads(method, tmp_path):
+    import bm25s
+
+    from vdr.retrieve.lexical import _StoredIndex
+
+    bm = BM25Backend(method=method, cache_dir=tmp_path)
+    bm.index(random_corpus(120, seed=9))
+    (folder,) = [p for p in (tmp_path / "lexical").iterdir() if p.is_dir()]
+    ref = bm25s.BM25.load(str(folder), allow_pickle=False, mmap=True, show_progress=False)
+    got = _StoredIndex(folder)
+    assert got.vocab_dict == ref.vocab_dict and list(got.vocab_dict) == list(ref.vocab_dict)
+    for k in ("data", "indices", "indptr"):
+        assert isinstance(got.scores[k], np.memmap) and got.scores[k].dtype == ref.scores[k].dtype
+        assert got.scores[k].tobytes() == ref.scores[k].tobytes()
+    assert got.scores["num_docs"] == ref.scores["num_docs"] == 120
+    if method == "bm25l":
+        assert got.nonoccurrence_array.tobytes() == ref.nonoccurrence_array.tobytes()
+    else:
+        assert got.nonoccurrence_array is None and ref.nonoccurrence_array is None
+
+
+def test_stopwords_are_bm25s_lists_and_a_cached_rerun_imports_neither_bm25s_nor_numba(tmp_path):
+    import subprocess
+    import sys
+
+    import bm25s.stopwords
+
+    from vdr.retrieve.lexical import STOPWORD_LANGUAGES, _bm25s_stopwords
+
+    for name in STOPWORD_LANGUAGES.values():
+        assert _bm25s_stopwords(name) == getattr(bm25s.stopwords, name)
+    texts = random_corpus(50, seed=2)
+    code = (
+        "import json, sys; from vdr.retrieve.lexical import BM25Backend\n"
+        f"bm = BM25Backend(cache_dir={str(tmp_path)!r}, stopwords='en'); bm.index(json.loads(sys.stdin.read()))\n"
+        "r = bm.search({'a': 'w1x w2x the', 'b': 'w3x'}, 5)\n"
+        "print(json.dumps([bm.report['cache']['hit'], r.to_dict(), 'bm25s' in sys.modules, 'numba' in sys.modules]))"
+    )
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+                                      timeout=120, check=True).stdout) for _ in range(2)]
+    assert runs[0][0] is False and runs[1][0] is True
+    assert runs[1][1] == runs[0][1] and runs[0][1]["a"]
+    assert runs[1][2:] == [False, False]  # the cached re-run: no bm25s, no numba

@@ -38,8 +38,9 @@ Ranking rules (documented choices):
 
 Scale: the index is built streaming (:func:`vdr.retrieve.base.iter_corpus_texts`, batch by batch
 into token-id arrays; never all texts in memory), its CSC score matrix computed with NumPy from
-the token ids with bm25s's own formulas, saved in bm25s's format and memory-mapped when loaded
-(``cache_dir/lexical/<fingerprint>/``), so a re-run, another query variant or another process
+the token ids with bm25s's own formulas, saved in bm25s's format (``bm25s.BM25.load`` reads it)
+and memory-mapped when loaded (``cache_dir/lexical/<fingerprint>/``; read with NumPy, see
+:class:`_StoredIndex`), so a re-run, another query variant or another process
 reuses it. Search scores a query from the postings of its terms only (no sort of the collection),
 with a numba-compiled loop when numba is importable and the search is large enough to repay loading
 it (``VDR_NUMBA=0`` turns it off; compiled once and kept in numba's on-disk cache, see :func:`_jit`
@@ -49,10 +50,12 @@ order, as bm25s does, so scores and rankings are identical either way.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,6 +108,26 @@ def _pystemmer():
     return Stemmer
 
 
+def _bm25s_stopwords(name: str) -> tuple[str, ...]:
+    """bm25s's stopword list ``name`` (a tuple in the data-only module ``bm25s/stopwords.py``).
+
+    The module file is executed on its own when the ``bm25s`` package is not imported yet:
+    ``import bm25s.stopwords`` would run ``bm25s/__init__``, which imports numba, scipy.sparse and
+    tqdm (about half a second), and a re-run with a cached index needs nothing else from bm25s.
+    """
+    mod = sys.modules.get("bm25s.stopwords")
+    if mod is None:
+        spec = importlib.util.find_spec("bm25s")  # locates the package without importing it
+        origin = Path(spec.origin).with_name("stopwords.py") if spec is not None and spec.origin else None
+        if origin is None or not origin.is_file():  # pragma: no cover - an unusual bm25s install
+            import bm25s.stopwords as mod
+        else:
+            spec = importlib.util.spec_from_file_location("_vdr_bm25s_stopwords", origin)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
 def _resolve_stopwords(stopwords: object) -> tuple[frozenset[str], object]:
     """(set of lower-cased stopwords, what to record)."""
     if stopwords is None or stopwords is False:
@@ -113,9 +136,7 @@ def _resolve_stopwords(stopwords: object) -> tuple[frozenset[str], object]:
         code = _LANGUAGE_NAMES.get(stopwords.lower(), stopwords.lower())
         if code not in STOPWORD_LANGUAGES:
             raise InputError(f"unknown stopword language {stopwords!r}; known: {', '.join(STOPWORD_LANGUAGES)}, or None, or a list of words")
-        import bm25s.stopwords
-
-        return frozenset(w.lower() for w in getattr(bm25s.stopwords, STOPWORD_LANGUAGES[code])), code
+        return frozenset(w.lower() for w in _bm25s_stopwords(STOPWORD_LANGUAGES[code])), code
     if isinstance(stopwords, (list, tuple, set, frozenset)) and all(isinstance(w, str) for w in stopwords):
         words = sorted({w.lower() for w in stopwords})
         return frozenset(words), words
@@ -422,9 +443,7 @@ class BM25Backend:
         try:
             order = np.load(folder / _ORDER, allow_pickle=False)
             if meta["index"]["vocabulary_size"]:
-                import bm25s
-
-                retriever = bm25s.BM25.load(str(folder), allow_pickle=False, mmap=True, show_progress=False)
+                retriever = _StoredIndex(folder)
         except (OSError, ValueError, KeyError, TypeError):
             return False
         if order.shape != (len(meta["ids"]),):
@@ -568,6 +587,32 @@ class BM25Backend:
     def __repr__(self) -> str:
         n = self.report["index"].get("num_pages", 0)
         return f"BM25Backend({n} pages, method={self.config['method']!r}, k1={self.config['k1']}, b={self.config['b']})"
+
+
+class _StoredIndex:
+    """An index saved by ``bm25s.BM25.save`` read back with NumPy, as ``bm25s.BM25.load(folder,
+    mmap=True, allow_pickle=False)`` reads it, without importing bm25s (numba, scipy.sparse and
+    tqdm: about half a second per process). Holds the attributes of ``bm25s.BM25`` vdr uses.
+
+    Attributes:
+        scores: ``{"data": float32 (nnz,), "indices": int32 (nnz,), "indptr": int64 (n_terms + 1,)``
+            (memory-mapped, read-only), ``"num_docs": int}``: the CSC score matrix.
+        vocab_dict: ``{term: term id}``.
+        nonoccurrence_array: float32 ``(n_terms,)`` for ``bm25l`` / ``bm25+``, else ``None``.
+
+    Raises:
+        OSError / ValueError / KeyError: a missing or damaged file (the caller treats it as a miss).
+    """
+
+    _FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy", "indptr": "indptr.csc.index.npy"}
+
+    def __init__(self, folder: Path) -> None:
+        params = json.loads((folder / "params.index.json").read_text(encoding="utf-8"))
+        self.vocab_dict: dict[str, int] = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
+        self.scores = {k: np.load(folder / f, allow_pickle=False, mmap_mode="r") for k, f in self._FILES.items()}
+        self.scores["num_docs"] = params.get("num_docs")
+        nonocc = folder / "nonoccurrence_array.index.npy"
+        self.nonoccurrence_array = np.load(nonocc, allow_pickle=False) if params["method"] in ("bm25l", "bm25+") else None
 
 
 _KERNEL: list = []  # [compiled kernel or None], filled on first use
