@@ -250,7 +250,7 @@ def test_numba_loaded_only_for_large_searches_same_results(monkeypatch, tmp_path
     assert large == small and large.to_dict() == small.to_dict()
 
 
-def test_numba_kernel_without_a_writable_cache_folder_still_compiles(monkeypatch):
+def test_numba_kernel_without_a_writable_cache_folder_still_compiles(monkeypatch, tmp_path):
     numba = pytest.importorskip("numba")
     from numba.core import caching
 
@@ -258,6 +258,13 @@ def test_numba_kernel_without_a_writable_cache_folder_still_compiles(monkeypatch
 
     cached = lexical._jit(numba)
     assert cached._cache.cache_path  # on-disk cache in use (in __pycache__ or the user cache folder)
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "nb"))  # NUMBA_CACHE_DIR (e.g. a read-only install)
+    elsewhere = lexical._jit(numba)
+    assert elsewhere._cache.cache_path.startswith(str(tmp_path / "nb"))
+    elsewhere(np.ones(2, np.float32), np.arange(2, dtype=np.int32), np.array([0, 2], np.int64), np.array([0, 0], np.int64),
+              np.zeros(2, np.float32), np.zeros(2, bool), np.empty(2, np.int64))
+    assert any(p.suffix == ".nbi" for p in (tmp_path / "nb").rglob("*"))  # the machine code was saved there
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
     monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])  # read-only package, no home: numba refuses cache=True
     kernel = lexical._jit(numba)
     assert isinstance(kernel._cache, caching.NullCache)
