@@ -419,6 +419,45 @@ def test_python_m_vdr(tmp_path):
     assert lines[2].split() == ["map", f"{MAP10:.4f}"]
 
 
+def test_python_m_vdr_writes_and_exit_codes(tmp_path):
+    """``python -m vdr`` goes through ``entry`` (gc frozen before shutdown): files written, statuses kept."""
+    j = tmp_path / "o.json"
+    p = subprocess.run([sys.executable, "-m", "vdr", "metrics", QRELS, RUN, "-m", "ndcg@3", "--json", str(j)],
+                       capture_output=True, text=True, env=_env(), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(j.read_text())["aggregate"]["ndcg@3"] == pytest.approx(NDCG3, abs=1e-12)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("q1\td1\t1\n")
+    p = subprocess.run([sys.executable, "-m", "vdr", "metrics", str(bad), RUN], capture_output=True, text=True, env=_env(), timeout=60)
+    assert (p.returncode, p.stderr.startswith(f"error: {bad}:1: ")) == (2, True)
+    p = subprocess.run([sys.executable, "-m", "vdr", "metrics", QRELS], capture_output=True, text=True, env=_env(), timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("outcome", [0, 3, "raise"])
+def test_entry_freezes_gc_on_every_exit_path(monkeypatch, outcome):
+    import gc
+
+    import vdr.cli as cli
+
+    def fake_main():
+        assert gc.isenabled()  # the command itself runs with the collector on
+        if outcome == "raise":
+            raise RuntimeError("boom")
+        return outcome
+
+    monkeypatch.setattr(cli, "main", fake_main)
+    try:
+        with pytest.raises(RuntimeError if outcome == "raise" else SystemExit) as e:
+            cli.entry()
+        assert (gc.isenabled(), gc.get_freeze_count() > 0) == (False, True)
+        if outcome != "raise":
+            assert e.value.code == outcome
+    finally:
+        gc.unfreeze()
+        gc.enable()
+
+
 # --------------------------------------------------------------------------------------------
 # regressions: bugs found by adversarial testing, now fixed
 

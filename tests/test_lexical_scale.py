@@ -3,6 +3,7 @@ the former algorithm, presets, the Lucene-compatible analyzer and issue 18.1's e
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -226,3 +227,96 @@ def test_concurrent_searches_equal_sequential_ones(scorer):
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda b: bm.search(b, 7), batches))
     assert got == expected
+
+
+def test_numba_loaded_only_for_large_searches_same_results(monkeypatch, tmp_path):
+    pytest.importorskip("numba")
+    from vdr.retrieve import lexical
+
+    texts = random_corpus(200, seed=5)
+    queries = {"a": "w1x w2x w3x", "b": "w4x", "c": "w5x w6x"}
+    bm = BM25Backend(cache_dir=tmp_path)
+    bm.index(texts)
+    data, indices, indptr = bm._csc
+    tids = [[bm._vocab[t] for t in bm._analyze(q)] for q in queries.values()]
+    work = sum(int(indptr[t + 1] - indptr[t]) for ts in tids if len(ts) > 1 for t in ts)  # postings of multi-term queries
+    monkeypatch.setattr(lexical, "_KERNEL", [])
+    monkeypatch.setattr(lexical, "_JIT_MIN_POSTINGS", work + 1)
+    small = bm.search(queries, 50)
+    assert lexical._KERNEL == []  # NumPy scorer: numba not even looked up
+    monkeypatch.setattr(lexical, "_JIT_MIN_POSTINGS", work)
+    large = bm.search(queries, 50)
+    assert len(lexical._KERNEL) == 1 and lexical._KERNEL[0] is not None  # loaded, and kept for the process
+    assert large == small and large.to_dict() == small.to_dict()
+
+
+def test_numba_kernel_without_a_writable_cache_folder_still_compiles(monkeypatch, tmp_path):
+    numba = pytest.importorskip("numba")
+    from numba.core import caching
+
+    from vdr.retrieve import lexical
+
+    cached = lexical._jit(numba)
+    assert cached._cache.cache_path  # on-disk cache in use (in __pycache__ or the user cache folder)
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "nb"))  # NUMBA_CACHE_DIR (e.g. a read-only install)
+    elsewhere = lexical._jit(numba)
+    assert elsewhere._cache.cache_path.startswith(str(tmp_path / "nb"))
+    elsewhere(np.ones(2, np.float32), np.arange(2, dtype=np.int32), np.array([0, 2], np.int64), np.array([0, 0], np.int64),
+              np.zeros(2, np.float32), np.zeros(2, bool), np.empty(2, np.int64))
+    assert any(p.suffix == ".nbi" for p in (tmp_path / "nb").rglob("*"))  # the machine code was saved there
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])  # read-only package, no home: numba refuses cache=True
+    kernel = lexical._jit(numba)
+    assert isinstance(kernel._cache, caching.NullCache)
+    data = np.array([1.0, 2.0, 0.5, 4.0], dtype=np.float32)
+    indices, indptr = np.array([0, 2, 2, 1], dtype=np.int32), np.array([0, 2, 4], dtype=np.int64)
+    acc, seen, buf = np.zeros(3, np.float32), np.zeros(3, bool), np.empty(3, np.int64)
+    cand, s = kernel(data, indices, indptr, np.array([0, 1], np.int64), acc, seen, buf)
+    assert cand.tolist() == [0, 2, 1] and s.tolist() == [1.0, 2.5, 4.0]
+    assert not acc.any() and not seen.any()
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25l"])
+def test_stored_index_reads_what_bm25s_load_reads(method, tmp_path):
+    import bm25s
+
+    from vdr.retrieve.lexical import _StoredIndex
+
+    bm = BM25Backend(method=method, cache_dir=tmp_path)
+    bm.index(random_corpus(120, seed=9))
+    (folder,) = [p for p in (tmp_path / "lexical").iterdir() if p.is_dir()]
+    ref = bm25s.BM25.load(str(folder), allow_pickle=False, mmap=True, show_progress=False)
+    got = _StoredIndex(folder)
+    assert got.vocab_dict == ref.vocab_dict and list(got.vocab_dict) == list(ref.vocab_dict)
+    for k in ("data", "indices", "indptr"):
+        assert isinstance(got.scores[k], np.memmap) and got.scores[k].dtype == ref.scores[k].dtype
+        assert got.scores[k].tobytes() == ref.scores[k].tobytes()
+    assert got.scores["num_docs"] == ref.scores["num_docs"] == 120
+    if method == "bm25l":
+        assert got.nonoccurrence_array.tobytes() == ref.nonoccurrence_array.tobytes()
+    else:
+        assert got.nonoccurrence_array is None and ref.nonoccurrence_array is None
+
+
+def test_stopwords_are_bm25s_lists_and_a_cached_rerun_imports_neither_bm25s_nor_numba(tmp_path):
+    import subprocess
+    import sys
+
+    import bm25s.stopwords
+
+    from vdr.retrieve.lexical import STOPWORD_LANGUAGES, _bm25s_stopwords
+
+    for name in STOPWORD_LANGUAGES.values():
+        assert _bm25s_stopwords(name) == getattr(bm25s.stopwords, name)
+    texts = random_corpus(50, seed=2)
+    code = (
+        "import json, sys; from vdr.retrieve.lexical import BM25Backend\n"
+        f"bm = BM25Backend(cache_dir={str(tmp_path)!r}, stopwords='en'); bm.index(json.loads(sys.stdin.read()))\n"
+        "r = bm.search({'a': 'w1x w2x the', 'b': 'w3x'}, 5)\n"
+        "print(json.dumps([bm.report['cache']['hit'], r.to_dict(), 'bm25s' in sys.modules, 'numba' in sys.modules]))"
+    )
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+                                      timeout=120, check=True).stdout) for _ in range(2)]
+    assert runs[0][0] is False and runs[1][0] is True
+    assert runs[1][1] == runs[0][1] and runs[0][1]["a"]
+    assert runs[1][2:] == [False, False]  # the cached re-run: no bm25s, no numba

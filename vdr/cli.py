@@ -835,7 +835,41 @@ def _destroy_group() -> None:
         dist.destroy_process_group()
 
 
+def entry() -> None:
+    """Process entry point (the ``vdr`` console script, ``python -m vdr``): :func:`main`, then exit
+    with its status (``SystemExit``); an unexpected exception propagates (traceback, status 1).
+
+    Use :func:`main` to call the command line in-process: this function changes the process's
+    garbage collector on the way out (:func:`_quick_teardown`).
+    """
+    try:
+        rc = main()
+    finally:
+        _quick_teardown()
+    sys.exit(rc)
+
+
+def _quick_teardown() -> None:
+    """Make interpreter shutdown cheap: :func:`gc.disable` then :func:`gc.freeze`.
+
+    Called once the command has finished and written its outputs, on every exit path (status 0,
+    a handled error, an unexpected exception). After the heavy imports of some commands (torch,
+    torch._dynamo, scikit-learn, numba) Python's shutdown spends 1-2.5 s in cyclic garbage
+    collections over millions of module-level objects that die with the process anyway (measured:
+    a 1.76 s teardown drops to 0.5 s). Freezing moves every live object to the permanent
+    generation, which no collection scans; disabling stops the collections that shutdown's
+    deallocations would trigger. Everything else runs as usual: ``atexit`` handlers (the process
+    group, temporary folders, loggers), buffered streams flushed and closed, modules cleared,
+    reference-count finalisers; objects in reference cycles are not collected (the OS frees them).
+    No ``os._exit``.
+    """
+    import gc
+
+    gc.disable()
+    gc.freeze()
+
+
 common.install(app)
 
 if __name__ == "__main__":  # python -m vdr.cli
-    sys.exit(main())
+    entry()

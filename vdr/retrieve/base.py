@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import functools
 import hashlib
 import json
 import os
@@ -160,9 +161,16 @@ def register_backend(name: str, factory: BackendFactory, *, replace: bool = Fals
 
 def _entry_points() -> list:
     """The installed ``vdr.backends`` entry points (tests replace this function)."""
+    return list(_installed_entry_points())
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_entry_points() -> tuple:
+    """The ``vdr.backends`` entry points, looked up once per process: the lookup reads the
+    metadata of every installed distribution (tens of milliseconds with a few hundred installed)."""
     from importlib.metadata import entry_points
 
-    return list(entry_points(group=ENTRY_POINT_GROUP))
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
 
 
 def available_backends() -> list[str]:

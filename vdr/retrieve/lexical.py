@@ -38,19 +38,24 @@ Ranking rules (documented choices):
 
 Scale: the index is built streaming (:func:`vdr.retrieve.base.iter_corpus_texts`, batch by batch
 into token-id arrays; never all texts in memory), its CSC score matrix computed with NumPy from
-the token ids with bm25s's own formulas, saved in bm25s's format and memory-mapped when loaded
-(``cache_dir/lexical/<fingerprint>/``), so a re-run, another query variant or another process
+the token ids with bm25s's own formulas, saved in bm25s's format (``bm25s.BM25.load`` reads it)
+and memory-mapped when loaded (``cache_dir/lexical/<fingerprint>/``; read with NumPy, see
+:class:`_StoredIndex`), so a re-run, another query variant or another process
 reuses it. Search scores a query from the postings of its terms only (no sort of the collection),
-with a numba-compiled loop when numba is importable (``VDR_NUMBA=0`` turns it off; compiled once per
-process, about a second) and NumPy otherwise: both add the float32 scores term by term in query
+with a numba-compiled loop when numba is importable and the search is large enough to repay loading
+it (``VDR_NUMBA=0`` turns it off; compiled once and kept in numba's on-disk cache, see :func:`_jit`
+and ``BM25Backend._scorer``) and NumPy otherwise: both add the float32 scores term by term in query
 order, as bm25s does, so scores and rankings are identical either way.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,6 +108,26 @@ def _pystemmer():
     return Stemmer
 
 
+def _bm25s_stopwords(name: str) -> tuple[str, ...]:
+    """bm25s's stopword list ``name`` (a tuple in the data-only module ``bm25s/stopwords.py``).
+
+    The module file is executed on its own when the ``bm25s`` package is not imported yet:
+    ``import bm25s.stopwords`` would run ``bm25s/__init__``, which imports numba, scipy.sparse and
+    tqdm (about half a second), and a re-run with a cached index needs nothing else from bm25s.
+    """
+    mod = sys.modules.get("bm25s.stopwords")
+    if mod is None:
+        spec = importlib.util.find_spec("bm25s")  # locates the package without importing it
+        origin = Path(spec.origin).with_name("stopwords.py") if spec is not None and spec.origin else None
+        if origin is None or not origin.is_file():  # pragma: no cover - an unusual bm25s install
+            import bm25s.stopwords as mod
+        else:
+            spec = importlib.util.spec_from_file_location("_vdr_bm25s_stopwords", origin)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
 def _resolve_stopwords(stopwords: object) -> tuple[frozenset[str], object]:
     """(set of lower-cased stopwords, what to record)."""
     if stopwords is None or stopwords is False:
@@ -111,9 +136,7 @@ def _resolve_stopwords(stopwords: object) -> tuple[frozenset[str], object]:
         code = _LANGUAGE_NAMES.get(stopwords.lower(), stopwords.lower())
         if code not in STOPWORD_LANGUAGES:
             raise InputError(f"unknown stopword language {stopwords!r}; known: {', '.join(STOPWORD_LANGUAGES)}, or None, or a list of words")
-        import bm25s.stopwords
-
-        return frozenset(w.lower() for w in getattr(bm25s.stopwords, STOPWORD_LANGUAGES[code])), code
+        return frozenset(w.lower() for w in _bm25s_stopwords(STOPWORD_LANGUAGES[code])), code
     if isinstance(stopwords, (list, tuple, set, frozenset)) and all(isinstance(w, str) for w in stopwords):
         words = sorted({w.lower() for w in stopwords})
         return frozenset(words), words
@@ -420,9 +443,7 @@ class BM25Backend:
         try:
             order = np.load(folder / _ORDER, allow_pickle=False)
             if meta["index"]["vocabulary_size"]:
-                import bm25s
-
-                retriever = bm25s.BM25.load(str(folder), allow_pickle=False, mmap=True, show_progress=False)
+                retriever = _StoredIndex(folder)
         except (OSError, ValueError, KeyError, TypeError):
             return False
         if order.shape != (len(meta["ids"]),):
@@ -460,12 +481,17 @@ class BM25Backend:
         fitted, budget = apply_budget(qs, self.max_query_tokens)
         out: dict[str, dict[str, float]] = {}
         no_terms: list[str] = []
-        done: dict[str, dict[str, float] | None] = {}
         vocab = self._vocab
+        terms: dict[str, list[int]] = {}  # each distinct text -> its known term ids, in query order
+        for text in fitted.values():
+            if text not in terms:
+                terms[text] = [vocab[t] for t in self._analyze(text) if t in vocab] if self._retriever is not None else []
+        kernel = self._scorer(terms.values())
+        done: dict[str, dict[str, float] | None] = {}
         for qid, text in fitted.items():
             if text not in done:
-                tids = [vocab[t] for t in self._analyze(text) if t in vocab] if self._retriever is not None else []
-                done[text] = self._rank(tids, depth) if tids else None
+                tids = terms[text]
+                done[text] = self._rank(tids, depth, kernel) if tids else None
                 ranking = done[text]
             else:  # the same text again: an equal, separate ranking
                 ranking = None if done[text] is None else dict(done[text])
@@ -481,8 +507,28 @@ class BM25Backend:
         }
         return Run._trusted(out, "bm25")
 
-    def _rank(self, tids: list[int], depth: int) -> dict[str, float]:
-        """The ``depth`` best pages for query term ids ``tids`` (non-empty, in query order).
+    def _scorer(self, term_lists):
+        """The numba kernel (:func:`_numba_kernel`) when it pays for itself here, else ``None`` (NumPy).
+
+        Loading numba and its compiled kernel costs about a second per process even from numba's
+        disk cache; the kernel saves about 80 ns per posting over the NumPy scorer. So it is
+        loaded only for a search that scores at least ``_JIT_MIN_POSTINGS`` postings (in queries
+        of two or more terms; one-term queries need no accumulation), and then kept for the
+        process. Both scorers give bit-identical scores, so the choice never changes a result.
+        """
+        if _KERNEL:
+            return _KERNEL[0]
+        multi = [t for t in term_lists if len(t) > 1]
+        if not multi:
+            return None
+        indptr = self._csc[2]
+        flat = np.fromiter(itertools.chain.from_iterable(multi), dtype=np.int64)
+        work = int((indptr[flat + 1] - indptr[flat]).sum())
+        return _numba_kernel() if work >= _JIT_MIN_POSTINGS else None
+
+    def _rank(self, tids: list[int], depth: int, kernel=None) -> dict[str, float]:
+        """The ``depth`` best pages for query term ids ``tids`` (non-empty, in query order), scored
+        by ``kernel`` (see :meth:`_scorer`; ``None``: NumPy).
 
         Scores are accumulated in float32 term by term in query order, as bm25s's
         ``get_scores_from_ids`` does (so every score is bit-identical to bm25s's); only the pages
@@ -492,7 +538,6 @@ class BM25Backend:
         data, indices, indptr = self._csc
         tarr = np.asarray(tids, dtype=np.int64)
         starts, ends = indptr[tarr].tolist(), indptr[tarr + 1].tolist()
-        kernel = _numba_kernel()
         if len(tids) == 1:
             cand = indices[starts[0] : ends[0]].astype(np.int64)
             s = data[starts[0] : ends[0]] + np.float32(0.0)  # a copy; -0.0 -> 0.0 as bm25s's zeros + x
@@ -544,7 +589,34 @@ class BM25Backend:
         return f"BM25Backend({n} pages, method={self.config['method']!r}, k1={self.config['k1']}, b={self.config['b']})"
 
 
+class _StoredIndex:
+    """An index saved by ``bm25s.BM25.save`` read back with NumPy, as ``bm25s.BM25.load(folder,
+    mmap=True, allow_pickle=False)`` reads it, without importing bm25s (numba, scipy.sparse and
+    tqdm: about half a second per process). Holds the attributes of ``bm25s.BM25`` vdr uses.
+
+    Attributes:
+        scores: ``{"data": float32 (nnz,), "indices": int32 (nnz,), "indptr": int64 (n_terms + 1,)``
+            (memory-mapped, read-only), ``"num_docs": int}``: the CSC score matrix.
+        vocab_dict: ``{term: term id}``.
+        nonoccurrence_array: float32 ``(n_terms,)`` for ``bm25l`` / ``bm25+``, else ``None``.
+
+    Raises:
+        OSError / ValueError / KeyError: a missing or damaged file (the caller treats it as a miss).
+    """
+
+    _FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy", "indptr": "indptr.csc.index.npy"}
+
+    def __init__(self, folder: Path) -> None:
+        params = json.loads((folder / "params.index.json").read_text(encoding="utf-8"))
+        self.vocab_dict: dict[str, int] = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
+        self.scores = {k: np.load(folder / f, allow_pickle=False, mmap_mode="r") for k, f in self._FILES.items()}
+        self.scores["num_docs"] = params.get("num_docs")
+        nonocc = folder / "nonoccurrence_array.index.npy"
+        self.nonoccurrence_array = np.load(nonocc, allow_pickle=False) if params["method"] in ("bm25l", "bm25+") else None
+
+
 _KERNEL: list = []  # [compiled kernel or None], filled on first use
+_JIT_MIN_POSTINGS = 10_000_000  # postings in one search from which numba is worth loading (BM25Backend._scorer)
 
 
 def _numba_kernel():
@@ -558,9 +630,22 @@ def _numba_kernel():
             except ImportError:
                 numba = None
             if numba is not None:
-                kernel = numba.njit(nogil=True, cache=False)(_score_postings)
+                kernel = _jit(numba)
         _KERNEL.append(kernel)
     return _KERNEL[0]
+
+
+def _jit(numba):
+    """:func:`_score_postings` compiled with numba's on-disk cache (``cache=True``): the machine code
+    is saved once and loaded by later processes instead of compiled again (the first call then
+    takes about 0.5 s instead of about 1 s). numba keeps it in ``NUMBA_CACHE_DIR`` when that is
+    set, else in ``__pycache__`` next to this file, or, where that is read-only, in the user cache
+    folder (``~/.cache/numba``); it recompiles when this file changes. Without any writable folder
+    numba refuses to cache: compiled per process then."""
+    try:
+        return numba.njit(nogil=True, cache=True)(_score_postings)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True, cache=False)(_score_postings)
 
 
 def _score_postings(data, indices, indptr, tids, acc, seen, buf):
