@@ -213,6 +213,7 @@ class DenseBackend:
         config: model id, path, weights hash, lengths, long-text policy, window and stride,
             similarity, search engine, library versions (JSON-ready; results.json).
         report: ``page_forward_passes`` (texts embedded by :meth:`index`: 0 on a cache hit),
+            ``query_encoder`` (``exported_now``, ``export_s``: the ONNX export made by this backend),
             ``cache``, ``index`` (``num_pages``, ``num_indexed_pages``, ``num_empty_pages``,
             ``empty_pages``, ``long_text``, ``passage_max_length``, ``num_long_pages`` (longer
             than the limit), ``long_pages``, ``num_split_pages``, ``num_windows`` (store rows),
@@ -276,7 +277,7 @@ class DenseBackend:
         self.config = self._make_config()
         self.name = name
         self.progress = bool(progress)
-        self.report: dict = new_report()
+        self.report: dict = dict(new_report(), query_encoder=dict(self._query_encoder_info))
         self.store = None
         self.page_ids: list[str] = []
         self._searcher = None
@@ -535,7 +536,7 @@ class DenseBackend:
         """
         from .dense_store import VectorStore
 
-        self.report = new_report()
+        self.report = dict(new_report(), query_encoder=dict(self._query_encoder_info))
         key = fingerprint("semantic", _CACHE_FORMAT, self._vector_settings(), self._corpus_key(corpus))
         path = cache_path(self.cache_dir, "semantic", key)
         if path is None:
@@ -730,11 +731,13 @@ class DenseBackend:
     def _query_encoder(self, wanted: str):
         """``(OnnxTextEncoder or None, note)``: the ONNX Runtime query encoder when ``wanted`` is
         ``"onnx"``, or ``"auto"`` with a cache, a CPU device and an exportable model; ``note`` says
-        why torch encodes the queries otherwise.
+        why torch encodes the queries otherwise. Sets ``_query_encoder_info`` (``exported_now``,
+        ``export_s``: seconds spent exporting in this process), reported as ``report["query_encoder"]``.
 
         Raises:
             InputError: ``"onnx"`` was asked for and cannot be used (the reason is given).
         """
+        self._query_encoder_info = {"exported_now": False, "export_s": 0.0}
         if wanted == "torch":
             return None, "query_runtime='torch'"
         reason = onnx_missing()
@@ -749,7 +752,13 @@ class DenseBackend:
             reason = f"device {self._spec['device']} (auto uses ONNX Runtime on CPU only)"
         if reason is None:
             folder = self._onnx_folder()
-            rec = read_export(folder) or export_onnx(self._ensure_model(), folder)
+            rec = read_export(folder)
+            if rec is None:
+                import time
+
+                t = time.perf_counter()
+                rec = export_onnx(self._ensure_model(), folder)
+                self._query_encoder_info = {"exported_now": True, "export_s": round(time.perf_counter() - t, 4)}
             if rec.get("ok"):
                 enc = OnnxTextEncoder(folder, rec["pipeline"], self._light)
                 return enc, f"ONNX export checked against the model: max abs diff {rec['max_abs_diff']:.2e} on {len(PROBE_TEXTS)} texts"
