@@ -82,11 +82,18 @@ def test_semantic_backend_encodes_only_new_query_texts(tmp_path):
     seen: list[list[str]] = []
     b = DenseBackend(device="cpu", cache_dir=tmp_path)
     b.index(corpus)
-    encode = b.encode
-    b.encode = lambda texts, **kw: (seen.append(list(texts)), encode(texts, **kw))[1]
+    encode = b._encode_queries
+    b._encode_queries = lambda texts: (seen.append(list(texts)), encode(texts))[1]
     run_b = b.search(second, 3)
     assert seen == [["filing taxes as a small firm"]]
     assert b.report["searches"]["original"]["query_cache_hit"] is False
-    fresh = DenseBackend(device="cpu")  # no cache: every text from the model
+    assert b.config["query_runtime"].startswith("onnxruntime ")  # auto with a cache on CPU
+    fresh = DenseBackend(device="cpu", query_runtime="onnx")  # no cache: every text encoded now, same runtime
     fresh.index(corpus)
     assert run_b == fresh.search(second, 3) and run_a == fresh.search(first, 3)
+    torch_run = DenseBackend(device="cpu", query_runtime="torch")  # the model itself: same ranking, scores to rounding
+    torch_run.index(corpus)
+    ref = torch_run.search(second, 3)
+    for q in second:
+        assert list(ref[q]) == list(run_b[q])
+        assert max(abs(ref[q][d] - run_b[q][d]) for d in ref[q]) < 1e-6

@@ -44,6 +44,14 @@ Documented choices:
   a run never holds more passages than the collection (no FAISS padding sentinels).
 * **Cache**: the store is kept under ``cache_dir/semantic/<fingerprint>/`` so a re-run encodes
   queries only; without ``cache_dir`` it lives in a temporary folder removed with the backend.
+* **Re-runs without the model stack** (:mod:`vdr.retrieve.text_encoder`): the facts read from the
+  loaded model are cached (``cache_dir/semantic-model/``), and by default (``query_runtime="auto"``)
+  queries are embedded by the model's ONNX export with ONNX Runtime on CPU (exported once into
+  ``cache_dir/semantic-onnx/`` and checked against the model). A re-run whose page vectors are
+  cached therefore never imports torch or sentence-transformers (about 10 s on a 2-core CPU). The
+  export's vectors differ from the model's by rounding only (at most 1e-4 absolute, checked; about
+  1e-7 for all-MiniLM-L6-v2); every run with the same cache uses the same runtime, so results do
+  not depend on what was cached.
 """
 
 from __future__ import annotations
@@ -60,6 +68,8 @@ from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
 from ._common import version_of
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
+from .text_encoder import (ONNX_KIND, PROBE_TEXTS, SPEC_KIND, OnnxTextEncoder, export_onnx, light_tokenizer, onnx_missing, pipeline_of,
+                           read_export, read_spec, write_spec)
 
 __all__ = ["DenseBackend", "DEFAULT_MODEL_ID", "default_model_path"]
 
@@ -129,6 +139,27 @@ def _sha256_named(f: Path, name: str) -> str:
 
 
 LONG_TEXT_MODES = ("maxp", "truncate")
+QUERY_RUNTIMES = ("auto", "torch", "onnx")
+
+
+def _default_device() -> str:
+    """``"cuda"`` when torch sees a GPU, else ``"cpu"``, without importing torch where no CUDA
+    driver library can be loaded (torch could not use a GPU there either)."""
+    import ctypes
+    import sys
+
+    if "torch" not in sys.modules:
+        for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+            try:
+                ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        else:
+            return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _positive(name: str, value, *, allow_none: bool = True) -> int | None:
@@ -170,11 +201,19 @@ class DenseBackend:
         search: ``"auto"`` (FAISS when installed, else NumPy), ``"faiss"`` or ``"numpy"``.
         chunk_rows: store rows scored per float32 chunk (memory bound of a search).
         index_batch_size: passages read from the corpus per streaming batch.
+        query_runtime: what embeds the queries: ``"torch"`` (the sentence-transformers model),
+            ``"onnx"`` (its ONNX export run by ONNX Runtime on CPU, :mod:`vdr.retrieve.text_encoder`;
+            an :class:`~vdr.errors.InputError` when it cannot be used), or ``"auto"`` (default:
+            ``"onnx"`` with a ``cache_dir``, a CPU device, ``onnxruntime`` and ``onnx`` installed and
+            an exportable model whose export matches it, else ``"torch"``). The choice, and why, is
+            in ``config["query_runtime"]`` / ``config["query_runtime_note"]``; page vectors are always
+            the model's (torch).
 
     Attributes:
         config: model id, path, weights hash, lengths, long-text policy, window and stride,
             similarity, search engine, library versions (JSON-ready; results.json).
         report: ``page_forward_passes`` (texts embedded by :meth:`index`: 0 on a cache hit),
+            ``query_encoder`` (``exported_now``, ``export_s``: the ONNX export made by this backend),
             ``cache``, ``index`` (``num_pages``, ``num_indexed_pages``, ``num_empty_pages``,
             ``empty_pages``, ``long_text``, ``passage_max_length``, ``num_long_pages`` (longer
             than the limit), ``long_pages``, ``num_split_pages``, ``num_windows`` (store rows),
@@ -207,6 +246,7 @@ class DenseBackend:
         search: str = "auto",
         chunk_rows: int = 65536,
         index_batch_size: int = 4096,
+        query_runtime: str = "auto",
     ) -> None:
         self.batch_size = _positive("batch_size", batch_size, allow_none=False)
         for opt, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
@@ -218,32 +258,38 @@ class DenseBackend:
             raise InputError(f"search must be 'auto', 'faiss' or 'numpy', got {search!r}")
         self.chunk_rows = _positive("chunk_rows", chunk_rows, allow_none=False)
         self.index_batch_size = _positive("index_batch_size", index_batch_size, allow_none=False)
-        self._load(model, device)
+        if query_runtime not in QUERY_RUNTIMES:
+            raise InputError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, got {query_runtime!r}")
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self._tmp = self._onnx_tmp = None
+        self._resolve(model, device)
+        self._model = self._tokenizer = self._light = None
+        self._spec = self._model_spec()
+        self.max_seq_length = int(self._spec["max_seq_length"])
+        self._n_special = int(self._spec["n_special"])
         self.query_prompt = query_prompt or ""
         self.document_prompt = document_prompt or ""
         self.query_max_length = self._length("query_max_length", query_max_length)
         self.passage_max_length = self._length("passage_max_length", passage_max_length)
         self.long_text, self.normalize, self.search_engine = long_text, bool(normalize), search
         self.window, self.stride = self._window_settings(window, stride)
+        self._onnx, self._runtime_note = self._query_encoder(query_runtime)
         self.config = self._make_config()
         self.name = name
         self.progress = bool(progress)
-        self.cache_dir = None if cache_dir is None else Path(cache_dir)
-        self.report: dict = new_report()
+        self.report: dict = dict(new_report(), query_encoder=dict(self._query_encoder_info))
         self.store = None
         self.page_ids: list[str] = []
         self._searcher = None
-        self._tmp = None
 
     # ------------------------------------------------------------------ setup
 
-    def _load(self, model, device) -> None:
-        """Load the model (once per process) and set ``_model``, ``_tokenizer``, ``_source``, ``_path``, ``_model_id``."""
-        import torch
-        from sentence_transformers import SentenceTransformer
+    def _resolve(self, model, device) -> None:
+        """Set ``_path``, ``_model_id``, ``_load_from``, ``_source`` and ``_device`` (no model loaded).
 
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        Raises:
+            InputError: ``model`` is not None, a folder or a non-empty name.
+        """
         self._source = None
         if model is None:
             path = default_model_path()
@@ -256,11 +302,52 @@ class DenseBackend:
             path, model_id, load_from = None, model, model
         else:
             raise InputError(f"model must be None, a model folder or a model name, got {model!r}")
-        self._model = _load_model(SentenceTransformer, load_from, model_id, device)
-        self._tokenizer = self._model.tokenizer
-        self._path, self._model_id = path, model_id
-        self.max_seq_length = int(self._model.max_seq_length)
-        self._n_special = int(self._tokenizer.num_special_tokens_to_add(pair=False))
+        self._path, self._model_id, self._load_from = path, model_id, load_from
+        self._device = str(device) if device is not None else _default_device()
+
+    def _ensure_model(self):
+        """The sentence-transformers model, loaded on first use (once per process); sets ``_tokenizer``.
+
+        Raises:
+            InputError: the model cannot be loaded (the reason is given).
+        """
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = _load_model(SentenceTransformer, self._load_from, self._model_id, self._device)
+            self._tokenizer = self._model.tokenizer
+        return self._model
+
+    def _spec_key(self) -> str | None:
+        """The model spec's cache key (``None``: a model given by hub name, or no cache)."""
+        if self._path is None or self.cache_dir is None:
+            return None
+        versions = {d: version_of(d) for d in ("sentence-transformers", "transformers", "torch")}
+        return fingerprint(SPEC_KIND, self._model_id, _weights_sha256(self._path), self._device, versions)
+
+    def _model_spec(self) -> dict:
+        """What the backend needs of the model (:mod:`vdr.retrieve.text_encoder`): read from the
+        cache without loading the model when present, else taken from the loaded model (and cached)."""
+        key = self._spec_key()
+        folder = cache_path(self.cache_dir, SPEC_KIND, key) if key else None
+        got = read_spec(folder)
+        if got is not None:
+            spec, self._light = got
+            return spec
+        model = self._ensure_model()
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = get_dim()
+        spec = {"model": self._model_id, "max_seq_length": int(model.max_seq_length),
+                "n_special": int(self._tokenizer.num_special_tokens_to_add(pair=False)), "position_limit": self._position_limit_of(model),
+                "dimension": None if dim is None else int(dim), "device": str(model.device),
+                "dtype": str(next(model.parameters()).dtype).replace("torch.", ""), "pipeline": pipeline_of(model)}
+        self._light = light_tokenizer(self._tokenizer)
+        if folder is not None:
+            try:
+                spec = write_spec(folder, spec, self._tokenizer)
+            except OSError:  # a read-only cache: the model stays loaded, nothing else changes
+                pass
+        return dict(spec, light=self._light is not None)
 
     def _length(self, opt: str, value) -> int:
         """A max length option: default the model's ``max_seq_length``; at most the tokenizer's limit.
@@ -277,15 +364,20 @@ class DenseBackend:
         return value
 
     def _position_limit(self) -> int:
+        """The longest input the model allows (see :meth:`_position_limit_of`; from the model spec)."""
+        return int(self._spec["position_limit"])
+
+    @staticmethod
+    def _position_limit_of(model) -> int:
         """The longest input the model's position embeddings allow (RoBERTa-style models reserve
         ``pad_token_id + 1`` positions), at least ``max_seq_length``."""
-        cfg = getattr(getattr(self._model[0], "auto_model", None), "config", None)
+        cfg = getattr(getattr(model[0], "auto_model", None), "config", None)
         n = getattr(cfg, "max_position_embeddings", None)
         if not isinstance(n, int):
-            return self.max_seq_length
+            return int(model.max_seq_length)
         if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer"):
             n -= int(getattr(cfg, "pad_token_id", None) or 1) + 1
-        return max(self.max_seq_length, n)
+        return max(int(model.max_seq_length), n)
 
     def _window_settings(self, window, stride) -> tuple[int, int]:
         """``(window, stride)`` in content tokens (see the class docstring).
@@ -293,7 +385,7 @@ class DenseBackend:
         Raises:
             InputError: a window that does not fit ``passage_max_length``, a stride above the window.
         """
-        prompt_tokens = len(self._tokenizer(self.document_prompt, add_special_tokens=False)["input_ids"]) if self.document_prompt else 0
+        prompt_tokens = self._count_tokens(self.document_prompt) if self.document_prompt else 0
         room = self.passage_max_length - self._n_special - prompt_tokens
         if room < 1:
             raise InputError(f"passage_max_length {self.passage_max_length} leaves no room for text after the special tokens and prompt")
@@ -308,12 +400,9 @@ class DenseBackend:
         return window, stride
 
     def _make_config(self) -> dict:
-        import torch
-
         from .dense_store import faiss_info
 
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        dim = get_dim()
+        dim, spec = self._spec["dimension"], self._spec
         engine = "numpy" if self.search_engine == "numpy" else faiss_info()[1]
         long_text = (f"maxp: texts longer than passage_max_length ({self.passage_max_length} tokens) split into windows of"
                      f" {self.window} tokens every {self.stride} tokens, scored by the best window (Dai & Callan 2019)"
@@ -324,8 +413,7 @@ class DenseBackend:
             "model_source": self._source, "weights_sha256": None if self._path is None else _weights_sha256(self._path),
             "max_seq_length": self.max_seq_length, "query_max_length": self.query_max_length,
             "passage_max_length": self.passage_max_length, "long_text": self.long_text, "window": self.window, "stride": self.stride,
-            "dimension": None if dim is None else int(dim), "device": str(self._model.device),
-            "dtype": str(next(self._model.parameters()).dtype).replace("torch.", ""), "batch_size": self.batch_size,
+            "dimension": None if dim is None else int(dim), "device": spec["device"], "dtype": spec["dtype"], "batch_size": self.batch_size,
             "text": TEXT_POLICY, "query_prompt": self.query_prompt, "document_prompt": self.document_prompt,
             "normalize": self.normalize,
             "similarity": "cosine (inner product of L2-normalised vectors)" if self.normalize else "dot product (vectors as the model gives them)",
@@ -335,15 +423,24 @@ class DenseBackend:
             "empty_pages": "not embedded, never ranked",
             "truncation": long_text,
             "queries": f"truncated at query_max_length ({self.query_max_length} tokens); counted per variant",
+            "query_runtime": "torch" if self._onnx is None else self._onnx.runtime, "query_runtime_note": self._runtime_note,
             "tie_break": "score desc, corpus id desc (trec_eval)",
             "versions": {"sentence-transformers": version_of("sentence-transformers"), "transformers": version_of("transformers"),
-                         "torch": torch.__version__, "numpy": np.__version__, "faiss": version_of("faiss-cpu") or version_of("faiss-gpu")},
+                         "torch": version_of("torch"), "numpy": np.__version__, "faiss": version_of("faiss-cpu") or version_of("faiss-gpu")},
         }
 
     # ------------------------------------------------------------------ encoding
 
+    def _count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` without special tokens (the model's tokenizer, or the cached one)."""
+        if self._tokenizer is None:
+            return int(self._light.lengths([text], special=False)[0])
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def _token_lengths(self, texts: list[str]) -> np.ndarray:
         """Token count of each text with special tokens, before truncation, int64 ``(n,)``."""
+        if self._tokenizer is None:
+            return self._light.lengths(texts)
         lens = np.empty(len(texts), dtype=np.int64)
         step = 256
         for s in range(0, len(texts), step):
@@ -365,6 +462,7 @@ class DenseBackend:
 
         from ..progress import progress_bar
 
+        self._ensure_model()
         max_length = max_length or self.max_seq_length
         full = [prompt + t for t in texts]
         lens = self._token_lengths(full)
@@ -385,11 +483,15 @@ class DenseBackend:
                         advance(len(chunk))
         finally:
             self._model.max_seq_length = saved
+        return self._normalized(out), truncated
+
+    def _normalized(self, out: np.ndarray) -> np.ndarray:
+        """``out`` L2-normalised per row in float32 when :attr:`normalize` (zero rows stay zero)."""
         if self.normalize:  # in float32 (whatever the model's last module)
             norms = np.linalg.norm(out, axis=1, keepdims=True)
             with np.errstate(invalid="ignore"):
                 out = out / np.where(norms > 0, norms, 1).astype(np.float32)
-        return out.astype(np.float32, copy=False), truncated
+        return out.astype(np.float32, copy=False)
 
     def windows(self, text: str) -> list[str]:
         """The MaxP windows of ``text`` (without prompt): ``[text]`` when it fits
@@ -400,6 +502,7 @@ class DenseBackend:
 
     def _windows_batch(self, texts: list[str]) -> list[list[str]]:
         """:meth:`windows` of each text (one tokenizer call for the batch)."""
+        self._ensure_model()
         fast = bool(getattr(self._tokenizer, "is_fast", False))
         enc = self._tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False, return_offsets_mapping=fast)
         out = []
@@ -433,7 +536,7 @@ class DenseBackend:
         """
         from .dense_store import VectorStore
 
-        self.report = new_report()
+        self.report = dict(new_report(), query_encoder=dict(self._query_encoder_info))
         key = fingerprint("semantic", _CACHE_FORMAT, self._vector_settings(), self._corpus_key(corpus))
         path = cache_path(self.cache_dir, "semantic", key)
         if path is None:
@@ -606,13 +709,75 @@ class DenseBackend:
         the query texts it has never seen."""
         from .qcache import cached_encode
 
-        kw = dict(prompt=self.query_prompt, max_length=self.query_max_length, what="query")
         if self.cache_dir is None:
-            return (*self.encode(texts, **kw), None)
+            return (*self._encode_queries(texts), None)
         settings = dict(self._vector_settings(), document_prompt=None, query_prompt=self.query_prompt,
-                        query_max_length=self.query_max_length, passage_max_length=None, long_text=None, window=None, stride=None)
-        emb, truncated, hit, _n = cached_encode(self.cache_dir, settings, texts, lambda t: self.encode(t, **kw))
+                        query_max_length=self.query_max_length, passage_max_length=None, long_text=None, window=None, stride=None,
+                        query_runtime=self.config["query_runtime"])
+        emb, truncated, hit, _n = cached_encode(self.cache_dir, settings, texts, self._encode_queries)
         return emb, truncated, hit
+
+    def _encode_queries(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(vectors float32 (n, dim), truncated bool (n,))`` of query texts: :meth:`encode` with
+        the query prompt and ``query_max_length``, or the same through the ONNX export."""
+        if self._onnx is None:
+            return self.encode(texts, prompt=self.query_prompt, max_length=self.query_max_length, what="query")
+        full = [self.query_prompt + t for t in texts]
+        truncated = self._light.lengths(full) > self.query_max_length if full else np.zeros(0, bool)
+        if not full:
+            return np.zeros((0, self.config["dimension"] or 0), np.float32), truncated
+        return self._normalized(self._onnx.encode(full, self.query_max_length, batch_size=self.batch_size)), truncated
+
+    def _query_encoder(self, wanted: str):
+        """``(OnnxTextEncoder or None, note)``: the ONNX Runtime query encoder when ``wanted`` is
+        ``"onnx"``, or ``"auto"`` with a cache, a CPU device and an exportable model; ``note`` says
+        why torch encodes the queries otherwise. Sets ``_query_encoder_info`` (``exported_now``,
+        ``export_s``: seconds spent exporting in this process), reported as ``report["query_encoder"]``.
+
+        Raises:
+            InputError: ``"onnx"`` was asked for and cannot be used (the reason is given).
+        """
+        self._query_encoder_info = {"exported_now": False, "export_s": 0.0}
+        if wanted == "torch":
+            return None, "query_runtime='torch'"
+        reason = onnx_missing()
+        pipeline = self._spec.get("pipeline")
+        if reason is None and not isinstance(pipeline, dict):
+            reason = f"not exportable: {pipeline}"
+        if reason is None and self._light is None:
+            reason = "no fast tokenizer that matches the model's"
+        if reason is None and wanted == "auto" and self.cache_dir is None:
+            reason = "no cache_dir to keep the ONNX export in"
+        if reason is None and wanted == "auto" and self._spec["device"].split(":")[0] != "cpu":
+            reason = f"device {self._spec['device']} (auto uses ONNX Runtime on CPU only)"
+        if reason is None:
+            folder = self._onnx_folder()
+            rec = read_export(folder)
+            if rec is None:
+                import time
+
+                t = time.perf_counter()
+                rec = export_onnx(self._ensure_model(), folder)
+                self._query_encoder_info = {"exported_now": True, "export_s": round(time.perf_counter() - t, 4)}
+            if rec.get("ok"):
+                enc = OnnxTextEncoder(folder, rec["pipeline"], self._light)
+                return enc, f"ONNX export checked against the model: max abs diff {rec['max_abs_diff']:.2e} on {len(PROBE_TEXTS)} texts"
+            reason = rec.get("reason") or "export failed"
+        if wanted == "onnx":
+            raise InputError(f"query_runtime='onnx' cannot be used for {self._model_id}: {reason}")
+        return None, f"torch: {reason}"
+
+    def _onnx_folder(self) -> Path:
+        """The ONNX export's cache entry (a temporary folder, removed with the backend, without a cache)."""
+        key = self._spec_key()
+        if key is not None:
+            return cache_path(self.cache_dir, ONNX_KIND, fingerprint(ONNX_KIND, key, {d: version_of(d) for d in ("onnx", "onnxruntime")}))
+        import tempfile
+        import weakref
+
+        self._onnx_tmp = tempfile.TemporaryDirectory(prefix="vdr-onnx-")
+        weakref.finalize(self, self._onnx_tmp.cleanup)
+        return Path(self._onnx_tmp.name) / "export"
 
     def _weights_id(self) -> str:
         """sha256 of the loaded parameters (names and bytes), for models given by hub name (once)."""
@@ -620,6 +785,7 @@ class DenseBackend:
 
         if getattr(self, "_weights_key", None):
             return self._weights_key
+        self._ensure_model()
         h = hashlib.sha256()
         for k, v in sorted(self._model.state_dict().items()):
             t = v.detach().cpu().contiguous().reshape(-1)
@@ -681,14 +847,14 @@ def build(ctx: BuildContext) -> "DenseBackend":
 
     Options: ``model``, ``batch_size``, ``query_prompt``, ``document_prompt``, ``query_max_length``,
     ``passage_max_length``, ``long_text``, ``window``, ``stride``, ``normalize``, ``search``,
-    ``chunk_rows``, ``index_batch_size`` (see :class:`DenseBackend`).
+    ``chunk_rows``, ``index_batch_size``, ``query_runtime`` (see :class:`DenseBackend`).
 
     Raises:
         InputError: an unknown option, a bad value or a model that cannot be loaded.
     """
     opts = dict(ctx.options)
     allowed = {"model", "batch_size", "query_prompt", "document_prompt", "query_max_length", "passage_max_length", "long_text",
-               "window", "stride", "normalize", "search", "chunk_rows", "index_batch_size"}
+               "window", "stride", "normalize", "search", "chunk_rows", "index_batch_size", "query_runtime"}
     unknown = sorted(set(opts) - allowed)
     if unknown:
         raise InputError(f"unknown semantic option(s) {unknown}; known: {', '.join(sorted(allowed))}")

