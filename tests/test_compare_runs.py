@@ -186,3 +186,25 @@ def test_compare_out_refuses_another_experiment(files, tmp_path, capsys):
     rc, _, err = cli(capsys, "compare", q2, files["a.trec"], f"c={files['b.trec']}", "--out", out, "--no-report", "--overwrite")
     assert rc == 0, err
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["a.trec", "c.trec"]  # b.trec of the earlier run removed
+
+
+def test_a_failing_run_is_named_with_its_file(files, tmp_path, capsys):
+    """A run whose query ids match no qrels query, or whose pages have no qrels line, is an error
+    naming the run's name AND its file (which of several runs is wrong)."""
+    q, a = files["qrels.txt"], files["a.trec"]
+    other_q = tmp_path / "sys" / "bad_queries.trec"
+    other_q.parent.mkdir()
+    other_q.write_text("x1 Q0 d1 1 2.0 c\nx2 Q0 d3 1 1.0 c\n", encoding="utf-8")
+    rc, _, err = cli(capsys, "compare", q, a, f"mine={other_q}")
+    err = [ln for ln in err.splitlines() if not ln.startswith("warning: ")]  # run 'a' leaves q3 unjudged: a warning
+    assert rc == 2 and len(err) == 1, err
+    err = err[0]
+    assert err.startswith(f"error: {other_q.resolve()}: run 'mine': the run retrieves no page for any of the 4 qrels queries"), err
+    assert "run query ids ['x1', 'x2']" in err
+    other_d = tmp_path / "bad_docs.trec"  # right queries, no judged page: an id mismatch
+    other_d.write_text("q1 Q0 D-1 1 2.0 c\nq2 Q0 D-3 1 1.0 c\n", encoding="utf-8")
+    rc, _, err = cli(capsys, "compare", q, other_d, a)  # the failing run is the baseline, named by its file stem
+    assert rc == 2 and err.count("\n") == 1 and err.startswith(f"error: {other_d.resolve()}: run 'bad_docs': no retrieved page of any query"), err
+    with pytest.raises(vdr.InputError) as e:  # in-memory runs: the name, no path
+        vdr.compare(q, {"a": a, "mem": {"x1": {"d1": 1.0}}})
+    assert str(e.value).startswith("run 'mem': the run retrieves no page") and e.value.path is None

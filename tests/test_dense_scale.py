@@ -228,3 +228,54 @@ def test_registry_factory_passes_the_options(tiny, tmp_path):
     assert b.config["long_text"] == "truncate" and b.query_max_length == 10
     with pytest.raises(InputError, match="unknown semantic option"):
         build(BuildContext("semantic", {"model": tiny, "maxlen": 3}, device="cpu"))
+
+
+DAMAGE = {
+    "vectors truncated": ("vectors.npy", lambda b: b[: len(b) // 2]),
+    "vectors empty": ("vectors.npy", lambda b: b""),
+    "vectors header only": ("vectors.npy", lambda b: b[:128]),
+    "offsets empty": ("offsets.npy", lambda b: b""),
+    "offsets garbage": ("offsets.npy", lambda b: b"\x93NUMPY garbage"),
+    "meta garbage": ("vdr-store.json", lambda b: b"{not json"),
+    "meta not an object": ("vdr-store.json", lambda b: b"[1, 2]"),
+    "meta not utf-8": ("vdr-store.json", lambda b: b"\xff\xfe\x00"),
+    "ids not a list": ("ids.json", lambda b: b'{"p0": 1}'),
+    "ids truncated": ("ids.json", lambda b: b[: len(b) // 2]),
+    "ids not strings": ("ids.json", lambda b: json.dumps(list(range(len(json.loads(b))))).encode()),
+    "meta missing": ("vdr-store.json", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_store_file_is_a_cache_miss_and_rebuilt(tiny, tmp_path, case):
+    """A truncated or garbage file in a cached store entry is a miss: the store is rebuilt (same
+    vectors, same run), never a library traceback."""
+    corpus = _corpus(9, seed=3)
+    a = _backend(tiny, cache_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VdrWarning)
+        a.index(corpus)
+    folder = a.store.folder
+    want_vectors = np.array(a.store.vectors)
+    qs = {"q1": "zebra lion", "q2": "river city"}
+    want = a.search(qs, 5)
+    name, damage = DAMAGE[case]
+    f = folder / name
+    if damage is None:
+        f.unlink()
+    else:
+        f.write_bytes(damage(f.read_bytes()))
+    b = _backend(tiny, cache_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VdrWarning)
+        b.index(corpus)
+    passes = a.report["page_forward_passes"]
+    assert passes >= 9 and b.report["cache"]["hit"] is False and b.report["page_forward_passes"] == passes  # rebuilt
+    assert b.store.folder == folder and np.array_equal(np.array(b.store.vectors), want_vectors)
+    assert b.search(qs, 5) == want
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # the damaged entry is gone, nothing left aside
+    c = _backend(tiny, cache_dir=tmp_path)  # the rebuilt entry is a hit again
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VdrWarning)
+        c.index(corpus)
+    assert c.report["cache"]["hit"] is True and c.report["page_forward_passes"] == 0

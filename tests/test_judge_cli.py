@@ -105,3 +105,49 @@ def test_cli_judge_rerun_is_free_and_no_endpoint_message(results, capsys, monkey
     assert main(["judge", str(out), "--judge-model", "x"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no judge endpoint") and err.count("\n") == 1
+
+
+def test_judge_takes_the_results_folder_lock(results, tmp_path, capsys, monkeypatch):
+    """`vdr judge` writes judge/ under the results folder's lock: it fails at once (no judge call,
+    nothing written) while another vdr run holds the lock, and holds it itself while it runs."""
+    import importlib
+    import subprocess
+    import sys
+
+    from vdr.errors import InputError
+    from vdr.io.outdir import LOCK_FILE, ResultsFolder
+
+    out, sim = results
+    args = ["judge", str(out), "--endpoint", sim.url, "--judge-model", "sim-llm", "--modality", "text", "--cache",
+            str(tmp_path / "cache.jsonl")]
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    holder = subprocess.Popen(  # another process holds the folder's lock (as a running `vdr evaluate` does)
+        [sys.executable, "-c", "import sys, filelock; l = filelock.FileLock(sys.argv[1], timeout=0); l.acquire();"
+         " print('locked', flush=True); sys.stdin.read()", str(out / LOCK_FILE)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        hits = sim.hits
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err == (f"error: the results folder {out} is in use by another vdr run (lock file {out / LOCK_FILE} is held);"
+                       " wait for it to finish\n")
+        assert sim.hits == hits and not (tmp_path / "cache.jsonl").exists()  # failed before any judge call
+        assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    finally:
+        holder.communicate("", timeout=30)
+    J = importlib.import_module("vdr.judge.run")  # (vdr.judge is also the verb's name)
+    seen = []
+    real = J.judge_pools
+
+    def judge_pools_while_locked(*a, **kw):  # while judging, a second run into the folder is refused at once
+        with pytest.raises(InputError, match="in use by another vdr run"):
+            ResultsFolder(out, identity={"command": "evaluate"}).open()
+        seen.append(True)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(J, "judge_pools", judge_pools_while_locked)
+    assert main(args) == 0 and seen == [True]
+    ResultsFolder(out).open().close()  # released afterwards
+    assert main(["judge", str(tmp_path), "--endpoint", sim.url, "--judge-model", "x"]) == 2  # not a results folder
+    assert "results.json is missing" in capsys.readouterr().err and not (tmp_path / LOCK_FILE).exists()

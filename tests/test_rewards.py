@@ -383,10 +383,12 @@ def test_multimodal_rewards_equal_evaluate_run(colqwen_dir, tmp_path):
         gold = [i + 1 for i, (d, _) in enumerate(run.ranked("x")) if qrels[q].get(d, 0) >= 1]
         assert got.ranks[n] == gold[0]  # 6 pages, depth 6: a relevant page is always ranked
     assert got.values["ndcg@3"][0] != got.values["ndcg@3"][2]  # same text, other query id: other qrels
-    old = R.MAX_QUERY_MEMO
-    try:
-        R.MAX_QUERY_MEMO = 3
-        rw.score(["a"] * 5, [f"page {i}" for i in range(5)])
-        assert len(backend._query_vecs) == 0  # emptied once over the bound
-    finally:
-        R.MAX_QUERY_MEMO = old
+    # the query-vector cache is the backend's public, LRU-bounded one (default R.MAX_QUERY_MEMO texts)
+    assert backend.query_cache_info() == {"entries": 3, "max_entries": R.MAX_QUERY_MEMO, "eviction": "lru"}
+    small = build_backend("multimodal", corpus, {"model": str(colqwen_dir), "device": "cpu", "store": tmp_path / "store",
+                                                 "query_cache_size": 3})
+    Rewarder(small, qrels, depth=6, name="multimodal").score(["a"] * 5, [f"page {i}" for i in range(5)])
+    assert list(small._query_vecs) == ["page 2", "page 3", "page 4"]  # the 3 most recent texts kept
+    again = QuerySet.from_texts({"x": "page 4"}, name="again")
+    assert small.search(again, 6).ranked("x") == backend.search(again, 6).ranked("x")
+    assert small.report["searches"]["again"]["query_texts_encoded"] == 0  # a cached text is not encoded again

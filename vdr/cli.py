@@ -380,9 +380,11 @@ def ingest_command(
     quiet: bool = common.OPTIONS["quiet"](),
     passages: Optional[Path] = typer.Option(None, "--passages", help="Ingest a text-passage collection (file or folder) instead of PDFs."),
     passage_format: PassageFormat = typer.Option(PassageFormat.auto, "--format", help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf."),
+    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", help="Write into an --out folder that is a results folder or holds other files (they stay); a corpus folder of the same kind needs no flag (unchanged PDFs are reused)."),
 ) -> None:
     """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore);
-    or a passage collection into a passage corpus (see vdr.ingest.passages)."""
+    or a passage collection into a passage corpus (see vdr.ingest.passages). --out must be missing, empty or a
+    corpus folder of the same kind (see vdr.ingest.target)."""
     from . import distributed as D
 
     if not D.is_main():
@@ -390,10 +392,14 @@ def ingest_command(
     from .errors import InputError
     from .ingest import ingest_pdfs, ingest_vidore
     from .ingest.pdfdir import load_password_map
+    from .ingest.target import check_corpus_out
 
+    if sum(x is not None for x in (pdf_dir, vidore, passages)) > 1:
+        raise InputError("give one of PDF_DIR, --vidore or --passages" if passages is not None
+                         else "give either PDF_DIR or --vidore DATASET, not both")
+    inputs = [p for p in (pdf_dir, passages, vidore, password_file) if p is not None]
+    check_corpus_out(out, "passage" if passages is not None else "page", overwrite=overwrite, inputs=inputs)
     if passages is not None:
-        if pdf_dir is not None or vidore is not None:
-            raise InputError("give one of PDF_DIR, --vidore or --passages")
         from .ingest.passages import ingest_passages
 
         m = ingest_passages(passages, out, format=passage_format).manifest
@@ -402,8 +408,6 @@ def ingest_command(
             typer.echo(f"note: empty passages (first {len(m['empty'])}): {', '.join(m['empty'])}")
         return
     if vidore is not None:
-        if pdf_dir is not None:
-            raise InputError("give either PDF_DIR or --vidore DATASET, not both")
         r = ingest_vidore(vidore, out, revision=revision, language=language, split=split,
                           ocr="never" if ocr == "auto" else ocr, ocr_lang=ocr_lang, progress=not quiet)
         langs = ", ".join(f"{k} {v}" for k, v in r.queries_per_language.items())

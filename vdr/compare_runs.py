@@ -154,7 +154,8 @@ def compare_runs(
     Raises:
         InputError: fewer than two runs, an unknown baseline, bad names, missing or malformed files
             (file, line and id named), unknown metrics, no judged page in a run (an id mismatch;
-            unless ``allow_unjudged``), an ``out`` that cannot be taken.
+            unless ``allow_unjudged``), an ``out`` that cannot be taken. An error evaluating one
+            run names that run and its file (``PATH: run 'NAME': ...``; no path for in-memory runs).
     """
     from .io.outdir import ResultsFolder
 
@@ -196,8 +197,11 @@ def _compare(qrels, runs, qrels_path, *, baseline, metrics, primary_metric, k, r
     results = []
     for n in order:
         run = named[n][0].renamed(n)
-        m = evaluate_run(q, run, names, relevance_level=relevance_level, queries_without_relevant=queries_without_relevant,
-                         allow_unjudged=allow_unjudged)
+        try:
+            m = evaluate_run(q, run, names, relevance_level=relevance_level, queries_without_relevant=queries_without_relevant,
+                             allow_unjudged=allow_unjudged)
+        except InputError as e:  # name the run and its file: "which of my runs?" (the message alone names neither)
+            raise InputError(f"run {n!r}: {e}", path=named[n][1], id=e.id) from None
         results.append(RunResult(RUNS_BACKEND, n, f"runs/{n}.trec", m, ranking=run))
     comparisons = compare_variants({RUNS_BACKEND: {r.variant: r.metrics for r in results}}, compared, baseline=baseline,
                                    n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)

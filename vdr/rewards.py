@@ -180,9 +180,9 @@ def cut_words(text: str, max_words: int | None, keep: str = "tail") -> tuple[str
 
 TEXT_BACKENDS = ("lexical", "semantic", "hybrid")
 BACKENDS = (*TEXT_BACKENDS, "multimodal")
-#: Query vectors a backend may keep per distinct text (the multimodal backend keeps every query
-#: text's multi-vector for reuse across variants); in a reward server every rewrite is a new text,
-#: so :func:`_search` empties that memo beyond this many entries to keep the server's memory bounded.
+#: Query texts whose vectors the multimodal reward backend keeps (its ``query_cache_size``, LRU;
+#: in a reward server nearly every rewrite is a new text, so the bound keeps the memory bounded).
+#: ``options["query_cache_size"]`` of :func:`build_backend` overrides it.
 MAX_QUERY_MEMO = 4096
 
 
@@ -198,6 +198,7 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
         options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60, "store": ...,
             "backend_options": {"lexical": {...}, "semantic": {...}, "hybrid": {"rrf_k": ...}}}``
             (``store``: the multimodal embedding store folder, default ``CORPUS_DIR/embeddings``;
+            ``query_cache_size``: its query-vector cache bound, default :data:`MAX_QUERY_MEMO`;
             ``backend_options``: keyword arguments of :class:`~vdr.retrieve.lexical.BM25Backend`,
             :class:`~vdr.retrieve.semantic.DenseBackend` and the hybrid's ``rrf_k``, as
             ``vdr serve --backend-option BACKEND.KEY=VALUE`` gives them).
@@ -229,7 +230,8 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
     elif name == "multimodal":
         from .retrieve.multimodal import MultimodalBackend
 
-        backend = MultimodalBackend({"model": opts.get("model"), "device": opts.get("device")}, store=opts.get("store"))
+        backend = MultimodalBackend({"model": opts.get("model"), "device": opts.get("device")}, store=opts.get("store"),
+                                    query_cache_size=opts.get("query_cache_size", MAX_QUERY_MEMO))
     else:
         raise InputError(f"unknown backend {name!r} for rewards; known: {', '.join(BACKENDS)}")
     if index:
@@ -240,11 +242,7 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
 def _search(backend, texts: dict[str, str], depth: int) -> Run:
     """The ONE call into a backend (the :class:`~vdr.retrieve.base.Backend` protocol): rank the
     corpus for ``{key: text}`` (non-empty texts), keeping ``depth`` pages per key in trec_eval order."""
-    run = backend.search(QuerySet.from_texts(texts, name="rewards"), depth)
-    memo = getattr(backend, "_query_vecs", None)
-    if isinstance(memo, dict) and len(memo) > MAX_QUERY_MEMO:
-        memo.clear()
-    return run
+    return backend.search(QuerySet.from_texts(texts, name="rewards"), depth)
 
 
 def backend_config(backend) -> dict:

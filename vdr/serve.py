@@ -12,7 +12,9 @@ FastAPI + uvicorn. Endpoints:
   as their server answers; ``topk`` <= the server's depth; ``max_length`` tightens the word budget.
   "Gold" is any page with grade >= the relevance level. Results are per position: rollouts that
   share a query id each get their own rank.
-* ``GET /health``: status, settings, counters, cache occupancy (no token needed).
+* ``GET /health``: status, settings, counters, cache occupancy (no token needed; with the
+  multimodal backend also ``query_cache``, its bounded query-vector cache:
+  :meth:`~vdr.retrieve.multimodal.MultimodalBackend.query_cache_info`).
 
 Behaviour (documented choices):
 
@@ -325,7 +327,8 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
     @app.get("/health")
     async def health():
         return {"status": "ok", **rewarder.config(), "num_queries": len(rewarder.qrels), "stats": dict(rewarder.stats),
-                "cache": rewarder.cache_info(), "limits": limits.__dict__, "auth": token is not None, **(info or {})}
+                "cache": rewarder.cache_info(), "limits": limits.__dict__, "auth": token is not None, **(info or {}),
+                **({"query_cache": qc()} if callable(qc := getattr(rewarder.backend, "query_cache_info", None)) else {})}
 
     return app
 

@@ -18,6 +18,10 @@
    lock: a run that did not reach :meth:`commit` leaves the folder as it was (a folder it had to
    create is removed again when still empty).
 
+:func:`locked` takes the same lock for a command that adds to an existing results folder in place
+(``vdr judge`` writing ``judge/``): while it runs no other vdr run can write the folder, and it
+fails at once while another holds it.
+
 The folder itself is never renamed (a symlinked ``--out``, its permissions and a shell inside it
 stay valid), and the staging folder lives inside it, on the same file system.
 """
@@ -36,7 +40,7 @@ from typing import Iterator, Mapping
 
 from ..errors import InputError
 
-__all__ = ["ResultsFolder", "LOCK_FILE", "KNOWN_ENTRIES", "identity_of"]
+__all__ = ["ResultsFolder", "locked", "LOCK_FILE", "KNOWN_ENTRIES", "identity_of"]
 
 LOCK_FILE = ".vdr.lock"
 _STAGING = ".vdr-new-"
@@ -152,17 +156,7 @@ class ResultsFolder:
             raise InputError("the results folder (--out) is not writable", path=p)
 
     def _take_lock(self) -> None:
-        from filelock import FileLock, Timeout
-
-        lock = FileLock(str(self.lock_path), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise InputError(f"the results folder {self.path} is in use by another vdr run (lock file {self.lock_path} is"
-                             " held); wait for it to finish or choose another --out") from None
-        except OSError as e:
-            raise InputError(f"cannot lock the results folder: {e.strerror or e}", path=self.lock_path) from None
-        self._lock = lock
+        self._lock = _acquire(self.path, "wait for it to finish or choose another --out")
         for e in self.path.iterdir():  # leftovers of a run that was killed (we hold the lock: nobody else writes)
             if e.name.startswith((_STAGING, _TRASH)):
                 shutil.rmtree(e, ignore_errors=True)
@@ -279,6 +273,48 @@ class ResultsFolder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _acquire(folder: Path, hint: str):
+    """Take ``folder/.vdr.lock`` without waiting; the held :class:`filelock.FileLock`.
+
+    Raises:
+        InputError: another run holds it (naming the folder and the lock file, then ``hint``); the
+            lock file cannot be created.
+    """
+    from filelock import FileLock, Timeout
+
+    lock_path = folder / LOCK_FILE
+    lock = FileLock(str(lock_path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise InputError(f"the results folder {folder} is in use by another vdr run (lock file {lock_path} is"
+                         f" held); {hint}") from None
+    except OSError as e:
+        raise InputError(f"cannot lock the results folder: {e.strerror or e}", path=lock_path) from None
+    return lock
+
+
+@contextmanager
+def locked(folder: str | Path) -> Iterator[Path]:
+    """Hold the lock of an existing results folder while the block writes into it (``vdr judge``
+    adding ``judge/``): the lock :class:`ResultsFolder` takes, taken the same way, without waiting,
+    so a ``vdr evaluate``/``vdr compare``/``vdr judge`` writing the same folder fails at once and
+    this one fails at once while another runs. Yields ``Path(folder)``; released on any exit.
+
+    Raises:
+        InputError: ``folder`` holds no ``results.json``; the lock is held by another vdr run
+            (the message names the folder and the lock file); the lock file cannot be created.
+    """
+    folder = Path(folder)
+    if not (folder / "results.json").is_file():  # no lock file left in a folder that is not one
+        raise InputError("not a results folder: results.json is missing (run `vdr evaluate --out ...` first)", path=folder)
+    lock = _acquire(folder, "wait for it to finish")
+    try:
+        yield folder
+    finally:
+        lock.release()
 
 
 def _inside(folder: Path, paths) -> tuple[str, ...]:

@@ -231,38 +231,42 @@ def judge(
 
     Returns:
         :class:`JudgeResult`; ``rcp.json`` and ``gains.tsv`` are written atomically under
-        ``RESULTS_DIR/judge/``.
+        ``RESULTS_DIR/judge/``, holding the results folder's lock (:func:`vdr.io.outdir.locked`)
+        from reading the results to the last write.
 
     Raises:
         JudgeConfigError: no endpoint or model (nothing is computed, no score is made up).
         JudgeOutputError / JudgeCallError / BudgetExhausted: the judge failed or the budget ran out;
             every answer received is cached and a rerun resumes; no results file is written.
-        InputError: a missing or malformed ``results.json``, run, corpus, queries or qrels file.
+        InputError: a missing or malformed ``results.json``, run, corpus, queries or qrels file;
+            another vdr run holds the results folder's lock (raised at once, before any judge call).
     """
     from ..metrics import parse_cutoffs
+
+    from ..io.outdir import locked
 
     endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
     k = parse_cutoffs(k, single=True)[0]
     results_dir = Path(results_dir)
     out_dir = results_dir / "judge"
-    client = JudgeClient(endpoint, judge_model, modality=modality, api_key=api_key,
-                         cache=Path(cache) if cache is not None else out_dir / "cache.jsonl",
-                         concurrency=concurrency, budget=budget, timeout=timeout, max_retries=max_retries,
-                         backoff=backoff, json_mode=json_mode)
-    res = Results.load(results_dir)
-    corpus, originals, qrels_obj = _inputs(res, corpus_dir, queries, qrels)
-    entries = [r for r in res.runs if r.run_file]
-    if not entries:
-        raise InputError("the results list no run files", path=results_dir / RESULTS_FILE)
-    runs = [res.ranking(r.backend, r.variant) for r in entries]
-    query_ids = res.query_ids or list(qrels_obj)
-    pools = build_pools(runs, qrels_obj, k, query_ids)
-    _check_pools(pools, corpus, originals, query_ids)
-    texts = {q: _query_text(originals[q]) for q in query_ids}
-    cal, details = judge_pools(pools, texts, CorpusPages(corpus, max_chars), client, schedule, priors)
-    rows, comparisons = _score_runs(res, entries, runs, cal, query_ids, k)
-
-    document = _document(k, client, details, pools, cal, rows, comparisons, results_dir / RESULTS_FILE)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _write(out_dir, document, cal, query_ids, qrels_obj)
+    with locked(results_dir):  # no vdr evaluate/compare/judge replaces the results or writes judge/ meanwhile
+        client = JudgeClient(endpoint, judge_model, modality=modality, api_key=api_key,
+                             cache=Path(cache) if cache is not None else out_dir / "cache.jsonl",
+                             concurrency=concurrency, budget=budget, timeout=timeout, max_retries=max_retries,
+                             backoff=backoff, json_mode=json_mode)
+        res = Results.load(results_dir)
+        corpus, originals, qrels_obj = _inputs(res, corpus_dir, queries, qrels)
+        entries = [r for r in res.runs if r.run_file]
+        if not entries:
+            raise InputError("the results list no run files", path=results_dir / RESULTS_FILE)
+        runs = [res.ranking(r.backend, r.variant) for r in entries]
+        query_ids = res.query_ids or list(qrels_obj)
+        pools = build_pools(runs, qrels_obj, k, query_ids)
+        _check_pools(pools, corpus, originals, query_ids)
+        texts = {q: _query_text(originals[q]) for q in query_ids}
+        cal, details = judge_pools(pools, texts, CorpusPages(corpus, max_chars), client, schedule, priors)
+        rows, comparisons = _score_runs(res, entries, runs, cal, query_ids, k)
+        document = _document(k, client, details, pools, cal, rows, comparisons, results_dir / RESULTS_FILE)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _write(out_dir, document, cal, query_ids, qrels_obj)
     return JudgeResult(out_dir, k, rows, comparisons, cal, document)

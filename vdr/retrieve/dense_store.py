@@ -138,19 +138,39 @@ class VectorStore:
 
     @classmethod
     def open(cls, folder: str | Path) -> "VectorStore | None":
-        """The store in ``folder``, or ``None`` when it is missing, incomplete or inconsistent (a cache miss)."""
+        """The store in ``folder``, or ``None`` (a cache miss) when it is missing or damaged.
+
+        Damaged: a file missing, truncated or not what it should be (not a plain float16 / int64
+        ``.npy``, JSON that does not parse, is not UTF-8 or not of the right type, ids that are not
+        strings), or files that disagree (shapes, offsets, counts, another store format). Such an
+        entry is removed (only when it holds nothing but the store's own files) so that the
+        caller's rebuild can take its place; no error is raised for it.
+        """
         folder = Path(folder)
+        if not folder.is_dir():
+            return None
         try:
-            meta = json.loads((folder / _META).read_text(encoding="utf-8"))
-            if meta.get("format") != STORE_FORMAT:
-                return None
-            vectors = np.load(folder / _VECTORS, mmap_mode="r", allow_pickle=False)
-            offsets = np.load(folder / _OFFSETS, allow_pickle=False)
-            ids = json.loads((folder / _IDS).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            store = cls._read(folder)
+        except (OSError, ValueError, EOFError):  # numpy/json on a truncated or garbage file
+            store = None
+        if store is None:
+            _discard(folder)
+        return store
+
+    @classmethod
+    def _read(cls, folder: Path) -> "VectorStore | None":
+        """The store, ``None`` when its files disagree; raises OSError/ValueError/EOFError on unreadable files."""
+        meta = json.loads((folder / _META).read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or meta.get("format") != STORE_FORMAT:
+            return None
+        vectors = np.load(folder / _VECTORS, mmap_mode="r", allow_pickle=False)
+        offsets = np.load(folder / _OFFSETS, allow_pickle=False)
+        ids = json.loads((folder / _IDS).read_text(encoding="utf-8"))
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or meta.get("num_passages") != len(ids):
             return None
         ok = (vectors.dtype == np.float16 and vectors.ndim == 2 and vectors.shape == (meta.get("num_rows"), meta.get("dim"))
-              and offsets.dtype == np.int64 and offsets.shape == (len(ids) + 1,) and int(offsets[-1]) == vectors.shape[0])
+              and offsets.dtype == np.int64 and offsets.shape == (len(ids) + 1,) and int(offsets[0]) == 0
+              and int(offsets[-1]) == vectors.shape[0] and bool((np.diff(offsets) >= 1).all()))
         return cls(folder, vectors, offsets, ids, meta) if ok else None
 
     @property
@@ -159,6 +179,22 @@ class VectorStore:
         if getattr(self, "_row_passage", None) is None:
             self._row_passage = np.repeat(np.arange(len(self.ids), dtype=np.int64), np.diff(self.offsets))
         return self._row_passage
+
+
+def _discard(folder: Path) -> None:
+    """Remove a damaged store entry: renamed aside first (the entry's path is free at once), then
+    deleted; left alone when it holds anything but the store's files. Never raises."""
+    import secrets
+    import shutil
+
+    try:
+        if not {e.name for e in folder.iterdir()} <= {_VECTORS, _OFFSETS, _IDS, _META}:
+            return
+        aside = folder.parent / f".tmp-{folder.name[:16]}-damaged-{secrets.token_hex(4)}"
+        os.replace(folder, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def faiss_info() -> tuple[object | None, str]:

@@ -27,7 +27,7 @@ from ..types import QuerySet, Run
 from ._common import check_depth
 from .base import BackendUnavailable, BuildContext, new_report
 
-__all__ = ["MultimodalBackend", "ENCODER_OPTIONS", "load_encoder", "index_pages", "build"]
+__all__ = ["MultimodalBackend", "QUERY_CACHE_SIZE", "ENCODER_OPTIONS", "load_encoder", "index_pages", "build"]
 
 #: Encoder options accepted as a plain mapping (see :class:`MultimodalBackend`): ``model`` (required)
 #: and the fields of :class:`~vdr.encode.settings.EncoderSettings` (``model_dtype`` and ``dtype`` are
@@ -35,6 +35,8 @@ __all__ = ["MultimodalBackend", "ENCODER_OPTIONS", "load_encoder", "index_pages"
 ENCODER_OPTIONS = ("model", "device", "batch_size", "trust_remote_code", "model_dtype", "compute_dtype", "attn_implementation",
                    "query_prefix", "n_augmentation", "min_pixels", "max_pixels", "revision", "dtype", "store_dtype",
                    "num_workers", "query_batch_size", "shard_pages")
+#: Default bound of :class:`MultimodalBackend`'s query-vector cache (query texts, LRU).
+QUERY_CACHE_SIZE = 4096
 _RENAMED = {"model_dtype": "compute_dtype", "dtype": "store_dtype"}
 
 
@@ -103,6 +105,12 @@ class MultimodalBackend:
             on-disk index cache, keyed by encoder fingerprint and page content hash.
         progress: progress bars.
         name: the backend's name in results (default ``"multimodal"``).
+        query_cache_size: most query texts whose multi-vectors are kept between searches
+            (default :data:`QUERY_CACHE_SIZE`, 4096; a text met again, e.g. in another variant or
+            another reward request, is not encoded again). Least-recently-used eviction: past the
+            bound the texts searched longest ago are dropped. ``0``: nothing kept between
+            searches; ``None``: no bound. A single search always encodes each of its distinct
+            texts once, whatever the bound.
 
     Attributes:
         config: the encoder settings (model, weights digest, classes, resolution, query template,
@@ -113,14 +121,23 @@ class MultimodalBackend:
             reused, removed, tokens per page, final batch size), ``searches`` (per variant: queries,
             distinct texts, texts encoded, depth).
         encoder, store: the loaded encoder and the opened store (after :meth:`index`).
+        query_cache_size: the bound (see Args); :meth:`query_cache_info` gives the occupancy.
 
     Raises:
         BackendUnavailable: no ``model`` (at construction).
-        InputError: an unknown encoder option.
+        InputError: an unknown encoder option; a negative or non-integer ``query_cache_size``.
     """
 
     def __init__(self, encoder: Any, *, store: str | Path | None = None, progress: bool = False,
-                 name: str = "multimodal") -> None:
+                 name: str = "multimodal", query_cache_size: int | None = QUERY_CACHE_SIZE) -> None:
+        from collections import OrderedDict
+
+        from ..errors import InputError
+
+        if query_cache_size is not None and (isinstance(query_cache_size, bool) or not isinstance(query_cache_size, int)
+                                             or query_cache_size < 0):
+            raise InputError(f"query_cache_size must be an integer >= 0 or None, got {query_cache_size!r}")
+        self.query_cache_size = query_cache_size
         self.settings = encoder_settings(encoder)
         self.store_dir = None if store is None else Path(store)
         self.progress = progress
@@ -129,7 +146,7 @@ class MultimodalBackend:
         self.store = None
         self.report: dict = new_report()
         self.config: dict = {"backend": "multimodal", "model": self.settings.model}
-        self._query_vecs: dict[str, Any] = {}
+        self._query_vecs: OrderedDict[str, Any] = OrderedDict()  # LRU: least recently searched first
 
     def _unavailable(self, e: VdrError) -> BackendUnavailable:
         return BackendUnavailable(f"model {self.settings.model!r} could not be used: {e}")
@@ -172,15 +189,30 @@ class MultimodalBackend:
             "copied": rep.copied, "duplicate_pages": rep.duplicates,
         }
 
-    def _encode_missing(self, texts: list[str]) -> int:
-        """Encode the texts not encoded yet (whole batches per rank under torchrun). Returns how many."""
+    def query_cache_info(self) -> dict:
+        """``{"entries": query texts kept, "max_entries": query_cache_size (None: no bound),
+        "eviction": "lru"}``."""
+        return {"entries": len(self._query_vecs), "max_entries": self.query_cache_size, "eviction": "lru"}
+
+    def _query_vectors(self, texts: list[str]) -> tuple[list, int]:
+        """The multi-vector of each of ``texts`` (distinct), encoding those not cached (whole batches
+        per rank under torchrun); then the cache keeps the most recent ``query_cache_size`` texts.
+        Returns ``(vectors in the order of texts, how many were encoded)``."""
         from .. import distributed as D
 
-        todo = [t for t in texts if t not in self._query_vecs]
+        cache = self._query_vecs
+        got = {t: cache[t] for t in texts if t in cache}
+        todo = [t for t in texts if t not in got]
         qbs = self.settings.queries_per_batch
         parts = D.all_gather_object(self.encoder.encode_queries(D.shard_batches(todo, qbs), batch_size=qbs, progress=self.progress))
-        self._query_vecs.update(zip(todo, (e for part in parts for e in part)))
-        return len(todo)
+        got.update(zip(todo, (e for part in parts for e in part)))
+        bound = self.query_cache_size
+        for t in texts if bound is None else texts[max(0, len(texts) - bound):]:  # most recent last
+            cache[t] = got[t]
+            cache.move_to_end(t)
+        while bound is not None and len(cache) > bound:
+            cache.popitem(last=False)
+        return [got[t] for t in texts], len(todo)
 
     def search(self, queries: QuerySet, depth: int) -> Run:
         """MaxSim top-``depth`` pages of every query of ``queries``; each distinct text is encoded
@@ -202,11 +234,10 @@ class MultimodalBackend:
         depth = check_depth(depth)
         texts = list(dict.fromkeys(q.text for q in queries.values()))
         try:
-            n_new = self._encode_missing(texts)
+            vecs, n_new = self._query_vectors(texts)
             device = self.settings.device
             score_device = D.device_for_rank(device) if device and str(device).startswith("cuda") else None
-            top = D.sharded_maxsim_topk([self._query_vecs[t] for t in texts], self.store, min(depth, len(self.store)),
-                                        device=score_device)
+            top = D.sharded_maxsim_topk(vecs, self.store, min(depth, len(self.store)), device=score_device)
         except VdrError as e:
             raise self._unavailable(e) from e
         variant = queries.name
@@ -220,7 +251,8 @@ class MultimodalBackend:
 
 def build(ctx: BuildContext) -> MultimodalBackend:
     """Registry factory. Options: ``encoder`` (the encoder options mapping, see
-    :class:`MultimodalBackend`; its ``device`` defaults to ``ctx.device``) and ``store``. (The MTEB
+    :class:`MultimodalBackend`; its ``device`` defaults to ``ctx.device``), ``store`` and
+    ``query_cache_size``. (The MTEB
     engine is the registry entry ``mteb``: :func:`vdr.integrations.mteb.build`.)
 
     Raises:
@@ -235,6 +267,7 @@ def build(ctx: BuildContext) -> MultimodalBackend:
         encoder = dict(encoder)
         encoder.setdefault("device", ctx.device)
     store = opts.pop("store", None)
+    cache_size = opts.pop("query_cache_size", QUERY_CACHE_SIZE)
     if opts:
-        raise InputError(f"unknown multimodal option(s) {sorted(opts)}; known: encoder, store")
-    return MultimodalBackend(encoder, store=store, progress=ctx.progress, name=ctx.name)
+        raise InputError(f"unknown multimodal option(s) {sorted(opts)}; known: encoder, store, query_cache_size")
+    return MultimodalBackend(encoder, store=store, progress=ctx.progress, name=ctx.name, query_cache_size=cache_size)
