@@ -143,6 +143,30 @@ def test_reward_equals_vdr_evaluate_end_to_end(world, tmp_path):
         assert rw.score(ids, [REWRITES[q] for q in ids], m) == [per_query[q][m] for q in ids], m
 
 
+@pytest.mark.model
+def test_semantic_reward_equals_vdr_evaluate_whatever_the_cache(world, tmp_path):
+    """evaluate keeps a cache (CORPUS/.vdr-cache), the reward server has none: both embed queries
+    with the same runtime (vdr.retrieve.semantic query_runtime), so the values are equal exactly."""
+    import vdr
+
+    texts, queries, qrels, _lexical = world
+    corpus = write_corpus(tmp_path / "corpus", texts, queries, qrels)
+    with open(tmp_path / "rw.jsonl", "w") as f:
+        for q, t in REWRITES.items():
+            f.write(json.dumps({"_id": q, "text": t}) + "\n")
+    res = vdr.evaluate(corpus, queries=corpus / "queries.jsonl", qrels=corpus / "qrels.tsv", rewrites={"rw": tmp_path / "rw.jsonl"},
+                       out=tmp_path / "res", backends="semantic", k=[3, 10], progress=False, n_permutations=200, n_bootstrap=200,
+                       device="cpu")
+    per_query = res.run("semantic", "rw").metrics.per_query
+    backend = build_backend("semantic", vdr.Corpus.load(corpus).texts(), {"device": "cpu"})
+    assert backend.cache_dir is None
+    assert backend.config["query_runtime"] == res.config["backend_config"]["semantic"]["query_runtime"]
+    rw = Rewarder(backend, vdr.load_qrels(corpus / "qrels.tsv"), name="semantic")
+    ids = list(REWRITES)
+    for m in ("ndcg@3", "ndcg@10", "recall@10"):
+        assert rw.score(ids, [REWRITES[q] for q in ids], m) == [per_query[q][m] for q in ids], m
+
+
 # ------------------------------------------------------------------ edge cases
 
 

@@ -99,12 +99,15 @@ print(json.dumps({"torch": "torch" in sys.modules, "st": "sentence_transformers"
     assert got[1]["runtime"].startswith("onnxruntime ")
 
 
-def test_explicit_torch_and_no_cache_use_the_model(tiny, tmp_path):
+def test_the_runtime_does_not_depend_on_the_cache_and_torch_can_be_asked_for(tiny, tmp_path):
     assert _backend(tiny, cache_dir=tmp_path, query_runtime="torch").config["query_runtime"] == "torch"
-    b = _backend(tiny)  # auto without a cache: nothing to keep an export in
-    assert b.config["query_runtime"] == "torch" and "no cache_dir" in b.config["query_runtime_note"]
-    c = _backend(tiny, query_runtime="onnx")  # asked for: exported into a temporary folder
-    assert c.config["query_runtime"].startswith("onnxruntime ")
+    cached = _backend(tiny, cache_dir=tmp_path / "c")
+    b = _backend(tiny)  # auto without a cache (a reward server): the same runtime, exported into a temporary folder
+    assert b.config["query_runtime"] == cached.config["query_runtime"] and b.config["query_runtime"].startswith("onnxruntime ")
+    c = _backend(tiny, query_runtime="onnx")  # the same process: the same temporary export, no second one
+    assert c.report["query_encoder"] == {"exported_now": False, "export_s": 0.0}
+    texts = ["wolf river", "city report"]
+    assert np.array_equal(b._encode_queries(texts)[0], cached._encode_queries(texts)[0])
     from vdr.errors import InputError
 
     with pytest.raises(InputError, match="query_runtime must be one of auto, torch, onnx"):

@@ -100,6 +100,8 @@ def default_model_path() -> Path:
 #: process (a notebook, a benchmark) does not load the model again. Inference only (eval mode).
 _MODELS: dict[tuple[str, str], object] = {}
 _HASHES: dict[tuple[str, int, int], str] = {}
+#: ONNX exports of models used without a cache, by (model, device, versions): one per process.
+_TMP_EXPORTS: dict[tuple[str, str, str], object] = {}
 
 
 def _load_model(cls, load_from: str, model_id: str, device: str):
@@ -204,10 +206,12 @@ class DenseBackend:
         query_runtime: what embeds the queries: ``"torch"`` (the sentence-transformers model),
             ``"onnx"`` (its ONNX export run by ONNX Runtime on CPU, :mod:`vdr.retrieve.text_encoder`;
             an :class:`~vdr.errors.InputError` when it cannot be used), or ``"auto"`` (default:
-            ``"onnx"`` with a ``cache_dir``, a CPU device, ``onnxruntime`` and ``onnx`` installed and
-            an exportable model whose export matches it, else ``"torch"``). The choice, and why, is
+            ``"onnx"`` on a CPU device with ``onnxruntime`` and ``onnx`` installed and an exportable
+            model whose export matches it, else ``"torch"``; the choice does not depend on the cache,
+            so ``vdr evaluate`` and the reward server embed a query alike). The choice, and why, is
             in ``config["query_runtime"]`` / ``config["query_runtime_note"]``; page vectors are always
-            the model's (torch).
+            the model's (torch). Without a cache the export goes to a temporary folder, once per
+            model and device per process.
 
     Attributes:
         config: model id, path, weights hash, lengths, long-text policy, window and stride,
@@ -261,7 +265,7 @@ class DenseBackend:
         if query_runtime not in QUERY_RUNTIMES:
             raise InputError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, got {query_runtime!r}")
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
-        self._tmp = self._onnx_tmp = None
+        self._tmp = None
         self._resolve(model, device)
         self._model = self._tokenizer = self._light = None
         self._spec = self._model_spec()
@@ -730,7 +734,7 @@ class DenseBackend:
 
     def _query_encoder(self, wanted: str):
         """``(OnnxTextEncoder or None, note)``: the ONNX Runtime query encoder when ``wanted`` is
-        ``"onnx"``, or ``"auto"`` with a cache, a CPU device and an exportable model; ``note`` says
+        ``"onnx"``, or ``"auto"`` with a CPU device and an exportable model; ``note`` says
         why torch encodes the queries otherwise. Sets ``_query_encoder_info`` (``exported_now``,
         ``export_s``: seconds spent exporting in this process), reported as ``report["query_encoder"]``.
 
@@ -746,8 +750,6 @@ class DenseBackend:
             reason = f"not exportable: {pipeline}"
         if reason is None and self._light is None:
             reason = "no fast tokenizer that matches the model's"
-        if reason is None and wanted == "auto" and self.cache_dir is None:
-            reason = "no cache_dir to keep the ONNX export in"
         if reason is None and wanted == "auto" and self._spec["device"].split(":")[0] != "cpu":
             reason = f"device {self._spec['device']} (auto uses ONNX Runtime on CPU only)"
         if reason is None:
@@ -768,16 +770,18 @@ class DenseBackend:
         return None, f"torch: {reason}"
 
     def _onnx_folder(self) -> Path:
-        """The ONNX export's cache entry (a temporary folder, removed with the backend, without a cache)."""
+        """The ONNX export's cache entry; without a cache (or for a model given by hub name), a
+        temporary folder kept for the process (one export per model and device per process)."""
+        versions = {d: version_of(d) for d in ("onnx", "onnxruntime")}
         key = self._spec_key()
         if key is not None:
-            return cache_path(self.cache_dir, ONNX_KIND, fingerprint(ONNX_KIND, key, {d: version_of(d) for d in ("onnx", "onnxruntime")}))
+            return cache_path(self.cache_dir, ONNX_KIND, fingerprint(ONNX_KIND, key, versions))
         import tempfile
-        import weakref
 
-        self._onnx_tmp = tempfile.TemporaryDirectory(prefix="vdr-onnx-")
-        weakref.finalize(self, self._onnx_tmp.cleanup)
-        return Path(self._onnx_tmp.name) / "export"
+        memo = (self._load_from, self._device, json.dumps(versions, sort_keys=True))
+        if memo not in _TMP_EXPORTS:  # removed at interpreter exit (TemporaryDirectory's finaliser)
+            _TMP_EXPORTS[memo] = tempfile.TemporaryDirectory(prefix="vdr-onnx-")
+        return Path(_TMP_EXPORTS[memo].name) / "export"
 
     def _weights_id(self) -> str:
         """sha256 of the loaded parameters (names and bytes), for models given by hub name (once)."""
