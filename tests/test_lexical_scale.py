@@ -229,7 +229,7 @@ def test_concurrent_searches_equal_sequential_ones(scorer):
     assert got == expected
 
 
-def test_numba_loaded_only_for_large_searches_same_results(monkeypatch, tmp_path):
+def test_numba_loaded_only_once_enough_postings_were_scored_same_results(monkeypatch, tmp_path):
     pytest.importorskip("numba")
     from vdr.retrieve import lexical
 
@@ -241,12 +241,13 @@ def test_numba_loaded_only_for_large_searches_same_results(monkeypatch, tmp_path
     tids = [[bm._vocab[t] for t in bm._analyze(q)] for q in queries.values()]
     work = sum(int(indptr[t + 1] - indptr[t]) for ts in tids if len(ts) > 1 for t in ts)  # postings of multi-term queries
     monkeypatch.setattr(lexical, "_KERNEL", [])
-    monkeypatch.setattr(lexical, "_JIT_MIN_POSTINGS", work + 1)
+    monkeypatch.setattr(lexical, "_WORK", [0])
+    monkeypatch.setattr(lexical, "_JIT_MIN_POSTINGS", 2 * work)
     small = bm.search(queries, 50)
-    assert lexical._KERNEL == []  # NumPy scorer: numba not even looked up
-    monkeypatch.setattr(lexical, "_JIT_MIN_POSTINGS", work)
-    large = bm.search(queries, 50)
+    assert lexical._KERNEL == [] and lexical._WORK == [work]  # NumPy scorer: numba not even looked up
+    large = bm.search(queries, 50)  # the same again: 2 * work postings scored in this process
     assert len(lexical._KERNEL) == 1 and lexical._KERNEL[0] is not None  # loaded, and kept for the process
+    assert lexical._WORK == [2 * work]
     assert large == small and large.to_dict() == small.to_dict()
 
 

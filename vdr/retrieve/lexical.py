@@ -512,8 +512,9 @@ class BM25Backend:
 
         Loading numba and its compiled kernel costs about a second per process even from numba's
         disk cache; the kernel saves about 80 ns per posting over the NumPy scorer. So it is
-        loaded only for a search that scores at least ``_JIT_MIN_POSTINGS`` postings (in queries
-        of two or more terms; one-term queries need no accumulation), and then kept for the
+        loaded once the searches of this process have scored ``_JIT_MIN_POSTINGS`` postings in
+        all (in queries of two or more terms; one-term queries need no accumulation): one large
+        search, or the many batches of a long-running reward server. It is then kept for the
         process. Both scorers give bit-identical scores, so the choice never changes a result.
         """
         if _KERNEL:
@@ -523,8 +524,8 @@ class BM25Backend:
             return None
         indptr = self._csc[2]
         flat = np.fromiter(itertools.chain.from_iterable(multi), dtype=np.int64)
-        work = int((indptr[flat + 1] - indptr[flat]).sum())
-        return _numba_kernel() if work >= _JIT_MIN_POSTINGS else None
+        _WORK[0] += int((indptr[flat + 1] - indptr[flat]).sum())
+        return _numba_kernel() if _WORK[0] >= _JIT_MIN_POSTINGS else None
 
     def _rank(self, tids: list[int], depth: int, kernel=None) -> dict[str, float]:
         """The ``depth`` best pages for query term ids ``tids`` (non-empty, in query order), scored
@@ -616,7 +617,8 @@ class _StoredIndex:
 
 
 _KERNEL: list = []  # [compiled kernel or None], filled on first use
-_JIT_MIN_POSTINGS = 10_000_000  # postings in one search from which numba is worth loading (BM25Backend._scorer)
+_JIT_MIN_POSTINGS = 10_000_000  # postings scored in a process from which numba is worth loading (BM25Backend._scorer)
+_WORK = [0]  # postings scored by multi-term queries in this process so far
 
 
 def _numba_kernel():
