@@ -730,7 +730,14 @@ class DenseBackend:
         truncated = self._light.lengths(full) > self.query_max_length if full else np.zeros(0, bool)
         if not full:
             return np.zeros((0, self.config["dimension"] or 0), np.float32), truncated
-        return self._normalized(self._onnx.encode(full, self.query_max_length, batch_size=self.batch_size)), truncated
+        from ..progress import progress_bar
+
+        parts, step = [], 1024  # a vector does not depend on its chunk (no padding): chunks only move the bar
+        with progress_bar(f"encode queries ({self.name})", len(full), "query", enabled=self.progress) as advance:
+            for s in range(0, len(full), step):
+                parts.append(self._onnx.encode(full[s : s + step], self.query_max_length, batch_size=self.batch_size))
+                advance(len(full[s : s + step]))
+        return self._normalized(np.concatenate(parts)), truncated
 
     def _query_encoder(self, wanted: str):
         """``(OnnxTextEncoder or None, note)``: the ONNX Runtime query encoder when ``wanted`` is
