@@ -143,3 +143,24 @@ def test_a_failed_export_is_recorded_and_a_damaged_spec_is_a_miss(tiny, tmp_path
     (spec / "spec.json").write_text("{broken", encoding="utf-8")
     c = _backend(tiny, cache_dir=tmp_path)  # unreadable: the model is loaded, nothing fails
     assert c._model is not None and c.config["dimension"] == 256
+    assert json.loads((spec / "spec.json").read_text())["dimension"] == 256  # and the entry is rebuilt
+    assert _backend(tiny, cache_dir=tmp_path)._model is None  # so the next backend needs no model again
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "record"])
+def test_a_damaged_onnx_export_is_rebuilt_not_an_error(tiny, tmp_path, damage):
+    a = _backend(tiny, cache_dir=tmp_path)
+    entry = next((tmp_path / "semantic-onnx").iterdir())
+    onnx_file = entry / "model.onnx"
+    size = onnx_file.stat().st_size
+    if damage == "truncated":
+        onnx_file.write_bytes(onnx_file.read_bytes()[:1000])
+    elif damage == "garbage":  # the recorded size, but not a model ONNX Runtime can load
+        onnx_file.write_bytes(b"\x00" * size)
+    else:
+        (entry / "export.json").write_text("[1, 2", encoding="utf-8")
+    b = _backend(tiny, cache_dir=tmp_path)
+    assert b.config["query_runtime"] == a.config["query_runtime"]
+    assert b.report["query_encoder"]["exported_now"] is True and onnx_file.stat().st_size == size
+    texts = ["wolf river", "city"]
+    assert np.array_equal(b._encode_queries(texts)[0], a._encode_queries(texts)[0])

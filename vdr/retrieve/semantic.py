@@ -338,6 +338,10 @@ class DenseBackend:
         if got is not None:
             spec, self._light = got
             return spec
+        if folder is not None and folder.exists():  # damaged (unreadable spec or tokenizer): rebuilt below
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
         model = self._ensure_model()
         get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         dim = get_dim()
@@ -760,21 +764,35 @@ class DenseBackend:
         if reason is None and wanted == "auto" and self._spec["device"].split(":")[0] != "cpu":
             reason = f"device {self._spec['device']} (auto uses ONNX Runtime on CPU only)"
         if reason is None:
-            folder = self._onnx_folder()
-            rec = read_export(folder)
-            if rec is None:
-                import time
-
-                t = time.perf_counter()
-                rec = export_onnx(self._ensure_model(), folder)
-                self._query_encoder_info = {"exported_now": True, "export_s": round(time.perf_counter() - t, 4)}
-            if rec.get("ok"):
-                enc = OnnxTextEncoder(folder, rec["pipeline"], self._light)
+            enc, rec = self._open_export(self._onnx_folder())
+            if enc is not None:
                 return enc, f"ONNX export checked against the model: max abs diff {rec['max_abs_diff']:.2e} on {len(PROBE_TEXTS)} texts"
             reason = rec.get("reason") or "export failed"
         if wanted == "onnx":
             raise InputError(f"query_runtime='onnx' cannot be used for {self._model_id}: {reason}")
         return None, f"torch: {reason}"
+
+    def _open_export(self, folder: Path) -> tuple[OnnxTextEncoder | None, dict]:
+        """``(encoder or None, export record)`` from the ONNX cache entry ``folder``, exporting the
+        model first when the entry is missing. A damaged entry (unreadable record, an ONNX file
+        ONNX Runtime cannot load) is removed and exported again: a cache miss, never an error."""
+        import shutil
+        import time
+
+        rec = read_export(folder)
+        if rec is not None and rec.get("ok"):
+            try:
+                return OnnxTextEncoder(folder, rec["pipeline"], self._light), rec
+            except Exception:  # noqa: BLE001 - ONNX Runtime's own errors on a damaged file: rebuilt below
+                rec = None
+        if rec is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            t = time.perf_counter()
+            rec = export_onnx(self._ensure_model(), folder)
+            self._query_encoder_info = {"exported_now": True, "export_s": round(time.perf_counter() - t, 4)}
+        if not rec.get("ok"):
+            return None, rec
+        return OnnxTextEncoder(folder, rec["pipeline"], self._light), rec
 
     def _onnx_folder(self) -> Path:
         """The ONNX export's cache entry; without a cache (or for a model given by hub name), a

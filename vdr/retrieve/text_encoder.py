@@ -209,7 +209,8 @@ def export_onnx(st_model, folder: Path) -> dict:
     """Export the transformer of ``st_model`` into the cache entry ``folder`` and check it.
 
     Writes ``model.onnx`` (when the pipeline can be exported and the check passes) and
-    ``export.json``: ``{"ok", "reason", "pipeline", "max_abs_diff", "opset", "versions"}``. The
+    ``export.json``: ``{"ok", "reason", "pipeline", "max_abs_diff", "opset", "versions", "bytes"}``
+    (``bytes``: the size of ``model.onnx``, checked on every read). The
     check embeds :data:`PROBE_TEXTS` one by one with the model (torch) and with ONNX Runtime.
 
     Returns:
@@ -235,6 +236,8 @@ def export_onnx(st_model, folder: Path) -> dict:
                 record["reason"] = f"export failed: {type(e).__name__}: {str(e)[:300]}"
             if not record["ok"]:
                 (d / "model.onnx").unlink(missing_ok=True)
+            else:
+                record["bytes"] = (d / "model.onnx").stat().st_size
         (d / "export.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
 
     write_cache_dir(folder, fill)
@@ -242,12 +245,15 @@ def export_onnx(st_model, folder: Path) -> dict:
 
 
 def read_export(folder: Path | None) -> dict | None:
-    """The ``export.json`` record of an ONNX cache entry (``None`` when missing or unreadable)."""
+    """The ``export.json`` record of an ONNX cache entry (``None`` when missing, unreadable, or
+    when its ``model.onnx`` is missing or not the size recorded at export)."""
     rec = None if folder is None else read_json(folder / "export.json")
     if not isinstance(rec, dict) or rec.get("format") != ONNX_FORMAT:
         return None
-    if rec.get("ok") and not (folder / "model.onnx").is_file():
-        return None
+    if rec.get("ok"):
+        f = folder / "model.onnx"
+        if not f.is_file() or f.stat().st_size != rec.get("bytes"):  # missing or truncated: a miss
+            return None
     return rec
 
 
