@@ -352,7 +352,7 @@ class DenseBackend:
         self._light = light_tokenizer(self._tokenizer)
         if folder is not None:
             try:
-                spec = write_spec(folder, spec, self._tokenizer)
+                spec = write_spec(folder, spec, self._light)
             except OSError:  # a read-only cache: the model stays loaded, nothing else changes
                 pass
         return dict(spec, light=self._light is not None)
@@ -788,7 +788,7 @@ class DenseBackend:
         if rec is None:
             shutil.rmtree(folder, ignore_errors=True)
             t = time.perf_counter()
-            rec = export_onnx(self._ensure_model(), folder)
+            rec = export_onnx(self._ensure_model(), folder, self._light)
             self._query_encoder_info = {"exported_now": True, "export_s": round(time.perf_counter() - t, 4)}
         if not rec.get("ok"):
             return None, rec

@@ -103,16 +103,15 @@ def pipeline_of(st_model) -> dict | str:
 # ------------------------------------------------------------------------------------------- spec
 
 
-def write_spec(folder: Path, spec: dict, hf_tokenizer) -> dict:
+def write_spec(folder: Path, spec: dict, light: "LightTokenizer | None") -> dict:
     """Write the model spec entry ``folder`` (atomically) and return the spec as written.
 
     Args:
         folder: ``cache_dir/semantic-model/<key>``.
         spec: JSON-able facts of the loaded model (see the module docstring).
-        hf_tokenizer: the model's Hugging Face tokenizer; its backend is saved as ``tokenizer.json``
-            when it is a fast tokenizer whose ids match on :data:`PROBE_TEXTS` (``spec["light"]``).
+        light: the model's tokenizer as :func:`light_tokenizer` gives it (saved as ``tokenizer.json``),
+            or ``None`` (no fast tokenizer that matches the model's: ``spec["light"]`` is false).
     """
-    light = light_tokenizer(hf_tokenizer)
     spec = dict(spec, format=SPEC_FORMAT, light=light is not None)
 
     def fill(d: Path) -> None:
@@ -205,8 +204,9 @@ def _pool(hidden: np.ndarray, pooling: str, normalize: bool) -> np.ndarray:
     return out
 
 
-def export_onnx(st_model, folder: Path) -> dict:
-    """Export the transformer of ``st_model`` into the cache entry ``folder`` and check it.
+def export_onnx(st_model, folder: Path, tokenizer: "LightTokenizer") -> dict:
+    """Export the transformer of ``st_model`` into the cache entry ``folder`` and check it, through
+    ``tokenizer`` (the model's, see :func:`light_tokenizer`) as queries will be encoded.
 
     Writes ``model.onnx`` (when the pipeline can be exported and the check passes) and
     ``export.json``: ``{"ok", "reason", "pipeline", "max_abs_diff", "opset", "versions", "bytes"}``
@@ -229,7 +229,7 @@ def export_onnx(st_model, folder: Path) -> dict:
         if record["pipeline"] is not None:
             try:
                 _export(st_model, pipeline, d / "model.onnx")
-                diff = _check(st_model, pipeline, d / "model.onnx")
+                diff = _check(st_model, pipeline, d / "model.onnx", tokenizer)
                 record.update(max_abs_diff=diff, ok=diff <= MAX_EXPORT_DIFF,
                               reason=None if diff <= MAX_EXPORT_DIFF else f"export differs from the model by {diff:.3g}")
             except Exception as e:  # the exporter or ONNX Runtime refused this model: recorded, torch is used
@@ -286,9 +286,9 @@ def _export(st_model, pipeline: dict, path: Path) -> None:
                           dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]})
 
 
-def _check(st_model, pipeline: dict, path: Path) -> float:
+def _check(st_model, pipeline: dict, path: Path, tokenizer: "LightTokenizer") -> float:
     """Largest absolute difference between the model's and the export's vectors of :data:`PROBE_TEXTS`."""
-    enc = OnnxTextEncoder(path.parent, pipeline, tokenizer=None, hf_tokenizer=st_model.tokenizer)
+    enc = OnnxTextEncoder(path.parent, pipeline, tokenizer)
     worst = 0.0
     for t in PROBE_TEXTS:  # one by one: no padding on either side
         ref = st_model.encode([t], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)[0]
@@ -303,13 +303,11 @@ class OnnxTextEncoder:
     Args:
         folder: the ONNX cache entry (``model.onnx``).
         pipeline: ``{"pooling", "normalize", "inputs"}`` (see :func:`pipeline_of`).
-        tokenizer: a :class:`LightTokenizer` (or ``None`` with ``hf_tokenizer``: the model's own,
-            used by the export check).
+        tokenizer: the model's tokenizer (:func:`light_tokenizer`).
         threads: ONNX Runtime intra-op threads (``None``: ONNX Runtime's default, one per core).
     """
 
-    def __init__(self, folder: Path, pipeline: dict, tokenizer: "LightTokenizer | None", *, hf_tokenizer=None,
-                 threads: int | None = None) -> None:
+    def __init__(self, folder: Path, pipeline: dict, tokenizer: "LightTokenizer", *, threads: int | None = None) -> None:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
@@ -317,16 +315,9 @@ class OnnxTextEncoder:
         if threads:
             opts.intra_op_num_threads = int(threads)
         self._session = ort.InferenceSession(str(Path(folder) / "model.onnx"), opts, providers=["CPUExecutionProvider"])
-        self.pipeline, self._tok, self._hf = pipeline, tokenizer, hf_tokenizer
+        self.pipeline, self._tok = pipeline, tokenizer
         self._inputs = [i.name for i in self._session.get_inputs()]  # the exporter drops inputs the graph never reads
         self.runtime = f"onnxruntime {ort.__version__}"
-
-    def _features(self, texts: list[str], max_length: int) -> list[tuple[list[int], list[int]]]:
-        if self._tok is not None:
-            return [(e.ids, e.type_ids) for e in self._tok.encode(texts, max_length)]
-        got = self._hf(texts, add_special_tokens=True, truncation=True, max_length=max_length, verbose=False)
-        types = got.get("token_type_ids") or [[0] * len(x) for x in got["input_ids"]]
-        return list(zip(got["input_ids"], types))
 
     def encode(self, texts: Sequence[str], max_length: int, *, batch_size: int = 32) -> np.ndarray:
         """Embed ``texts`` (each cut at ``max_length`` tokens, special tokens included).
@@ -335,7 +326,7 @@ class OnnxTextEncoder:
             float32 ``(n, dim)`` (unit rows when the pipeline normalises).
         """
         texts = list(texts)
-        feats = self._features(texts, max_length)
+        feats = [(e.ids, e.type_ids) for e in self._tok.encode(texts, max_length)]
         lens = np.array([len(ids) for ids, _ in feats], dtype=np.int64)
         out: np.ndarray | None = None
         for L in np.unique(lens):
