@@ -36,15 +36,9 @@ _MARKERS = {"page": ("pages.jsonl", "ingest-report.json"), "passage": ("corpus.j
 
 def _entries(out: Path, inputs) -> list[str]:
     """Top-level entries of ``out`` except temporary files of atomic writes and ``inputs`` inside it."""
-    root = out.resolve()
-    skip = set()
-    for p in inputs:
-        try:
-            rel = Path(p).resolve().relative_to(root)
-        except ValueError:
-            continue
-        if rel.parts:
-            skip.add(rel.parts[0])
+    from ..io.outdir import entries_holding
+
+    skip = set(entries_holding(out, inputs))
     return sorted(e.name for e in out.iterdir()
                   if e.name not in skip and not (e.name.startswith(".") and e.name.endswith(".tmp")))
 

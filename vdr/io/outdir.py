@@ -40,7 +40,7 @@ from typing import Iterator, Mapping
 
 from ..errors import InputError
 
-__all__ = ["ResultsFolder", "locked", "LOCK_FILE", "KNOWN_ENTRIES", "identity_of"]
+__all__ = ["ResultsFolder", "locked", "LOCK_FILE", "KNOWN_ENTRIES", "identity_of", "entries_holding"]
 
 LOCK_FILE = ".vdr.lock"
 _STAGING = ".vdr-new-"
@@ -105,7 +105,7 @@ class ResultsFolder:
         self.path = Path(path)
         self.identity = None if identity is None else identity_of(identity)
         self.overwrite = overwrite
-        self.keep = tuple(keep) + _inside(self.path, inputs)
+        self.keep = tuple(keep) + entries_holding(self.path, inputs)
         self.lock_path = self.path / LOCK_FILE
         self._lock = None
         self._created = False
@@ -317,9 +317,11 @@ def locked(folder: str | Path) -> Iterator[Path]:
         lock.release()
 
 
-def _inside(folder: Path, paths) -> tuple[str, ...]:
-    """The top-level entries of ``folder`` that hold one of ``paths`` (inputs kept across a replace)."""
-    root = folder.resolve()
+def entries_holding(folder: str | Path, paths) -> tuple[str, ...]:
+    """The names of the top-level entries of ``folder`` that hold one of ``paths`` (``None`` items
+    skipped): inputs that lie inside an output folder (kept across a replace; never counted as
+    the folder's content by ``vdr ingest``'s check)."""
+    root = Path(folder).resolve()
     out = []
     for p in paths:
         if p is None:
