@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import vdr
+from cli_helpers import cli
 from shared_data import REPO_ROOT
-from vdr.cli import main
 from vdr.compare import compare_variants, holm  # the module's names keep working
 from vdr.results import Results
 
@@ -43,12 +43,6 @@ def files(tmp_path) -> dict[str, Path]:
         out[name] = tmp_path / name
         out[name].write_text(text, encoding="utf-8")
     return out
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    rc = main([str(a) for a in args])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 def exact_p(d: list[float]) -> float:

@@ -9,20 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from vdr.cli import main
+from cli_helpers import cli, snapshot
 from vdr.corpus import load_corpus
 
 MSMARCO = "p1\tsolar panels\np2\triver floods\np3\tbank rates\n"
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    rc = main([str(a) for a in args])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture()

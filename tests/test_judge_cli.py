@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from cli_helpers import lock_held_elsewhere, snapshot
 from judge_sim import SimJudge
 from vdr.cli import main
 from vdr.corpus import Page, write_pages
@@ -111,8 +112,6 @@ def test_judge_takes_the_results_folder_lock(results, tmp_path, capsys, monkeypa
     """`vdr judge` writes judge/ under the results folder's lock: it fails at once (no judge call,
     nothing written) while another vdr run holds the lock, and holds it itself while it runs."""
     import importlib
-    import subprocess
-    import sys
 
     from vdr.errors import InputError
     from vdr.io.outdir import LOCK_FILE, ResultsFolder
@@ -120,22 +119,15 @@ def test_judge_takes_the_results_folder_lock(results, tmp_path, capsys, monkeypa
     out, sim = results
     args = ["judge", str(out), "--endpoint", sim.url, "--judge-model", "sim-llm", "--modality", "text", "--cache",
             str(tmp_path / "cache.jsonl")]
-    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    holder = subprocess.Popen(  # another process holds the folder's lock (as a running `vdr evaluate` does)
-        [sys.executable, "-c", "import sys, filelock; l = filelock.FileLock(sys.argv[1], timeout=0); l.acquire();"
-         " print('locked', flush=True); sys.stdin.read()", str(out / LOCK_FILE)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    before = snapshot(out)
+    with lock_held_elsewhere(out / LOCK_FILE):  # as a running `vdr evaluate` holds it
         hits = sim.hits
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err == (f"error: the results folder {out} is in use by another vdr run (lock file {out / LOCK_FILE} is held);"
                        " wait for it to finish\n")
         assert sim.hits == hits and not (tmp_path / "cache.jsonl").exists()  # failed before any judge call
-        assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
-    finally:
-        holder.communicate("", timeout=30)
+        assert snapshot(out) == before
     J = importlib.import_module("vdr.judge.run")  # (vdr.judge is also the verb's name)
     seen = []
     real = J.judge_pools

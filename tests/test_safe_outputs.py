@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 import vdr
+from cli_helpers import cli, lock_held_elsewhere, snapshot
 from rewards_fixtures import make_passages, write_corpus
-from vdr.cli import app, main
+from vdr.cli import app
 from vdr.io.outdir import LOCK_FILE, ResultsFolder
 
 FAST = ["--backend", "lexical", "-q", "--no-cache"]
@@ -37,17 +36,6 @@ def ext_run(tmp_path_factory) -> Path:
     return p
 
 
-def cli(capsys, *args) -> tuple[int, str, str]:
-    rc = main([str(a) for a in args])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` (hidden ones too) with its bytes."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
 def no_work(monkeypatch):
     """Make any evaluation work fail loudly: the checks must come first."""
     import vdr.experiment as E
@@ -64,19 +52,12 @@ def no_work(monkeypatch):
 def test_second_run_into_a_locked_folder_fails_fast(corpus, tmp_path, capsys, monkeypatch):
     out = tmp_path / "res"
     out.mkdir()
-    holder = subprocess.Popen(  # another process holds the folder's lock (as a running `vdr evaluate` does)
-        [sys.executable, "-c", "import sys, filelock; l = filelock.FileLock(sys.argv[1], timeout=0); l.acquire();"
-         " print('locked', flush=True); sys.stdin.read()", str(out / LOCK_FILE)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(out / LOCK_FILE):  # as a running `vdr evaluate` holds it
         no_work(monkeypatch)
         rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # fails at once: no_work proves nothing ran
         assert rc == 2 and err.count("\n") == 1
         assert f"results folder {out} is in use by another vdr run (lock file {out / LOCK_FILE} is held)" in err
         assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # nothing written
-    finally:
-        holder.communicate("", timeout=30)
     monkeypatch.undo()
     rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # the lock is free again
     assert rc == 0, err
