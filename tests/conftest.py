@@ -23,13 +23,14 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from report_fixtures import lexical_results, sample_corpus  # noqa: F401
 from shared_data import REPO_ROOT, missing_reason
 from tiny_models import colpali_dir, colqwen, colqwen_dir  # noqa: F401
+from tiny_st import tiny_st_dir  # noqa: F401
 
 # hypothesis keeps its example database and caches in ./.hypothesis by default: inside the repository
 _HYPOTHESIS_HOME = tempfile.TemporaryDirectory(prefix="vdr-hypothesis-")  # removed at exit
 set_hypothesis_home_dir(_HYPOTHESIS_HOME.name)
 
 #: fixtures that build or load a torch model: a test using any of them is marked ``model``
-MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir"})
+MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir", "tiny_st_dir"})
 
 
 def pytest_collection_modifyitems(config, items):

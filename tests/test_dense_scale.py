@@ -19,13 +19,8 @@ DOCS = {"long": FILLER + " zebra", "other": "lion tiger wolf fox", "third": "riv
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    pytest.importorskip("sentence_transformers")
-    from tiny_st import build_tiny_st
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return str(build_tiny_st(tmp_path_factory.mktemp("st") / "tiny"))
+def tiny(tiny_st_dir):
+    return tiny_st_dir
 
 
 def _backend(tiny, **kw):

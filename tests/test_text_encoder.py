@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,15 +23,10 @@ CORPUS = {"d1": "river mountain city", "d2": "wolf fox dog", "d3": "report reven
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    pytest.importorskip("sentence_transformers")
+def tiny(tiny_st_dir):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    from tiny_st import build_tiny_st
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return str(build_tiny_st(tmp_path_factory.mktemp("st") / "tiny"))
+    return tiny_st_dir
 
 
 def _backend(model, **kw):

@@ -9,7 +9,10 @@ results predictable. The word ``poison`` has a NaN embedding (fault injection: a
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+
+import pytest
 
 WORDS = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon"
@@ -52,3 +55,12 @@ def build_tiny_st(folder: str | Path, *, max_seq_length: int = 16, dim: int = 25
     tr = st_models.Transformer(str(hf), max_seq_length=max_seq_length)
     SentenceTransformer(modules=[tr, st_models.Pooling(dim, "mean")], device="cpu").save(str(folder))
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_st_dir(tmp_path_factory) -> str:
+    """The tiny model of :func:`build_tiny_st`, built once per test session (its folder as a str)."""
+    pytest.importorskip("sentence_transformers")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the transformers load report of the hand-built BERT
+        return str(build_tiny_st(tmp_path_factory.mktemp("st") / "tiny"))
