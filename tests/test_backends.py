@@ -40,19 +40,10 @@ QRELS = {"q1": {"doc.pdf#1": 1}, "q2": {"doc.pdf#2": 2}, "q3": {"doc.pdf#3": 1, 
 def data(tmp_path_factory):
     """A 6-page corpus (random images, page texts above; the last page has none), queries, a
     keywords rewrite and qrels."""
-    from tiny_models import make_corpus
+    from tiny_models import make_text_inputs
 
-    from vdr.corpus import Page, write_pages
-
-    root = tmp_path_factory.mktemp("backends")
-    corpus = make_corpus(root / "corpus", [(56, 56), (84, 56), (56, 84), (56, 56), (84, 84), (56, 56)])
-    pages = [Page(**{**p.__dict__, "text": t, "text_source": "pdf" if t else "none"}) for p, t in zip(vdr.Corpus.load(corpus).pages(), TEXTS)]
-    write_pages(corpus / "pages.jsonl", pages)
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()))
-    (root / "kw.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in KEYWORDS.items()))
-    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{g}\n" for q, ds in QRELS.items() for d, g in ds.items()))
-    return {"root": root, "corpus": corpus, "queries": root / "queries.jsonl", "kw": root / "kw.jsonl", "qrels": root / "qrels.tsv"}
+    sizes = [(56, 56), (84, 56), (56, 84), (56, 56), (84, 84), (56, 56)]
+    return make_text_inputs(tmp_path_factory.mktemp("backends"), sizes, TEXTS, QUERIES, KEYWORDS, QRELS)
 
 
 def _variant(name: str = "original", texts=QUERIES) -> vdr.QuerySet:

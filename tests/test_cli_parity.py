@@ -38,19 +38,9 @@ QRELS = {"q1": {"doc.pdf#1": 1}, "q2": {"doc.pdf#2": 2}, "q3": {"doc.pdf#3": 1, 
 def data(tmp_path_factory):
     """A 6-page corpus with page texts (the last empty), queries, a keywords rewrite and qrels
     (q4 has no relevant page)."""
-    from tiny_models import make_corpus
+    from tiny_models import make_text_inputs
 
-    from vdr.corpus import Page, write_pages
-
-    root = tmp_path_factory.mktemp("parity")
-    corpus = make_corpus(root / "corpus", [(28, 28)] * len(TEXTS))
-    pages = [Page(**{**p.__dict__, "text": t, "text_source": "pdf" if t else "none"}) for p, t in zip(vdr.Corpus.load(corpus).pages(), TEXTS)]
-    write_pages(corpus / "pages.jsonl", pages)
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()))
-    (root / "kw.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in KEYWORDS.items()))
-    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{g}\n" for q, ds in QRELS.items() for d, g in ds.items()))
-    return {"corpus": corpus, "queries": root / "queries.jsonl", "kw": root / "kw.jsonl", "qrels": root / "qrels.tsv"}
+    return make_text_inputs(tmp_path_factory.mktemp("parity"), [(28, 28)] * len(TEXTS), TEXTS, QUERIES, KEYWORDS, QRELS)
 
 
 def _commands() -> dict:

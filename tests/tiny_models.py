@@ -133,6 +133,25 @@ def make_corpus(folder: str | Path, sizes: list[tuple[int, int]], seed: int = 0)
     return folder
 
 
+def make_text_inputs(root: Path, sizes: list[tuple[int, int]], texts: list[str], queries: dict, keywords: dict,
+                     qrels: dict) -> dict[str, Path]:
+    """Under ``root``: a corpus of random pages (:func:`make_corpus`) whose page ``i`` has text
+    ``texts[i]`` (``""``: no text layer), ``queries.jsonl``, a ``kw.jsonl`` rewrite and BEIR
+    ``qrels.tsv`` (``{query: {page: grade}}``). Returns their paths (``root``, ``corpus``,
+    ``queries``, ``kw``, ``qrels``)."""
+    import vdr
+    from vdr.corpus import Page, write_pages
+
+    corpus = make_corpus(root / "corpus", sizes)
+    pages = [Page(**{**p.__dict__, "text": t, "text_source": "pdf" if t else "none"}) for p, t in zip(vdr.Corpus.load(corpus).pages(), texts)]
+    write_pages(corpus / "pages.jsonl", pages)
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (root / "kw.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in keywords.items()))
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t{g}\n" for q, ds in qrels.items() for d, g in ds.items()))
+    return {"root": root, "corpus": corpus, "queries": root / "queries.jsonl", "kw": root / "kw.jsonl", "qrels": root / "qrels.tsv"}
+
+
 @pytest.fixture(scope="session")
 def colqwen_dir(tmp_path_factory) -> Path:
     return build_colqwen2_5(tmp_path_factory.mktemp("models") / "tiny-colqwen2.5")
