@@ -22,7 +22,7 @@ What it does:
    tokens/page, peak GPU memory (``torch.cuda.max_memory_allocated``) and the GPU utilisation of the
    encode loop (sampled every 0.2 s with ``torch.cuda.utilization`` when pynvml is there, else
    ``nvidia-smi --query-gpu=utilization.gpu``): a data pipeline that keeps up shows ~100%.
-3. Scores synthetic multi-vectors (unit-norm, bf16) with :func:`vdr.scoring.maxsim` on the device
+3. Scores synthetic multi-vectors (unit-norm, bf16) with :func:`vdr.retrieve.maxsim.maxsim` on the device
    and reports its GFLOP/s (2 x query tokens x page tokens x 128 per second) beside the device's
    measured matmul rates: bf16, fp32 without TF32, TF32, and the TF32 rate of one MaxSim block's own
    GEMM shape ``(query tokens, 128) x (128, block tokens)`` (what ``maxsim`` runs for 16-bit inputs).
@@ -272,7 +272,7 @@ def matmul_tflops(m: int, n: int, k: int, dtype: torch.dtype, device: str, *, tf
 
 
 def compare_colpali(device: str, small: bool, budget: int) -> dict:
-    """vdr's :func:`~vdr.scoring.maxsim` vs colpali-engine's ``score_multi_vector`` (its padded 4-D
+    """vdr's :func:`~vdr.retrieve.maxsim.maxsim` vs colpali-engine's ``score_multi_vector`` (its padded 4-D
     einsum, default batch size 128) on the ViDoRe-V2 shape: bf16 ColQwen2.5 vectors, queries of
     20-40 tokens, pages of 700-800 tokens (ColQwen2.5's 768-visual-token budget with varying page
     aspect), 1,000 queries x 2,000 pages (small: 16 x 64), all already on ``device``. Best of 3 runs
@@ -281,7 +281,7 @@ def compare_colpali(device: str, small: bool, budget: int) -> dict:
         from colpali_engine.utils.processing_utils import BaseVisualRetrieverProcessor
     except Exception as e:  # noqa: BLE001 - reported, not fatal
         return {"error": f"colpali-engine not importable: {type(e).__name__}: {e}"}
-    from vdr.scoring import maxsim
+    from vdr.retrieve.maxsim import maxsim
 
     g = torch.Generator(device=device).manual_seed(1)
     gc = torch.Generator().manual_seed(1)
@@ -309,8 +309,8 @@ def compare_colpali(device: str, small: bool, budget: int) -> dict:
     t_vdr, s_vdr = best(fn_vdr)
     t_ce, s_ce = best(fn_ce)
     sweep = {}
-    if device.startswith("cuda"):  # tile sizes of the fused kernel (vdr.scoring_gpu.CONFIG), same data
-        import vdr.scoring_gpu as G
+    if device.startswith("cuda"):  # tile sizes of the fused kernel (vdr.retrieve.maxsim_gpu.CONFIG), same data
+        import vdr.retrieve.maxsim_gpu as G
 
         default = dict(G.CONFIG)
         for bm, bn, w, st in [(64, 64, 4, 2), (128, 64, 8, 3), (128, 128, 8, 3), (64, 128, 4, 3), (128, 32, 4, 3),
@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> dict:
         torch.cuda.empty_cache()
 
     # 3. MaxSim
-    from vdr.scoring import _MIN_GEMM, _block_tokens, maxsim
+    from vdr.retrieve.maxsim import _MIN_GEMM, _block_tokens, maxsim
 
     nq = args.maxsim_queries or (16 if small else 512)
     npg = args.maxsim_pages or (200 if small else 10_000)

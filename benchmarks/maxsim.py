@@ -1,4 +1,4 @@
-"""MaxSim speed and memory: vdr.scoring against colpali-engine's ``score_multi_vector``, same run.
+"""MaxSim speed and memory: vdr.retrieve.maxsim against colpali-engine's ``score_multi_vector``, same run.
 
 Usage::
 
@@ -7,7 +7,7 @@ Usage::
     python benchmarks/maxsim.py --stream-pages 0   # skip the streaming case
 
 1. In memory, ViDoRe-V2-shaped: 327 queries of 20-30 tokens, 1,538 pages of 600-1,030 tokens,
-   dim 128, L2-normalised float32, CPU. Timed: ``vdr.scoring.maxsim`` and colpali-engine's
+   dim 128, L2-normalised float32, CPU. Timed: ``vdr.retrieve.maxsim.maxsim`` and colpali-engine's
    ``BaseVisualRetrieverProcessor.score_multi_vector`` (default batch size 128) on the same lists;
    the max abs difference of their scores is printed (padding cannot matter here: the pages'
    maxima are positive with random normalised vectors far more often than not, so the scores agree
@@ -17,7 +17,7 @@ Usage::
 2. Streaming: ``--stream-pages`` pages (default 100,000) of ``--stream-tokens`` tokens (default
    256) are written to an on-disk :class:`vdr.encode.store.EmbeddingStore` (float16 safetensors shards),
    then a fresh process scores ``--stream-queries`` queries against the store with
-   :func:`vdr.scoring.maxsim_topk` (k=100) and reports its peak RSS (VmHWM) and pages/s.
+   :func:`vdr.retrieve.maxsim.maxsim_topk` (k=100) and reports its peak RSS (VmHWM) and pages/s.
 3. Long tail (issue 17): one page of 8,192 tokens among 1,999 pages of 40 tokens (dim 128, float32,
    45 MB of page vectors) scored by ``--longtail-queries`` queries of 20-30 tokens with
    ``budget_bytes`` = ``--longtail-budget-mib`` (default: the library default) in a fresh process;
@@ -48,7 +48,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vdr.scoring import _MIN_GEMM, DEFAULT_BUDGET_BYTES, _block_tokens, maxsim, maxsim_topk  # noqa: E402
+from vdr.retrieve.maxsim import _MIN_GEMM, DEFAULT_BUDGET_BYTES, _block_tokens, maxsim, maxsim_topk  # noqa: E402
 
 
 def workload(n_q, q_tok, n_p, p_tok, dim=128, seed=0):

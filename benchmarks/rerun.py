@@ -89,7 +89,7 @@ def evaluate(corpus: Path, out: Path, variants: list[str], importtime: bool = Fa
 def in_process(corpus: Path, tmp: Path) -> tuple[float, float, int]:
     """The two runs through ``vdr.evaluate`` in this process, with a fresh cache folder."""
     sys.path.insert(0, str(ROOT))
-    from vdr.experiment import evaluate as run
+    from vdr.experiment.evaluation import evaluate as run
 
     kw = dict(queries=SAMPLE / "queries.jsonl", qrels=SAMPLE / "qrels.tsv", backends="lexical,semantic,hybrid",
               progress=False, cache_dir=tmp / "cache-inprocess")

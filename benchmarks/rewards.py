@@ -1,4 +1,4 @@
-"""Speed of rewards through vdr.rewards and through ``vdr serve`` (lexical backend by default).
+"""Speed of rewards through vdr.rewards.rewarder and through ``vdr serve`` (lexical backend by default).
 
 Run it directly (needs the ``serve`` extra: fastapi, uvicorn, httpx; and psutil)::
 
@@ -93,7 +93,7 @@ def make_rewrites(n: int, gold: dict, vocab: np.ndarray, rng) -> tuple[list[str]
 
 
 def bench_rewarder(backend, qrels, gold, vocab, batches: int, seed: int) -> dict:
-    from vdr.rewards import Rewarder
+    from vdr.rewards.rewarder import Rewarder
 
     rng = np.random.default_rng(seed + 1)
     rw = Rewarder(backend, qrels, cache_size=0)
@@ -141,7 +141,7 @@ def build_tiny_st(folder: Path, vocab: np.ndarray, *, dim: int = 64, layers: int
 
 def bench_dense(texts: dict, qrels: dict, gold, vocab, n_passages: int, batches: int, seed: int, work: Path) -> dict:
     """``dense_rewards_per_s`` over the first ``n_passages`` passages (qrels restricted to them)."""
-    from vdr.rewards import build_backend
+    from vdr.rewards.rewarder import build_backend
 
     keep = dict(list(texts.items())[:n_passages])
     model = build_tiny_st(work / "tiny-st", vocab)
@@ -159,7 +159,7 @@ def bench_multimodal(n_pages: int, batches: int, seed: int, work: Path) -> dict:
     from tiny_models import build_colqwen2_5, make_corpus
 
     from vdr.corpus import Corpus
-    from vdr.rewards import Rewarder, build_backend
+    from vdr.rewards.rewarder import Rewarder, build_backend
 
     rng = np.random.default_rng(seed + 3)
     sizes = [(int(w), int(h)) for w, h in rng.integers(56, 113, size=(n_pages, 2))]
@@ -190,8 +190,8 @@ def bench_multimodal(n_pages: int, batches: int, seed: int, work: Path) -> dict:
 def _serve(backend, qrels, port: int, cache_size: int) -> None:  # runs in the forked server process
     import uvicorn
 
-    from vdr.rewards import Rewarder
-    from vdr.serve import create_app
+    from vdr.rewards.rewarder import Rewarder
+    from vdr.rewards.serve import create_app
 
     app = create_app(Rewarder(backend, qrels, cache_size=cache_size))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error")
@@ -311,7 +311,7 @@ def main() -> None:
     if args.quick:
         args.passages, args.clients, args.duration, args.batches, args.latency_requests = 5_000, 8, 5.0, 2, 10
         args.dense_passages, args.multimodal_pages = 2_000, 16
-    from vdr.rewards import build_backend
+    from vdr.rewards.rewarder import build_backend
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

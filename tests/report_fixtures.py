@@ -32,7 +32,7 @@ def lexical_results(sample_corpus, tmp_path_factory) -> Path:
     """A results folder with only the lexical backend and two rewrite variants: ``conversational``
     and ``evil`` (the keyword rewrites, except q01's, which is a ``<script>`` tag with an HTML
     history turn: BM25 finds nothing for it, so q01 drops from nDCG@3 1.0 to 0.0)."""
-    from vdr.experiment import evaluate
+    from vdr.experiment.evaluation import evaluate
 
     d = tmp_path_factory.mktemp("report-lexical")
     lines = []

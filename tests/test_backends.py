@@ -15,7 +15,7 @@ import pytest
 
 import vdr
 from vdr.errors import InputError, VdrWarning
-from vdr.experiment import evaluate
+from vdr.experiment.evaluation import evaluate
 from vdr.retrieve import base
 from vdr.retrieve.base import Backend, BackendUnavailable, BuildContext
 from vdr.retrieve.hybrid import HybridBackend
@@ -279,7 +279,7 @@ def test_register_backend_refuses_taken_names():
 
 
 def test_timing_per_stage_profile_and_duplicate_texts(data, tmp_path, capsys):
-    from vdr.cli import main
+    from vdr.cli.commands import main
 
     out = tmp_path / "r"
     rc = main(["evaluate", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),
@@ -340,7 +340,7 @@ def test_no_import_cycle_through_experiment_retrieve_or_mteb():
     def reaches(src, dst, seen=()):
         return any(d == dst or (d not in seen and reaches(d, dst, (*seen, d))) for d in graph[src])
 
-    mine = ["vdr.experiment", "vdr.inputs", "vdr.integrations.mteb"] + [m for m in graph if m.startswith("vdr.retrieve.")]
+    mine = ["vdr.experiment.evaluation", "vdr.experiment.inputs", "vdr.integrations.mteb"] + [m for m in graph if m.startswith("vdr.retrieve.")]
     assert [m for m in mine if reaches(m, m)] == []
 
 

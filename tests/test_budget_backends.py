@@ -96,8 +96,8 @@ def test_registry_option_and_bad_value():
 
 
 def test_builtin_concat_variant_uses_the_shared_budget():
-    from vdr.convert import ConcatSpec, concat_text
-    from vdr.inputs import CONCAT, build_variants, concat_variant
+    from vdr.ingest.convert import ConcatSpec, concat_text
+    from vdr.experiment.inputs import CONCAT, build_variants, concat_variant
     from vdr.types import Query, QuerySet
 
     history = (" ".join(f"old{i}" for i in range(400)), " ".join(f"new{i}" for i in range(200)))

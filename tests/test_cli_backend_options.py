@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-import vdr.experiment
-from vdr.cli import main
+import vdr.experiment.evaluation
+from vdr.cli.commands import main
 from vdr.retrieve.budget import budget_config
 
 from test_convert import COLLECTION, DATASET, GOLD
@@ -22,7 +22,7 @@ def _capture(monkeypatch) -> dict:
         seen.update(kw, corpus_dir=corpus_dir)
         return None
 
-    monkeypatch.setattr(vdr.experiment, "evaluate", fake)
+    monkeypatch.setattr(vdr.experiment.evaluation, "evaluate", fake)
     return seen
 
 
@@ -46,7 +46,7 @@ def test_backend_options_reach_the_api(tmp_path, monkeypatch, capsys):
 def test_defaults_are_the_api_defaults(tmp_path, monkeypatch):
     import inspect
 
-    defaults = {n: p.default for n, p in inspect.signature(vdr.experiment.evaluate).parameters.items()}
+    defaults = {n: p.default for n, p in inspect.signature(vdr.experiment.evaluation.evaluate).parameters.items()}
     seen = _capture(monkeypatch)
     assert main(["evaluate", str(tmp_path), "-o", str(tmp_path / "r"), "-q"]) == 0
     assert seen["backend_options"] is None is defaults["backend_options"]
@@ -137,11 +137,11 @@ def test_topiocqa_end_to_end_through_the_cli(converted, tmp_path, capsys):
 def test_serve_backend_options_reach_the_backend(tmp_path, monkeypatch, capsys):
     """``vdr serve --backend-option``: parsed as for evaluate, handed to build_backend, which builds
     the lexical backend with them (the Rewarder's own word budget stays: max_query_tokens None)."""
-    import vdr.serve
-    from vdr.rewards import build_backend
+    import vdr.rewards.serve
+    from vdr.rewards.rewarder import build_backend
 
     seen: dict = {}
-    monkeypatch.setattr(vdr.serve, "serve", lambda corpus_dir, **kw: seen.update(kw))
+    monkeypatch.setattr(vdr.rewards.serve, "serve", lambda corpus_dir, **kw: seen.update(kw))
     rc = main(["serve", str(tmp_path), "--qrels", str(tmp_path / "q.tsv"), "--backend", "hybrid",
                "--backend-option", "lexical.k1=0.9", "--backend-option", "lexical.analyzer=lucene",
                "--backend-option", "hybrid.rrf_k=10", "-q"])

@@ -15,11 +15,11 @@ import pytest
 import typer.main
 
 import vdr
-import vdr.experiment
+import vdr.experiment.evaluation
 from vdr import _cli_common as common
-from vdr.cli import app, main
+from vdr.cli.commands import app, main
 
-_API_EVALUATE = vdr.experiment.evaluate  # before any test replaces it
+_API_EVALUATE = vdr.experiment.evaluation.evaluate  # before any test replaces it
 
 TEXTS = [
     "Annual report: company revenue grew 12 percent, driven by cloud services.",
@@ -120,7 +120,7 @@ def _capture_evaluate(monkeypatch) -> dict:
         logging.getLogger("mteb").info("mteb info line")
         return None  # as on a torchrun rank other than 0: nothing printed
 
-    monkeypatch.setattr(vdr.experiment, "evaluate", fake)
+    monkeypatch.setattr(vdr.experiment.evaluation, "evaluate", fake)
     return seen
 
 
@@ -187,7 +187,7 @@ def test_output_settings_are_restored(capsys):
 
 
 def test_quiet_option_on_a_command_registered_late(capsys):
-    """A command added after vdr.cli was imported (another module, a plugin) gets the common options too."""
+    """A command added after vdr.cli.commands was imported (another module, a plugin) gets the common options too."""
     @app.command("zz-probe")
     def probe(flag: bool = typer.Option(False, "--flag/--no-flag", help="A flag.")) -> None:
         typer.echo(f"flag={flag} tqdm={os.environ.get('TQDM_DISABLE')}")
@@ -248,7 +248,7 @@ def test_timing_json_every_stage_and_semantic_progress(data, tmp_path, monkeypat
 
     monkeypatch.setattr(vdr.progress, "progress_bar", contextmanager(recording_bar))
     out = tmp_path / "r"
-    vdr.experiment.evaluate(data["corpus"], queries=data["queries"], qrels=data["qrels"], rewrites={"kw": data["kw"]}, out=out,
+    vdr.experiment.evaluation.evaluate(data["corpus"], queries=data["queries"], qrels=data["qrels"], rewrites={"kw": data["kw"]}, out=out,
                             backends="lexical,semantic,hybrid", cache_dir=False, n_permutations=100, n_bootstrap=100, device="cpu")
     t = json.loads((out / "timing.json").read_text())
     assert set(t) == {"load", "build", "index", "search", "metrics", "statistics", "results", "write", "total"}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from vdr.compare import (
+from vdr.stats import (
     Comparison,
     bootstrap_ci,
     compare,

@@ -18,7 +18,7 @@ import pytest
 import vdr
 from cli_helpers import cli
 from shared_data import REPO_ROOT
-from vdr.compare import compare_variants, holm  # the module's names keep working
+from vdr.stats import compare_variants, holm  # the module's names keep working
 from vdr.results import Results
 
 QRELS = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\nq2 0 d4 1\nq3 0 d5 1\nq4 0 d6 1\n"
@@ -137,11 +137,11 @@ def test_report_works_on_compare_results(files, tmp_path, capsys):
 
 
 def test_vdr_compare_is_callable_and_the_module_still_imports():
-    import vdr.compare_runs
+    import vdr.experiment.compare_runs
 
-    assert vdr.compare is vdr.compare_runs.compare_runs and callable(vdr.compare)
+    assert vdr.compare is vdr.experiment.compare_runs.compare_runs and callable(vdr.compare)
     assert type(sys.modules["vdr.compare"]).__name__ == "module" and sys.modules["vdr.compare"].compare_variants is compare_variants
-    code = ("import sys, types; from vdr.compare import compare_variants, Comparison; import vdr.compare; import vdr; "
+    code = ("import sys, types; from vdr.stats import compare_variants, Comparison; import vdr.stats; import vdr; "
             "from vdr import compare; assert compare is vdr.compare and isinstance(compare, types.FunctionType); "
             "assert compare.__name__ == 'compare_runs'; assert isinstance(sys.modules['vdr.compare'], types.ModuleType); "
             "assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules; print('ok')")

@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from vdr.convert import EMPTY_ANSWER, ConcatSpec, concat_query, concat_text, convert_beir, convert_msmarco, convert_qrecc, convert_topiocqa
+from vdr.ingest.convert import EMPTY_ANSWER, ConcatSpec, concat_query, concat_text, convert_beir, convert_msmarco, convert_qrecc, convert_topiocqa
 from vdr.corpus import load_corpus
 from vdr.errors import InputError, VdrWarning
 from vdr.io.formats import load_qrels, load_queries, load_rewrites, load_run
@@ -185,7 +185,7 @@ def test_beir(tmp_path):
 def test_cli_convert_topiocqa(tmp_path):
     from typer.testing import CliRunner
 
-    from vdr.cli import app
+    from vdr.cli.commands import app
 
     (tmp_path / "w.tsv").write_text(COLLECTION, encoding="utf-8")
     (tmp_path / "d.json").write_text(json.dumps(DATASET), encoding="utf-8")
@@ -257,7 +257,7 @@ def _check_against_pytrec(res, qrels: dict, out):
 
 
 def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_path):
-    from vdr.experiment import evaluate
+    from vdr.experiment.evaluation import evaluate
 
     out, report = topiocqa
     res_dir = tmp_path / "res"
@@ -300,7 +300,7 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
 
 
 def test_evaluate_drop_missing_judged_is_labelled(topiocqa, tmp_path):
-    from vdr.experiment import evaluate
+    from vdr.experiment.evaluation import evaluate
 
     out, _ = topiocqa
     with warnings.catch_warnings():
@@ -328,7 +328,7 @@ def test_multimodal_refuses_a_passage_corpus(topiocqa):
 def test_cli_evaluate_on_passages_with_drop_flag(topiocqa, tmp_path):
     from typer.testing import CliRunner
 
-    from vdr.cli import app
+    from vdr.cli.commands import app
 
     out, _ = topiocqa
     r = CliRunner().invoke(app, ["evaluate", str(out), "--backend", "lexical", "--k", "3,10", "--depth", "10", "-q",
@@ -352,8 +352,8 @@ def test_vdr_compare_on_passage_runs(topiocqa, tmp_path):
     """Runs over a passage corpus go through `vdr compare` like page runs (qrels and runs only)."""
     from typer.testing import CliRunner
 
-    from vdr.cli import app
-    from vdr.experiment import evaluate
+    from vdr.cli.commands import app
+    from vdr.experiment.evaluation import evaluate
 
     out, report = topiocqa
     with warnings.catch_warnings():

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from vdr import distributed as D
-from vdr.scoring import SubsetSource, TopK, maxsim_topk, merge_topk
+from vdr.retrieve.maxsim import SubsetSource, TopK, maxsim_topk, merge_topk
 from vdr.encode.store import JOURNAL_FILE, SHARDS_DIR, EmbeddingStore
 
 from tiny_models import make_corpus  # noqa: F401  (session fixture)
@@ -204,7 +204,7 @@ _KILL_RANK1 = textwrap.dedent("""
     from vdr.encode.store import EmbeddingStore
     if os.environ.get("RANK") == "1":
         EmbeddingStore._after_commit_hook = lambda self, name: os.kill(os.getpid(), signal.SIGKILL)
-    from vdr.cli import main
+    from vdr.cli.commands import main
     sys.exit(main())
 """)
 
@@ -319,7 +319,7 @@ def test_torchrun_evaluate_results_byte_identical(tmp_path, colqwen_dir):  # noq
 # --------------------------------------------------------------------------- streaming, bounded RSS
 _RSS_CHILD = textwrap.dedent("""
     import sys, torch
-    from vdr.scoring import maxsim_topk
+    from vdr.retrieve.maxsim import maxsim_topk
     from vdr.encode.store import EmbeddingStore
     st = EmbeddingStore.open(sys.argv[1])
     g = torch.Generator().manual_seed(0)

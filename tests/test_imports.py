@@ -176,7 +176,7 @@ def test_cycle_finder_sees_a_cycle():
 def test_import_graph_reads_relative_and_lazy_imports():
     eager, lazy = import_graph(lazy=False), import_graph(lazy=True)
     assert "vdr.errors" in eager["vdr.corpus"]  # from .errors import InputError
-    assert "vdr.io.formats" in eager["vdr.inputs"]  # from .io.formats import ...
+    assert "vdr.io.formats" in eager["vdr.experiment.inputs"]  # from .io.formats import ...
     assert eager["vdr.corpus"] <= lazy["vdr.corpus"]
     assert any(lazy[m] - eager[m] for m in eager)  # function-level imports exist and are seen
 

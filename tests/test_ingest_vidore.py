@@ -159,7 +159,7 @@ def test_page_the_processor_would_reject_is_skipped_not_fatal(tmp_path):
     # the run goes on; their judgments stay in the qrels (relevant but unretrievable, item 1)
     from PIL import Image
 
-    from vdr.experiment import check_inputs
+    from vdr.experiment.evaluation import check_inputs
 
     images = {
         "ok": Image.new("RGB", (60, 80), "white"),

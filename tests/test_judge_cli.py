@@ -9,10 +9,10 @@ from PIL import Image
 
 from cli_helpers import lock_held_elsewhere, snapshot
 from judge_sim import SimJudge
-from vdr.cli import main
+from vdr.cli.commands import main
 from vdr.corpus import Page, write_pages
 from vdr.judge import judge
-from vdr.experiment import evaluate
+from vdr.experiment.evaluation import evaluate
 
 TOPICS = ["solar panels efficiency", "river flood levels", "bank interest rates", "wheat harvest yield"]
 SECRET = "sk-test-SECRET-0123456789"

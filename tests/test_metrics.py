@@ -294,10 +294,10 @@ def test_parse_cutoffs_is_the_one_parser():
     # vdr evaluate and vdr judge use it (no private copies)
     import inspect
 
-    import vdr.experiment
+    import vdr.experiment.evaluation
     import vdr.judge
 
-    assert "parse_cutoffs(k)" in inspect.getsource(vdr.experiment._plan)
+    assert "parse_cutoffs(k)" in inspect.getsource(vdr.experiment.evaluation._plan)
     assert "parse_cutoffs(k, single=True)" in inspect.getsource(sys.modules["vdr.judge"].judge)
     with pytest.raises(InputError, match="one cutoff"):
         sys.modules["vdr.judge"].judge("/nonexistent", k=[3, 5])

@@ -175,7 +175,7 @@ def test_model_meta_and_vidore_benchmark_accepts_it(model, colqwen_dir):  # noqa
 def test_similarity_is_maxsim_over_real_tokens(model):
     import torch
 
-    from vdr.scoring import maxsim
+    from vdr.retrieve.maxsim import maxsim
 
     g = torch.Generator().manual_seed(0)
     q = [torch.nn.functional.normalize(torch.randn(n, 8, generator=g), dim=-1) for n in (3, 5)]
@@ -257,7 +257,7 @@ def test_missing_queries_policy_is_explicit(data, tasks, mteb_run):
 
 def test_mteb_scores_are_vdr_encoder_scores(data, model, mteb_run):
     """The run MTEB produced holds the MaxSim scores of vdr's own encoder (same template, same vectors)."""
-    from vdr.scoring import maxsim
+    from vdr.retrieve.maxsim import maxsim
 
     results, pred_dir = mteb_run
     pred = json.loads((pred_dir / "VdrTinyDocs_predictions.json").read_text())["default"]["test"]
@@ -276,7 +276,7 @@ def test_mteb_scores_are_vdr_encoder_scores(data, model, mteb_run):
 
 
 def test_cli_mteb_task_writes_a_registering_module(data, tmp_path, capsys):
-    from vdr.cli import main
+    from vdr.cli.commands import main
 
     mod = tmp_path / "tiny_tasks.py"
     rc = main(["mteb-task", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),
@@ -299,8 +299,8 @@ def test_cli_mteb_task_writes_a_registering_module(data, tmp_path, capsys):
 def test_evaluate_engine_mteb_stores_task_results(data, colqwen_dir, tmp_path):  # noqa: F811
     from mteb.results import TaskResult
 
-    from vdr.cli import main
-    from vdr.experiment import evaluate
+    from vdr.cli.commands import main
+    from vdr.experiment.evaluation import evaluate
 
     out = tmp_path / "res"
     rc = main(["evaluate", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),

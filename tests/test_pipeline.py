@@ -12,7 +12,7 @@ import pytest
 import vdr
 from report_fixtures import SAMPLE
 from vdr.errors import AlignmentError, InputError
-from vdr.experiment import evaluate
+from vdr.experiment.evaluation import evaluate
 
 PDFS = ["state-crime-brief.pdf", "environment-factbook.pdf"]
 N_PAGES = 15  # 5 + 10
@@ -177,7 +177,7 @@ def test_vidore_dataset_on_the_fly(tmp_path):
 def test_evaluate_options_object_and_keywords(corpus, tmp_path):
     """``options=EvaluateOptions(...)`` with keyword overrides writes the same results.json as the
     same options as keywords; an unknown keyword is refused by name before any work."""
-    from vdr.experiment import EvaluateOptions
+    from vdr.experiment.evaluation import EvaluateOptions
 
     cdir, qdir = corpus
     common = dict(queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", rewrites={"kw": qdir / "kw.jsonl"},

@@ -12,7 +12,7 @@ import pytest
 
 from test_backends import data  # noqa: F401  (fixture: a 6-page corpus, queries, qrels)
 from vdr.errors import InputError
-from vdr.experiment import evaluate
+from vdr.experiment.evaluation import evaluate
 from vdr.metrics import evaluate_run
 from vdr.metrics.registry import METRICS, describe_metrics, metric_label, parse_metric
 from vdr.results import Results
@@ -96,7 +96,7 @@ def test_evaluate_with_the_convsearch_protocol(data, tmp_path):  # noqa: F811
 
 
 def test_cli_protocol_option(data, tmp_path, capsys):  # noqa: F811
-    from vdr.cli import main
+    from vdr.cli.commands import main
 
     rc = main(["evaluate", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),
                "--backend", "lexical", "--out", str(tmp_path / "c"), "--quiet", "--protocol", "convsearch"])

@@ -18,7 +18,7 @@ NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
 @pytest.fixture(scope="module")
 def sample_results(sample_corpus, tmp_path_factory):
     """The sample evaluated with the lexical and semantic backends (and their hybrid)."""
-    from vdr.experiment import evaluate
+    from vdr.experiment.evaluation import evaluate
 
     out = tmp_path_factory.mktemp("nb-results") / "results"
     evaluate(sample_corpus, queries=SAMPLE / "queries.jsonl", qrels=SAMPLE / "qrels.tsv",

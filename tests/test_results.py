@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import vdr
-from vdr.compare import compare, compare_variants, holm
+from vdr.stats import compare, compare_variants, holm
 from vdr.errors import InputError
 from vdr.metrics import evaluate_run
 from vdr.results import PER_QUERY_COLUMNS, SCHEMA_VERSION, Results, RunResult

@@ -1,4 +1,4 @@
-"""vdr.rewards: rewards are evaluate_run's per-query values; rank incentive; extraction; adapters."""
+"""vdr.rewards.rewarder: rewards are evaluate_run's per-query values; rank incentive; extraction; adapters."""
 
 import json
 import math
@@ -10,7 +10,7 @@ from rewards_fixtures import make_passages, write_corpus
 from vdr.errors import InputError
 from vdr.metrics import evaluate_run
 from vdr.retrieve.lexical import BM25Backend
-from vdr.rewards import (
+from vdr.rewards.rewarder import (
     CompletionReward,
     Extractor,
     RankIncentive,
@@ -380,11 +380,11 @@ def test_dense_and_hybrid_rewards_equal_evaluate_run(world, name):
 
 
 def test_multimodal_rewards_equal_evaluate_run(colqwen_dir, tmp_path):
-    """The multimodal backend (tiny ColQwen2.5) through vdr.rewards: per position, the value of
+    """The multimodal backend (tiny ColQwen2.5) through vdr.rewards.rewarder: per position, the value of
     evaluate_run on that rewrite's own search; the backend's query-vector memo stays bounded."""
     from tiny_models import make_corpus
 
-    import vdr.rewards as R
+    import vdr.rewards.rewarder as R
     from vdr.corpus import Corpus
     from vdr.types import QuerySet
 

@@ -3,7 +3,7 @@
 import pytest
 
 from rewards_fixtures import build_tiny_causal_lm, make_passages
-from vdr.rewards import CompletionReward, Rewarder, build_backend
+from vdr.rewards.rewarder import CompletionReward, Rewarder, build_backend
 
 trl = pytest.importorskip("trl", reason="TRL is not installed (pip install 'vdr[test]')")
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import vdr
 from cli_helpers import cli, lock_held_elsewhere, snapshot
 from rewards_fixtures import make_passages, write_corpus
-from vdr.cli import app
+from vdr.cli.commands import app
 from vdr.io.outdir import LOCK_FILE, ResultsFolder
 
 FAST = ["--backend", "lexical", "-q", "--no-cache"]
@@ -38,7 +38,7 @@ def ext_run(tmp_path_factory) -> Path:
 
 def no_work(monkeypatch):
     """Make any evaluation work fail loudly: the checks must come first."""
-    import vdr.experiment as E
+    import vdr.experiment.evaluation as E
 
     def boom(*a, **k):
         raise AssertionError("work started before the results folder was checked")
@@ -155,7 +155,7 @@ def test_folder_with_other_files_refused_unless_overwrite(corpus, tmp_path, caps
 
 @pytest.mark.parametrize("where", ["statistics", "save"])
 def test_interrupt_leaves_the_folder_unchanged_exit_130(corpus, ext_run, tmp_path, capsys, monkeypatch, where):
-    import vdr.experiment as E
+    import vdr.experiment.evaluation as E
     from vdr.results import Results
 
     out = tmp_path / "res"

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from vdr.errors import InputError
-import vdr.scoring as scoring
-from vdr.scoring import _MIN_GEMM, PageSource, _block_cost, _plan_blocks, maxsim, maxsim_topk
+import vdr.retrieve.maxsim as scoring
+from vdr.retrieve.maxsim import _MIN_GEMM, PageSource, _block_cost, _plan_blocks, maxsim, maxsim_topk
 
 
 def rand(n_tokens, dim=16, seed=0, normalize=True):

@@ -1,4 +1,4 @@
-"""The fused MaxSim kernel of vdr.scoring_gpu, run by Triton's CPU interpreter (no GPU here).
+"""The fused MaxSim kernel of vdr.retrieve.maxsim_gpu, run by Triton's CPU interpreter (no GPU here).
 
 On CUDA the same kernel is compiled; benchmarks/gpu_check.py compares it on the device with the
 reference path (float32 similarity matrix) and with colpali-engine. Here the interpreter checks the
@@ -27,7 +27,7 @@ def _patched(tensor):
     tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
 interp._patch_lang_tensor = _patched
 import os, torch
-import vdr.scoring_gpu as G
+import vdr.retrieve.maxsim_gpu as G
 from vdr import scoring
 
 def unit(n, g):

@@ -16,8 +16,8 @@ httpx = pytest.importorskip("httpx")
 
 from rewards_fixtures import free_port, make_passages, running, write_corpus  # noqa: E402
 from vdr.retrieve.lexical import BM25Backend  # noqa: E402
-from vdr.rewards import build_backend, CompletionReward, RemoteScorer, Rewarder, RewardError, UnknownQueryError  # noqa: E402
-from vdr.serve import ServeLimits, create_app  # noqa: E402
+from vdr.rewards.rewarder import build_backend, CompletionReward, RemoteScorer, Rewarder, RewardError, UnknownQueryError  # noqa: E402
+from vdr.rewards.serve import ServeLimits, create_app  # noqa: E402
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

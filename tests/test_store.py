@@ -328,7 +328,7 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, colqwen_dir, colqwen, m
 
 def test_store_is_a_maxsim_page_source(tmp_path):
     """The lead's MaxSim reads the store block by block: same scores as from the tensors."""
-    from vdr.scoring import PageSource, maxsim
+    from vdr.retrieve.maxsim import PageSource, maxsim
 
     st, vecs = _fake(tmp_path, [3, 5, 1, 7, 2, 9, 4])
     assert isinstance(st, PageSource)

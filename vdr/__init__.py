@@ -16,13 +16,59 @@ from .ingest import IngestReport, VidoreReport, ingest, ingest_passages, ingest_
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
 from .encode.store import EmbeddingStore
 from .types import Qrels, Query, QuerySet, Run
-from . import compare, judge, report  # two light packages and the statistics module, see below
+import importlib as _importlib
+import importlib.abc as _importlib_abc
+import importlib.util as _importlib_util
+import sys as _sys
+import types as _types
+import warnings as _warnings
+
+#: Module paths of 0.1 that moved in 0.2 -> where they live now. ``import vdr.scoring`` and the like
+#: keep working for one release (a DeprecationWarning names the new path); ``vdr.compare`` is the
+#: verb, and its old module path (the statistics, now :mod:`vdr.stats`) is read without a warning.
+MOVED_MODULES = {
+    "vdr.compare": "vdr.stats",
+    "vdr.scoring": "vdr.retrieve.maxsim",
+    "vdr.scoring_gpu": "vdr.retrieve.maxsim_gpu",
+    "vdr.inputs": "vdr.experiment.inputs",
+    "vdr.compare_runs": "vdr.experiment.compare_runs",
+    "vdr.convert": "vdr.ingest.convert",
+    "vdr.serve": "vdr.rewards.serve",
+}
+
+
+class _MovedModuleFinder(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
+    """Answers only for the names of :data:`MOVED_MODULES`: the old name becomes a module holding
+    the new module's public and private names (a read-only view: patch the new module instead)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in MOVED_MODULES:
+            return _importlib_util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        new = MOVED_MODULES[module.__name__]
+        if module.__name__ != "vdr.compare":
+            _warnings.warn(f"{module.__name__} moved to {new}; the old path goes in the next release",
+                           DeprecationWarning, stacklevel=3)
+        target = _importlib.import_module(new)
+        module.__dict__.update({k: v for k, v in vars(target).items()
+                                if k not in ("__name__", "__spec__", "__loader__", "__package__", "__path__")})
+
+
+if not any(isinstance(f, _MovedModuleFinder) for f in _sys.meta_path):
+    _sys.meta_path.append(_MovedModuleFinder())
+
+from . import compare, judge, report  # two light packages and the statistics module's old path
 
 # Importing a submodule binds it as an attribute of its parent: ``vdr.report`` would be the
 # package. The verbs ``vdr.report``, ``vdr.judge`` and ``vdr.compare`` share those names, so the
 # modules (light: no model library) are imported here, once, and their attributes dropped: the names
 # then resolve through __getattr__ below to the functions, also after ``import vdr.report.render``
-# or ``from vdr.compare import compare_variants`` (which keep reading the modules).
+# or ``from vdr.compare import compare_variants`` (which keep reading the statistics, vdr.stats).
 del compare, judge, report
 
 __version__ = "0.1.0"
@@ -32,7 +78,7 @@ _LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder
 
 def __getattr__(name: str):
     """``vdr.evaluate`` (the main job; its options: ``vdr.EvaluateOptions``), ``vdr.compare`` (runs of several systems against a baseline run,
-    :func:`vdr.compare_runs.compare_runs`; the statistics stay in the module ``vdr.compare``), ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`),
+    :func:`vdr.experiment.compare_runs.compare_runs`; the statistics are in :mod:`vdr.stats`), ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`),
     ``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
     that ``import vdr`` does not import torch; ``vdr.report`` (:func:`vdr.report.render.report`,
     writes a report) and ``vdr.Results`` (:class:`vdr.results.Results`; ``vdr.Results.load(dir)``
@@ -46,15 +92,15 @@ def __getattr__(name: str):
 
         return Results
     if name == "compare":
-        from .compare_runs import compare_runs
+        from .experiment.compare_runs import compare_runs
 
         return compare_runs
     if name == "evaluate":
-        from .experiment import evaluate
+        from .experiment.evaluation import evaluate
 
         return evaluate
     if name == "EvaluateOptions":
-        from .experiment import EvaluateOptions
+        from .experiment.evaluation import EvaluateOptions
 
         return EvaluateOptions
     if name == "judge":

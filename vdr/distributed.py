@@ -231,19 +231,19 @@ def device_for_rank(device: str | None) -> str | None:
 
 
 def sharded_maxsim_topk(queries, source, k: int, *, device=None, budget_bytes: int | None = None, dst: int = 0):
-    """:func:`vdr.scoring.maxsim_topk` with the pages partitioned across ranks.
+    """:func:`vdr.retrieve.maxsim.maxsim_topk` with the pages partitioned across ranks.
 
     Every rank calls it with the same queries and source. Rank ``r`` scores its contiguous part of
     ``source.ids()`` (:func:`shard`, store order, so each rank reads its own region of the shards),
-    keeps its own top ``k``, and rank ``dst`` merges them with :func:`vdr.scoring.merge_topk` (score
+    keeps its own top ``k``, and rank ``dst`` merges them with :func:`vdr.retrieve.maxsim.merge_topk` (score
     descending, then page id descending): exactly the single-process top-k when the scores agree,
     which they do bit for bit on the CPU.
 
     Returns:
-        :class:`~vdr.scoring.TopK` (indices are positions in ``source.ids()``) on rank ``dst``, ``None``
+        :class:`~vdr.retrieve.maxsim.TopK` (indices are positions in ``source.ids()``) on rank ``dst``, ``None``
         on the others; in a single process, ``maxsim_topk(queries, source, k)``.
     """
-    from .scoring import DEFAULT_BUDGET_BYTES, SubsetSource, TopK, maxsim_topk, merge_topk
+    from .retrieve.maxsim import DEFAULT_BUDGET_BYTES, SubsetSource, TopK, maxsim_topk, merge_topk
 
     budget = DEFAULT_BUDGET_BYTES if budget_bytes is None else budget_bytes
     if not is_distributed():

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .compare import Comparison, compare_variants, describe_test
-from .inputs import duplicate_texts
+from .stats import Comparison, compare_variants, describe_test
+from .experiment.inputs import duplicate_texts
 from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
@@ -778,7 +778,7 @@ def _metrics_from_doc(r: dict) -> MetricsResult:
 
 
 def _comparison_from_doc(c: dict, path: Path) -> Comparison:
-    """A :class:`~vdr.compare.Comparison` from its ``to_dict`` form (``null`` p-values -> NaN)."""
+    """A :class:`~vdr.stats.Comparison` from its ``to_dict`` form (``null`` p-values -> NaN)."""
     try:
         test = c.get("test") or {}
         num = lambda x: math.nan if x is None else float(x)  # noqa: E731

@@ -420,7 +420,7 @@ class EmbeddingStore:
         return self.meta["encoder_fingerprint"]
 
     def lengths(self) -> list[int]:
-        """Tokens per page, aligned with :meth:`ids` (the :class:`vdr.scoring.PageSource` contract)."""
+        """Tokens per page, aligned with :meth:`ids` (the :class:`vdr.retrieve.maxsim.PageSource` contract)."""
         return [e.length for e in self._entries.values()]
 
     def length(self, page_id: str) -> int:

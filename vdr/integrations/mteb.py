@@ -21,7 +21,7 @@ Three pieces, each usable alone:
   conventions: ``encode`` returns zero-padded ``float32`` multi-vectors ``(n, tokens, dim)``,
   ``similarity`` is MaxSim, the :class:`~mteb.models.ModelMeta` says ``model_type
   ["late-interaction"]``, ``similarity_fn_name "MaxSim"``, ``modalities ["text", "image"]``. Unlike
-  the MTEB wrapper, MaxSim ignores the padding rows (vdr's :func:`vdr.scoring.maxsim` on the real
+  the MTEB wrapper, MaxSim ignores the padding rows (vdr's :func:`vdr.retrieve.maxsim.maxsim` on the real
   tokens), so a zero padding vector never wins a max over negative similarities. The query template
   is vdr's explicit one (``"Query: "`` + text + 10 augmentation tokens, as MTEB's wrappers).
 
@@ -347,7 +347,7 @@ def make_tasks(
         InputError: bad names or main score, malformed or misaligned files, qrels queries without
             text, qrels pages that are not in the corpus.
     """
-    from ..inputs import check_inputs
+    from ..experiment.inputs import check_inputs
 
     _check_name(name, "task name")
     corpus = corpus_dir if isinstance(corpus_dir, Corpus) else Corpus.load(corpus_dir)
@@ -607,7 +607,7 @@ class VdrColPaliModel(AbsEncoder):
     def similarity(self, embeddings1, embeddings2):
         """MaxSim of every query (``embeddings1``) against every page (``embeddings2``), float32,
         shape ``(n1, n2)``; all-zero rows (the padding :meth:`encode` added) are left out."""
-        from ..scoring import maxsim
+        from ..retrieve.maxsim import maxsim
 
         dev = self.device if str(self.device).startswith("cuda") else None
         return maxsim(_unpad(embeddings1), _unpad(embeddings2), device=dev)
@@ -616,7 +616,7 @@ class VdrColPaliModel(AbsEncoder):
         """MaxSim of each pair ``(embeddings1[i], embeddings2[i])``, float32, shape ``(n,)``."""
         import torch
 
-        from ..scoring import maxsim
+        from ..retrieve.maxsim import maxsim
 
         a, b = _unpad(embeddings1), _unpad(embeddings2)
         if len(a) != len(b):

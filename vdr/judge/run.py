@@ -1,7 +1,7 @@
 """The ``vdr judge`` verb: RCP-nDCG@k for every run of a results folder (see :mod:`vdr.judge`).
 
 The results are read only through :meth:`vdr.results.Results.load`; the comparisons use the one
-comparison loop of vdr (:func:`vdr.compare.compare_variants`); the table is one
+comparison loop of vdr (:func:`vdr.stats.compare_variants`); the table is one
 :class:`vdr.results.Table` (:func:`rcp_table`), printed by ``vdr judge`` and shown by ``vdr report``.
 """
 
@@ -111,7 +111,7 @@ def _inputs(res: Results, corpus_dir, queries, qrels):
 
 def _score_runs(res: Results, entries, runs, cal, query_ids, k: int):
     """RCP-nDCG@k per run (rows) and each rewrite against the originals (compare_variants)."""
-    from ..compare import compare_variants
+    from ..stats import compare_variants
     from ..metrics import MetricsResult
 
     rows, by_backend = [], {}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare import bootstrap_ci
+from ..stats import bootstrap_ci
 from ..errors import InputError
 from ..io.atomic import write_text_atomic
 from ..results import Results, Table, fmt4, md_escape as _md

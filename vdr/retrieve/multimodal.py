@@ -4,7 +4,7 @@
 :func:`vdr.encode.embed` (pages whose image bytes and encoder fingerprint match the store are
 reused: a re-run encodes no page); :meth:`MultimodalBackend.search` encodes each distinct query
 text once (kept in memory across variants) and scores every page with streaming MaxSim top-k
-(:func:`vdr.scoring.maxsim_topk`: float32 accumulation, trec_eval tie order).
+(:func:`vdr.retrieve.maxsim.maxsim_topk`: float32 accumulation, trec_eval tie order).
 
 Under ``torchrun`` (:mod:`vdr.distributed`) every rank calls :meth:`~MultimodalBackend.index` and
 :meth:`~MultimodalBackend.search` in the same order: pages are embedded in shards across ranks,

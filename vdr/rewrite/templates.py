@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import InputError
-from ..rewards import Extractor, cut_words
+from ..rewards.rewarder import Extractor, cut_words
 from ..types import Query
 
 __all__ = ["Template", "load_template", "builtin_templates", "render_history", "NO_HISTORY"]

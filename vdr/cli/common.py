@@ -74,7 +74,7 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATAS
 def print_version(value: bool) -> None:
     """``--version``: print ``vdr VERSION`` and exit 0."""
     if value:
-        from . import __version__
+        from .. import __version__
 
         typer.echo(f"vdr {__version__}")
         raise typer.Exit(0)

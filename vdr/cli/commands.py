@@ -21,12 +21,12 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from . import _cli_common as common
-from ._cli_common import (
+from . import common
+from .common import (
     AttnImplementation, Bm25Analyzer, Bm25Method, Bm25Preset, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
     StoreDtype,
 )
-from .errors import InputError, VdrError, VdrWarning
+from ..errors import InputError, VdrError, VdrWarning
 
 
 def _click_errors() -> tuple[type[Exception], ...]:
@@ -67,7 +67,7 @@ def _root(
 
 
 def _add_convert() -> None:
-    from .convert import app as convert_app
+    from ..ingest.convert import app as convert_app
 
     app.add_typer(convert_app, name="convert")
 
@@ -133,7 +133,7 @@ def _parse_backend_options(items: list[str] | None, backends: str) -> dict[str, 
     """
     import json
 
-    from .retrieve.base import available_backends
+    from ..retrieve.base import available_backends
 
     known = available_backends()
     wanted = [b.strip() for b in backends.split(",") if b.strip()]
@@ -158,8 +158,8 @@ def _parse_backend_options(items: list[str] | None, backends: str) -> dict[str, 
 
 
 def _parse_runs(items: list[str] | None) -> dict[str, str]:
-    """``--run NAME=FILE`` items -> ``{NAME: FILE}`` (see :func:`vdr.compare_runs.parse_run_items`)."""
-    from .compare_runs import parse_run_items
+    """``--run NAME=FILE`` items -> ``{NAME: FILE}`` (see :func:`vdr.experiment.compare_runs.parse_run_items`)."""
+    from ..experiment.compare_runs import parse_run_items
 
     return parse_run_items(items or [], "--run")
 
@@ -172,14 +172,14 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def _list_metrics(value: bool) -> None:
     """``--list-metrics``: print the metric registry and exit 0."""
     if value:
-        from .metrics import describe_metrics
+        from ..metrics import describe_metrics
 
         typer.echo(describe_metrics())
         raise typer.Exit(0)
 
 
 def _metric_help() -> str:
-    from .metrics import known_metrics
+    from ..metrics import known_metrics
 
     known = known_metrics().replace("[", "\\[")  # rich reads "[@k]" as markup unless escaped
     return (
@@ -224,7 +224,7 @@ def encoder_settings_from_options(
     """
     if model is None:
         return None
-    from .encode.settings import EncoderSettings
+    from ..encode.settings import EncoderSettings
 
     return EncoderSettings(
         model, revision=revision, compute_dtype=model_dtype, min_pixels=min_pixels, max_pixels=max_pixels,
@@ -336,8 +336,8 @@ def metrics_command(
     ),
 ) -> None:
     """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
-    from . import distributed as D
-    from .metrics import metrics
+    from .. import distributed as D
+    from ..metrics import metrics
 
     if not D.is_main():
         return
@@ -385,14 +385,14 @@ def ingest_command(
     """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore);
     or a passage collection into a passage corpus (see vdr.ingest.passages). --out must be missing, empty or a
     corpus folder of the same kind (see vdr.ingest.target)."""
-    from . import distributed as D
+    from .. import distributed as D
 
     if not D.is_main():
         return
-    from .errors import InputError
-    from .ingest import ingest_pdfs, ingest_vidore
-    from .ingest.pdfdir import load_password_map
-    from .ingest.target import check_corpus_out
+    from ..errors import InputError
+    from ..ingest import ingest_pdfs, ingest_vidore
+    from ..ingest.pdfdir import load_password_map
+    from ..ingest.target import check_corpus_out
 
     if sum(x is not None for x in (pdf_dir, vidore, passages)) > 1:
         raise InputError("give one of PDF_DIR, --vidore or --passages" if passages is not None
@@ -400,7 +400,7 @@ def ingest_command(
     inputs = [p for p in (pdf_dir, passages, vidore, password_file) if p is not None]
     check_corpus_out(out, "passage" if passages is not None else "page", overwrite=overwrite, inputs=inputs)
     if passages is not None:
-        from .ingest.passages import ingest_passages
+        from ..ingest.passages import ingest_passages
 
         m = ingest_passages(passages, out, format=passage_format).manifest
         typer.echo(f"{m['counts']['passages']} passages ({m['format']}, quoting {m['quoting']}; {m['counts']['empty']} empty) -> {out}")
@@ -520,7 +520,7 @@ def evaluate_command(**o: Any) -> None:
     """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
     import json
 
-    from .experiment import evaluate, stage_lines
+    from ..experiment.evaluation import evaluate, stage_lines
 
     out = o["out"]
     api = _evaluation_kwargs(o)  # the _EVALUATION_OPTIONS as evaluate() arguments
@@ -591,7 +591,7 @@ def compare_command(
 ) -> None:
     """Compare runs of several systems with a baseline run (paired randomization test, t-test, bootstrap CI,
     Holm, W/T/L), ranx-style; see vdr.compare."""
-    from .compare_runs import compare_runs, parse_run_items
+    from ..experiment.compare_runs import compare_runs, parse_run_items
 
     res = compare_runs(
         qrels, parse_run_items(runs), baseline=baseline, metrics=metric or None, primary_metric=primary_metric, k=k,
@@ -615,7 +615,7 @@ def report_command(
     latex: Optional[Path] = typer.Option(None, "--latex", help="Also write the summary table as a LaTeX table (booktabs) to this file."),
 ) -> None:
     """Write a self-contained HTML report and a Markdown summary of a results folder (see vdr.report)."""
-    from .report.render import report
+    from ..report.render import report
 
     paths = report(results_dir, out, top=top, primary_metric=primary_metric, latex=latex)
     for w in paths.warnings:
@@ -637,7 +637,7 @@ def mteb_task_command(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the module here (default: print it)."),
 ) -> None:
     """Write a Python module that registers the corpus (and each rewrite variant) as MTEB retrieval tasks."""
-    from .integrations.mteb import write_task_module
+    from ..integrations.mteb import write_task_module
 
     rw = _parse_rewrites(rewrites)
     src = write_task_module(corpus_dir, name=name, queries=queries, qrels=qrels, rewrites=rw, main_score=main_score,
@@ -672,9 +672,9 @@ def embed_command(
     """Encode a corpus' page images into a resumable embedding store (see vdr.embed)."""
     import json
 
-    from . import distributed as D
-    from .encode import embed
-    from .io.atomic import write_text_atomic
+    from .. import distributed as D
+    from ..encode import embed
+    from ..io.atomic import write_text_atomic
 
     settings = encoder_settings_from_options(
         model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
@@ -710,7 +710,7 @@ def judge_command(
 ) -> None:
     """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
     $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
-    from .judge.run import judge
+    from ..judge.run import judge
 
     res = judge(results_dir, endpoint=endpoint, judge_model=judge_model, modality=modality, budget=budget, k=k,
                 concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode)
@@ -741,7 +741,7 @@ def serve_command(
         " backend or the hybrid's rrf_k, e.g. lexical.k1=0.9, lexical.analyzer=lucene, semantic.long_text=truncate, hybrid.rrf_k=60."),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
-    from .serve import ServeLimits, serve
+    from ..rewards.serve import ServeLimits, serve
 
     parts = "lexical,semantic,hybrid" if backend == "hybrid" else str(backend)
     options = _parse_backend_options(backend_option, parts)
@@ -775,7 +775,7 @@ def rewrite_command(
 ) -> None:
     """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
     from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
-    from .rewrite import rewrite
+    from ..rewrite import rewrite
 
     r = rewrite(queries, template=template, out=out, endpoint=endpoint, model=model, local=local, cache=cache,
                 concurrency=concurrency, budget=budget, timeout=timeout, deadline=deadline, max_retries=max_retries,
@@ -795,7 +795,7 @@ def rewrite_command(
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (2 on a :class:`VdrError`)."""
-    from . import distributed as D
+    from .. import distributed as D
 
     common.install(app)  # -q/--quiet, --log-level on every command, also on commands registered late
     old = warnings.showwarning

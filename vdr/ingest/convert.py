@@ -40,12 +40,12 @@ from typing import Optional
 
 import typer
 
-from ._cli_common import HistoryOrder, PassageFormat
-from .errors import InputError, VdrWarning
-from .io.atomic import write_text_atomic
-from .io.formats import load_qrels, load_queries, save_qrels, save_queries
-from .retrieve.budget import BudgetedQuery, budget_config, fit_query_budget
-from .types import Qrels, Query, QuerySet
+from ..cli.common import HistoryOrder, PassageFormat
+from ..errors import InputError, VdrWarning
+from ..io.atomic import write_text_atomic
+from ..io.formats import load_qrels, load_queries, save_qrels, save_queries
+from ..retrieve.budget import BudgetedQuery, budget_config, fit_query_budget
+from ..types import Qrels, Query, QuerySet
 
 __all__ = ["EMPTY_ANSWER", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc", "convert_msmarco",
            "convert_beir", "app"]
@@ -254,7 +254,7 @@ def build_queries(turns: Iterable[Turn], gold: dict[str, dict[str, int]]) -> tup
 def _corpus(collection: Path | None, out: Path, fmt: str) -> dict | None:
     if collection is None:
         return None
-    from .ingest.passages import ingest_passages
+    from .passages import ingest_passages
 
     return ingest_passages(collection, out, format=fmt).manifest
 
@@ -405,7 +405,7 @@ def _filter_queries(originals: QuerySet, qrels: Qrels, what: str, path) -> tuple
 
 def _qrels_any(path: Path) -> Qrels:
     """Qrels in BEIR TSV (header), TREC (4 fields, MS MARCO's tab-separated ``qrels.dev.tsv``) or JSON."""
-    from .io._lines import read_lines
+    from ..io._lines import read_lines
 
     first = next((line for _, line in read_lines(path) if line.strip()), "")
     fmt = "json" if path.suffix.lower() == ".json" else "trec" if len(first.split()) == 4 else "beir"

@@ -20,7 +20,7 @@ How vdr computes it:
   differs. Tests check bit-identity on the CPU; on CUDA, cuBLAS may pick other algorithms for other
   shapes, so scores there agree to float32 rounding of the dot products.
 * **CUDA, 16-bit vectors on both sides** (the usual ColPali/ColQwen store): a fused Triton kernel
-  (:mod:`vdr.scoring_gpu`) keeps each tile of similarities in registers and writes only the maxima,
+  (:mod:`vdr.retrieve.maxsim_gpu`) keeps each tile of similarities in registers and writes only the maxima,
   so no similarity matrix reaches GPU memory; products of 16-bit values accumulated in float32 as
   above, agreeing with the float32 path to float32 rounding (H200, ViDoRe-V2 shape: 4.8e-6 apart,
   2.8x colpali-engine's ``score_multi_vector``). ``VDR_MAXSIM_FUSED=0`` selects the reference path.
@@ -47,7 +47,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["maxsim", "maxsim_topk", "merge_topk", "SubsetSource", "TopK", "PageSource"]
 
@@ -210,7 +210,7 @@ def _block_maxima(Q: torch.Tensor, rows: list[torch.Tensor], width: int, tf32: b
 
 
 def _fused(device: torch.device, q_dtype: torch.dtype, block: list[torch.Tensor], dim: int) -> bool:
-    """Whether this block is scored by the fused kernel of :mod:`vdr.scoring_gpu` (CUDA, Triton,
+    """Whether this block is scored by the fused kernel of :mod:`vdr.retrieve.maxsim_gpu` (CUDA, Triton,
     every page of the block in the queries' 16-bit dtype; ``VDR_MAXSIM_FUSED=0`` turns it off)."""
     import os
 
@@ -220,7 +220,7 @@ def _fused(device: torch.device, q_dtype: torch.dtype, block: list[torch.Tensor]
         return False
     if any(b.dtype != q_dtype for b in block):
         return False
-    from .scoring_gpu import available
+    from .maxsim_gpu import available
 
     return available(device, q_dtype, block[0].dtype, dim)
 
@@ -279,14 +279,14 @@ def _score_blocks(queries, pages, budget_bytes, device):
         blocks = ((order[s:e], [plist[k] for k in order[s:e]]) for s, e, _w in plan)
 
     dim = Q.shape[1]
-    Q16 = None  # the fused CUDA kernel (vdr.scoring_gpu) for 16-bit vectors on both sides
+    Q16 = None  # the fused CUDA kernel (vdr.retrieve.maxsim_gpu) for 16-bit vectors on both sides
     for (idx, block), (_s, _e, width) in zip(blocks, plan):
         if any(b.shape[1] != dim for b in block):
             raise InputError(f"page embedding dim differs from the queries' dim {dim}")
         tf32 = device.type == "cuda" and q_dtype in half and block[0].dtype in half
         if _fused(device, q_dtype, block, dim):
             Q16 = Q.to(q_dtype) if Q16 is None else Q16  # exact: Q holds q_dtype values
-            from .scoring_gpu import block_maxima
+            from .maxsim_gpu import block_maxima
 
             M = block_maxima(Q16, block)
         elif len(block) == 1 and block[0].shape[0] > width:  # one page over the budget: max over its chunks

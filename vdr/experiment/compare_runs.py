@@ -3,7 +3,7 @@ the ranx-style comparison, with vdr's trec_eval-exact metrics and paired tests.
 
 Every run is evaluated on the qrels' query set (a query a run lacks scores 0, as in trec_eval with
 ``-c``); every run other than the baseline is compared with the baseline on the compared metrics
-by :func:`vdr.compare.compare_variants`: paired randomization test (exact over all ``2^n`` sign
+by :func:`vdr.stats.compare_variants`: paired randomization test (exact over all ``2^n`` sign
 assignments for ``n <= 16`` queries), paired t-test, 95% bootstrap CI of the mean change,
 wins/ties/losses, Holm over all runs x metrics. The outcome is a :class:`~vdr.results.Results`
 (one pseudo-backend ``runs``, one variant per run, the baseline first) written like
@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .io.digest import file_sha256
-from .compare import compare_variants
-from .errors import InputError
+from ..io.digest import file_sha256
+from ..stats import compare_variants
+from ..errors import InputError
 from .inputs import check_name
-from .io.formats import load_qrels, load_run
-from .metrics import evaluate_run, parse_cutoffs, parse_metric
-from .results import Results, RunResult
-from .types import Qrels, QuerySet, Run
+from ..io.formats import load_qrels, load_run
+from ..metrics import evaluate_run, parse_cutoffs, parse_metric
+from ..results import Results, RunResult
+from ..types import Qrels, QuerySet, Run
 
 __all__ = ["compare_runs", "parse_run_items", "RUNS_BACKEND"]
 
@@ -157,7 +157,7 @@ def compare_runs(
             unless ``allow_unjudged``), an ``out`` that cannot be taken. An error evaluating one
             run names that run and its file (``PATH: run 'NAME': ...``; no path for in-memory runs).
     """
-    from .io.outdir import ResultsFolder
+    from ..io.outdir import ResultsFolder
 
     qrels_path = str(Path(qrels).resolve()) if isinstance(qrels, (str, Path)) else None
     folder = None
@@ -173,7 +173,7 @@ def compare_runs(
             folder.commit()
             res.root = Path(out)
             if report:
-                from .report.render import report as write_report
+                from ..report.render import report as write_report
 
                 write_report(out)
     finally:

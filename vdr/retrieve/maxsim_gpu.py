@@ -1,6 +1,6 @@
 """A fused MaxSim kernel for CUDA (Triton): the similarities of a block never reach GPU memory.
 
-:func:`vdr.scoring.maxsim` on CUDA with 16-bit vectors on both sides (the usual ColPali /
+:func:`vdr.retrieve.maxsim.maxsim` on CUDA with 16-bit vectors on both sides (the usual ColPali /
 ColQwen store) would otherwise materialise a float32 similarity matrix ``(query tokens, block
 tokens)`` per block and read it twice more (padding mask, max): that traffic, not the FLOPs,
 bounds it. This kernel keeps each ``(query-token tile, page-token tile)`` product in registers,
@@ -12,7 +12,7 @@ BERT").
 Arithmetic: bf16/fp16 products accumulated in float32 by ``tl.dot`` (tensor cores), the max exact;
 scores agree with the float32 path to float32 rounding of the dot products (summation order inside
 a dot product differs). Used only when Triton imports and the device is CUDA; everything else uses
-the reference path of :mod:`vdr.scoring`.
+the reference path of :mod:`vdr.retrieve.maxsim`.
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
-from .rewards import RewardError, Rewarder, UnknownQueryError
+from ..errors import InputError
+from .rewarder import RewardError, Rewarder, UnknownQueryError
 
 __all__ = ["create_app", "serve", "ServeLimits"]
 
@@ -335,7 +335,7 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
 
 def _load_corpus(corpus_dir):
     """The page or passage corpus in ``corpus_dir`` (:func:`vdr.corpus.load_corpus`)."""
-    from .corpus import load_corpus
+    from ..corpus import load_corpus
 
     return load_corpus(corpus_dir)
 
@@ -360,8 +360,8 @@ def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path
     Raises:
         InputError: a bad corpus, qrels, backend or setting; a token variable that is unset or empty.
     """
-    from .io import load_qrels
-    from .rewards import build_backend
+    from ..io import load_qrels
+    from .rewarder import build_backend
 
     token = None
     if token_env:

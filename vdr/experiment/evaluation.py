@@ -2,8 +2,8 @@
 
 :func:`evaluate` reads as the data flow::
 
-    load inputs (vdr.inputs)  ->  build backends (vdr.retrieve registry)  ->  index each backend
-    ->  search every variant  ->  metrics (vdr.metrics)  ->  compare (vdr.compare)  ->  results
+    load inputs (vdr.experiment.inputs)  ->  build backends (vdr.retrieve registry)  ->  index each backend
+    ->  search every variant  ->  metrics (vdr.metrics)  ->  statistics (vdr.stats)  ->  results
 
 It runs every backend for every query variant over one page corpus, evaluates each run with
 trec_eval-exact metrics on the same query set (the qrels'), compares every rewrite variant with the
@@ -54,15 +54,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from .io.digest import file_sha256
-from .corpus import PAGES_FILE
-from .errors import InputError, VdrWarning
+from ..io.digest import file_sha256
+from ..corpus import PAGES_FILE
+from ..errors import InputError, VdrWarning
 from .inputs import CONCAT, ORIGINAL, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
-from .io.atomic import write_text_atomic
-from .metrics import MetricsResult, evaluate_run, parse_cutoffs, parse_metric
-from .results import Results, RunResult
-from .retrieve.base import Backend, BackendUnavailable, BuildContext, available_backends, backend_factory
-from .types import QuerySet, Run
+from ..io.atomic import write_text_atomic
+from ..metrics import MetricsResult, evaluate_run, parse_cutoffs, parse_metric
+from ..results import Results, RunResult
+from ..retrieve.base import Backend, BackendUnavailable, BuildContext, available_backends, backend_factory
+from ..types import QuerySet, Run
 
 __all__ = ["evaluate", "BACKENDS", "ENGINES", "build_variants", "check_inputs"]
 
@@ -279,7 +279,7 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
                   timer: "_Timer") -> tuple[dict[str, _Memo], dict[str, dict[str, Run]], dict[str, str]]:
     """Every backend over every variant. Returns ``(backends, {backend: {variant: run}}, skipped)``;
     under torchrun the ranks other than 0 run only the collective backends."""
-    from . import distributed as D
+    from .. import distributed as D
 
     built: dict[str, _Memo] = {}
     runs: dict[str, dict[str, Run]] = {}
@@ -322,8 +322,8 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
 
 def _statistics(results: list[RunResult], plan: _Plan, *, n_permutations: int, n_bootstrap: int, seed: int) -> list:
     """Each rewrite variant against the originals, per backend (and macro) and compared metric;
-    Holm over all variants x metrics of a backend (:func:`vdr.compare.compare_variants`)."""
-    from .compare import compare_variants
+    Holm over all variants x metrics of a backend (:func:`vdr.stats.compare_variants`)."""
+    from ..stats import compare_variants
 
     by_backend: dict[str, dict[str, MetricsResult]] = {}
     for r in results:
@@ -418,7 +418,7 @@ class _Timer:
                 node = node.setdefault(p, {})
             node[path[-1]] = node.get(path[-1], 0.0) + dt
             if ok and self.progress:
-                from .progress import stage_line
+                from ..progress import stage_line
 
                 stage_line(" ".join([path[0], "/".join(path[1:])]).strip(), dt, st.count, st.unit, st.note)
 
@@ -433,7 +433,7 @@ class _Timer:
         self.seconds = dict(floor(self.seconds), total=math.ceil(total * 1e4) / 1e4)
         write_text_atomic(path, json.dumps(self.seconds, indent=1) + "\n")
         if self.progress:
-            from .progress import stage_line
+            from ..progress import stage_line
 
             stage_line("total", total)
 
@@ -497,7 +497,7 @@ class EvaluateOptions:
         concat: add the history-concatenation baseline (default: when queries carry history).
         concat_max_tokens: the ``concat`` variant's query budget in whitespace tokens (default 512,
             ConvSearch-R1's; the oldest history dropped first, the question kept:
-            :func:`vdr.inputs.concat_variant`); ``None``: none. Recorded as ``config.concat``.
+            :func:`vdr.experiment.inputs.concat_variant`); ``None``: none. Recorded as ``config.concat``.
         macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
         relevance_level: minimum grade counted as relevant for the binary metrics.
         queries_without_relevant: ``"zero"`` (default: a query whose qrels hold no grade > 0 counts
@@ -623,7 +623,7 @@ evaluate.__signature__ = inspect.Signature(
 
 def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
     """:func:`evaluate` with its options gathered: the stages, from the folder lock to the written results."""
-    from . import distributed as D
+    from .. import distributed as D
 
     progress = o.progress and D.is_main()
     timer = _Timer(progress)
@@ -704,8 +704,8 @@ def _open_folder(out: Path, corpus_dir, queries, qrels, vidore, *, engine: str, 
     Raises:
         InputError: see :meth:`ResultsFolder.open <vdr.io.outdir.ResultsFolder.open>`.
     """
-    from . import distributed as D
-    from .io.outdir import ResultsFolder
+    from .. import distributed as D
+    from ..io.outdir import ResultsFolder
 
     corpus = out / "corpus" if vidore is not None else Path(corpus_dir) if corpus_dir is not None else None
     path = lambda given, default: str(Path(given).resolve()) if given is not None else (  # noqa: E731
@@ -742,7 +742,7 @@ def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, tr
     Raises:
         InputError: ``encoder`` is not EncoderSettings, or ``model`` names another model.
     """
-    from .encode.settings import EncoderSettings
+    from ..encode.settings import EncoderSettings
 
     if encoder is None:
         return None if model is None else EncoderSettings(model, batch_size=batch_size, device=device,

@@ -52,9 +52,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError, VdrError, VdrWarning
-from .metrics import Metric, evaluate_run, parse_metric
-from .types import QuerySet, Qrels, Run, to_id
+from ..errors import InputError, VdrError, VdrWarning
+from ..metrics import Metric, evaluate_run, parse_metric
+from ..types import QuerySet, Qrels, Run, to_id
 
 __all__ = [
     "RankIncentive",
@@ -213,22 +213,22 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
     if name == "multimodal" and extra:
         raise InputError("backend options are not taken by the multimodal reward backend (use --model, --device)")
     if name == "lexical":
-        from .retrieve.lexical import BM25Backend
+        from ..retrieve.lexical import BM25Backend
 
         # the Rewarder cuts over-long rewrites itself (max_words, recorded per reward): no second budget
         # unless the caller asks for one with bm25={"max_query_tokens": N}
         backend = BM25Backend(**{"max_query_tokens": None, **dict(opts.get("bm25") or {}), **extra.get("lexical", {})})
     elif name == "semantic":
-        from .retrieve.semantic import DenseBackend
+        from ..retrieve.semantic import DenseBackend
 
         backend = DenseBackend(opts.get("model"), device=opts.get("device"), **extra.get("semantic", {}))
     elif name == "hybrid":
-        from .retrieve.hybrid import RRF_K, HybridBackend
+        from ..retrieve.hybrid import RRF_K, HybridBackend
 
         backend = HybridBackend([build_backend("lexical", {}, opts, index=False), build_backend("semantic", {}, opts, index=False)],
                                 rrf_k=extra.get("hybrid", {}).get("rrf_k", opts.get("rrf_k", RRF_K)))
     elif name == "multimodal":
-        from .retrieve.multimodal import MultimodalBackend
+        from ..retrieve.multimodal import MultimodalBackend
 
         backend = MultimodalBackend({"model": opts.get("model"), "device": opts.get("device")}, store=opts.get("store"),
                                     query_cache_size=opts.get("query_cache_size", MAX_QUERY_MEMO))

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .corpus import PAGES_FILE, Corpus, PassageCorpus, load_corpus
-from .errors import AlignmentError, InputError, VdrWarning
-from .metrics import check_judged_overlap
-from .io.formats import load_qrels, load_queries, load_rewrites
-from .retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
-from .types import ORIGINAL, Qrels, Query, QuerySet
+from ..corpus import PAGES_FILE, Corpus, PassageCorpus, load_corpus
+from ..errors import AlignmentError, InputError, VdrWarning
+from ..metrics import check_judged_overlap
+from ..io.formats import load_qrels, load_queries, load_rewrites
+from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
+from ..types import ORIGINAL, Qrels, Query, QuerySet
 
 __all__ = ["Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
 
@@ -140,7 +140,7 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
 
 def _load_variant(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
     """:func:`load_rewrites`, aware of the failures file ``vdr rewrite`` writes beside a variant."""
-    from .rewrite.runner import failures_file, read_failures
+    from ..rewrite.runner import failures_file, read_failures
 
     failed = read_failures(path)
     try:
@@ -196,7 +196,7 @@ def check_inputs(corpus: Corpus | PassageCorpus, queries: QuerySet, qrels, qrels
     if missing:
         import warnings
 
-        from .errors import VdrWarning
+        from ..errors import VdrWarning
 
         warnings.warn(
             f"{qrels_path}: {len(missing)} judged page(s) were not ingested and stay relevant but unretrievable"
@@ -228,7 +228,7 @@ def judged_problems(corpus: PassageCorpus, qrels: Qrels, qrels_path: str | Path,
     if warn and (missing or empty):
         import warnings
 
-        from .errors import VdrWarning
+        from ..errors import VdrWarning
 
         parts = [f"{len(ids)} judged passage(s) {what}, e.g. {ids[:10]}" for ids, what in
                  ((missing, "are not in the collection (unretrievable)"), (empty, "are empty (no text to match)")) if ids]
@@ -295,13 +295,13 @@ def load_inputs(
     (``Inputs.judged``, a warning) and kept; ``drop_missing_judged=True`` (labelled, non-default)
     removes their judgments instead, and queries left without judgments.
     """
-    from . import distributed as D
+    from .. import distributed as D
 
     vidore_info = None
     if vidore is not None:
         if corpus_dir is not None:
             raise InputError("give either a corpus folder or --vidore, not both")
-        from .ingest import ingest_vidore
+        from ..ingest import ingest_vidore
 
         corpus_dir = vidore_dir
         vidore_info = D.run_on_main(ingest_vidore, vidore, corpus_dir, revision=vidore_revision, language=vidore_language,
@@ -330,7 +330,7 @@ def load_inputs(
             if dropped["judgments_dropped"]:
                 import warnings
 
-                from .errors import VdrWarning
+                from ..errors import VdrWarning
 
                 warnings.warn(f"{qrels_path}: --drop-missing-judged removed {dropped['judgments_dropped']} judgment(s) of"
                               f" {judged['missing_count']} missing and {judged['empty_count']} empty passage(s) and"

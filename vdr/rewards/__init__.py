@@ -1,0 +1,25 @@
+"""Metric-as-reward for RL query-rewriter training: :mod:`.rewarder` (the same backends, metric code
+and query budget as :func:`vdr.evaluate`; TRL / verl adapters) and :mod:`.serve` (the HTTP reward
+server of ``vdr serve``)."""
+
+from .rewarder import (
+    RankIncentive,
+    RewardError,
+    UnknownQueryError,
+    RewardBatch,
+    Rewarder,
+    Extractor,
+    CompletionReward,
+    RemoteScorer,
+    PRESETS,
+    parse_reward_metric,
+    cut_words,
+    build_backend,
+    TEXT_BACKENDS,
+    BACKENDS,
+    RANK_INCENTIVE,
+    DEFAULT_MAX_WORDS,
+
+)
+
+__all__ = ["RankIncentive", "RewardError", "UnknownQueryError", "RewardBatch", "Rewarder", "Extractor", "CompletionReward", "RemoteScorer", "PRESETS", "parse_reward_metric", "cut_words", "build_backend", "TEXT_BACKENDS", "BACKENDS", "RANK_INCENTIVE", "DEFAULT_MAX_WORDS"]
