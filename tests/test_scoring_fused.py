@@ -28,7 +28,7 @@ def _patched(tensor):
 interp._patch_lang_tensor = _patched
 import os, torch
 import vdr.retrieve.maxsim_gpu as G
-from vdr import scoring
+from vdr.retrieve import maxsim as scoring
 
 def unit(n, g):
     return torch.nn.functional.normalize(torch.randn(n, 128, generator=g), dim=-1).half()
@@ -89,7 +89,7 @@ def test_maxsim_uses_the_fused_path_and_agrees_with_the_reference(interpreted):
 
 
 def test_fused_path_off_on_cpu_and_for_mixed_dtypes(monkeypatch):
-    from vdr import scoring
+    from vdr.retrieve import maxsim as scoring
 
     monkeypatch.delenv("VDR_TRITON_INTERPRET", raising=False)
     q = torch.zeros(0, 128, dtype=torch.float16)
