@@ -22,6 +22,7 @@ Every problem is reported as :class:`~vdr.errors.InputError` naming the file, th
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import warnings
@@ -116,8 +117,12 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
     out: dict[str, dict[str, int]] = {}
     seen_at: dict[tuple[str, str], int] = {}
     header_done = fmt != "beir"
+    comments = 0
     for no, line in read_lines(path):
         if not line.strip():
+            continue
+        if fmt == "trec" and line.startswith("#"):  # trec_eval 10: a line whose first character is '#' is a comment
+            comments += 1
             continue
         if fmt == "beir":
             fields = line.split("\t")
@@ -161,6 +166,7 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
         out.setdefault(qid, {})[did] = g
     if fmt == "beir" and not header_done:
         raise InputError("empty BEIR qrels file (no header)", path=path)
+    _log_comments(path, comments)
     return Qrels._trusted(out, name=path.name)
 
 
@@ -216,7 +222,11 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
     first_dup: tuple[int, str, str] | None = None
     trailing = 0
     trailing_first: int | None = None
+    comments = 0
     for no, line in read_lines(path):
+        if line.startswith("#"):  # trec_eval 10: a line whose first character is '#' is a comment
+            comments += 1
+            continue
         fields = line.split()
         if not fields:
             continue
@@ -254,7 +264,16 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
             VdrWarning,
             stacklevel=2,
         )
+    _log_comments(path, comments)
     return Run._trusted(out, name=tag)
+
+
+def _log_comments(path: Path, count: int) -> None:
+    """Say (log level INFO, logger ``vdr``) how many comment lines a TREC file had; trec_eval 10
+    skips every line whose first character is ``#`` (``formats.c``: "Lines starting with '#' are
+    ignored"); a ``#`` later in a line (an id such as ``doc.pdf#3``) is an ordinary character."""
+    if count:
+        logging.getLogger("vdr").info("%s: skipped %d comment line(s) starting with '#', as trec_eval does", path, count)
 
 
 class _DuplicateKey(Exception):
