@@ -7,7 +7,10 @@ runs it inside :func:`output` (logging and the third-party progress bars set acc
 it choice values as plain ``str`` (the :class:`~enum.Enum` members typer parses them into).
 
 In ``--help`` a choice is shown as ``[pdfium|poppler]`` and a flag shows no value type (typer >= 0.2x
-prints ``<bool>`` after every flag, ``--help`` included, unless told otherwise).
+prints ``<bool>`` after every flag, ``--help`` included, unless told otherwise). :class:`Command` and
+:class:`Group` draw ``--help`` with :func:`render_help`: one panel per ``rich_help_panel`` (the
+``PANEL_*`` names, in :data:`PANEL_ORDER`; the common options last, under "Options"), and nothing
+truncated at any width (typer's table cuts long option names and defaults with an ellipsis).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any, Union, get_args, get_origin
 import typer
 import typer.core
 
-__all__ = ["install", "output", "print_version", "OPTIONS", "LogLevel", "Group", "Command"]
+__all__ = ["install", "output", "print_version", "render_help", "OPTIONS", "PANEL_ORDER", "LogLevel", "Group", "Command"]
 
 
 def _choice(name: str, *values: str) -> type[Enum]:
@@ -476,10 +479,16 @@ def help_console():
 
 def render_help(command: Any, ctx: Any, console: Any) -> None:
     """Print ``command``'s ``--help`` on ``console``: usage, help text, then one panel per
-    ``rich_help_panel`` (:func:`_panels` order), and a group's sub-commands. Nothing is cut: option
-    names, value types, choices and ``[default: ...]`` wrap at spaces within the console width; the
-    help text goes below the names (indented) under :data:`HELP_BESIDE_FROM` columns, beside them
-    from there on. Help texts are rich markup when the command's ``rich_markup_mode`` is ``rich``."""
+    ``rich_help_panel`` (:func:`_panels` order), and a group's sub-commands.
+
+    Nothing is cut: option names, value types, choices and each ``[default: ...]`` wrap at spaces
+    within the console width (a ``[...]`` is kept on one line when it fits). A help text stands
+    beside the names, in a column after the longest name of at most :data:`NAME_COLUMN_MAX` cells,
+    when that column leaves :data:`HELP_BESIDE_MIN` cells for it (the column is shared by all
+    panels; longer names get a line of their own); narrower, it goes below the names, indented by
+    :data:`HELP_INDENT`. Help texts are rich markup (``\\[`` for ``[``) when the command's
+    ``rich_markup_mode`` is ``rich``, and plain text when they are not valid markup.
+    """
     from rich.padding import Padding
     from rich.text import Text
 
@@ -496,7 +505,7 @@ def render_help(command: Any, ctx: Any, console: Any) -> None:
     for name, rows in panels:
         if rows:
             _panel(console, name, _layout(console, rows, inner, name_col))
-    if isinstance(command, typer.core.TyperGroup) or hasattr(command, "list_commands"):
+    if hasattr(command, "list_commands"):  # a group: its sub-commands
         groups = _command_rows(command, ctx, markup)
         longest = max((h.cell_len for _, rows in groups for h, _, _ in rows), default=0)
         col = longest if inner - longest - 2 >= 20 else None
