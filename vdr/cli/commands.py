@@ -192,21 +192,21 @@ def _metric_help() -> str:
 # One definition of every encoder option, used by `embed` and `evaluate` (and turned into one
 # EncoderSettings by encoder_settings_from_options), so both commands find the same store.
 _ENCODER_OPTIONS = {
-    "batch_size": lambda: typer.Option(8, "--batch-size", help="Pages per forward pass (halved on CUDA out-of-memory)."),
-    "device": lambda: typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)."),
-    "dtype": lambda: typer.Option(StoreDtype.float16, "--dtype", help="Stored page-vector dtype."),
-    "model_dtype": lambda: typer.Option(None, "--model-dtype", help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
+    "batch_size": lambda: typer.Option(8, "--batch-size", rich_help_panel=common.PANEL_ENCODER, help="Pages per forward pass (halved on CUDA out-of-memory)."),
+    "device": lambda: typer.Option(None, "--device", rich_help_panel=common.PANEL_RUN, help="cuda, cuda:N or cpu (default: cuda when available)."),
+    "dtype": lambda: typer.Option(StoreDtype.float16, "--dtype", rich_help_panel=common.PANEL_ENCODER, help="Stored page-vector dtype."),
+    "model_dtype": lambda: typer.Option(None, "--model-dtype", rich_help_panel=common.PANEL_ENCODER, help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
     "trust_remote_code": lambda: typer.Option(
-        False, "--trust-remote-code/--no-trust-remote-code", help="Allow the checkpoint's own Python code (only for checkpoints you trust)."
+        False, "--trust-remote-code/--no-trust-remote-code", rich_help_panel=common.PANEL_ENCODER, help="Allow the checkpoint's own Python code (only for checkpoints you trust)."
     ),
-    "revision": lambda: typer.Option(None, "--revision", help="Model hub revision (branch, tag or commit)."),
-    "query_prefix": lambda: typer.Option("Query: ", "--query-prefix", help="Text before every query (keyed with the query template, not the page store)."),
-    "augmentation_tokens": lambda: typer.Option(10, "--augmentation-tokens", help="Query-augmentation tokens appended to every query."),
-    "min_pixels": lambda: typer.Option(None, "--min-pixels", help="Qwen families: minimum image area in pixels."),
-    "max_pixels": lambda: typer.Option(None, "--max-pixels", help="Qwen families: maximum image area in pixels."),
-    "attn_implementation": lambda: typer.Option(None, "--attn-implementation", help="Attention kernels (default: flash-attention 2 on CUDA when installed, else sdpa)."),
-    "workers": lambda: typer.Option(None, "--workers", help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
-    "shard_pages": lambda: typer.Option(256, "--shard-pages", help="Pages per committed store shard (the unit of resumption)."),
+    "revision": lambda: typer.Option(None, "--revision", rich_help_panel=common.PANEL_ENCODER, help="Model hub revision (branch, tag or commit)."),
+    "query_prefix": lambda: typer.Option("Query: ", "--query-prefix", rich_help_panel=common.PANEL_ENCODER, help="Text before every query (keyed with the query template, not the page store)."),
+    "augmentation_tokens": lambda: typer.Option(10, "--augmentation-tokens", rich_help_panel=common.PANEL_ENCODER, help="Query-augmentation tokens appended to every query."),
+    "min_pixels": lambda: typer.Option(None, "--min-pixels", rich_help_panel=common.PANEL_ENCODER, help="Qwen families: minimum image area in pixels."),
+    "max_pixels": lambda: typer.Option(None, "--max-pixels", rich_help_panel=common.PANEL_ENCODER, help="Qwen families: maximum image area in pixels."),
+    "attn_implementation": lambda: typer.Option(None, "--attn-implementation", rich_help_panel=common.PANEL_ENCODER, help="Attention kernels (default: flash-attention 2 on CUDA when installed, else sdpa)."),
+    "workers": lambda: typer.Option(None, "--workers", rich_help_panel=common.PANEL_ENCODER, help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
+    "shard_pages": lambda: typer.Option(256, "--shard-pages", rich_help_panel=common.PANEL_ENCODER, help="Pages per committed store shard (the unit of resumption)."),
 }
 
 
@@ -237,7 +237,7 @@ def encoder_settings_from_options(
 # ---------------------------------------------------------------------------------- evaluation options
 # Options of `vdr evaluate` that map onto arguments of vdr.evaluate() (the BM25 ones onto its `bm25`
 # dict); _evaluation_kwargs turns their values into those arguments. None: the API's default.
-_PANEL_STATS, _PANEL_TEXT = "Metrics and statistics", "Text backends (lexical, semantic, hybrid)"
+_PANEL_STATS, _PANEL_TEXT = common.PANEL_STATS, common.PANEL_TEXT
 _EVALUATION_OPTIONS = {
     "relevance_level": lambda: typer.Option(
         1, "--relevance-level", min=0, rich_help_panel=_PANEL_STATS,
@@ -254,14 +254,14 @@ _EVALUATION_OPTIONS = {
         10_000, "--bootstrap", min=1, rich_help_panel=_PANEL_STATS, help="Resamples of the bootstrap confidence interval of the mean change.",
     ),
     "concat": lambda: typer.Option(
-        None, "--concat/--no-concat", help="Add the history-concatenation baseline variant, or not (default: when the queries carry history).",
+        None, "--concat/--no-concat", rich_help_panel=common.PANEL_INPUTS, help="Add the history-concatenation baseline variant, or not (default: when the queries carry history).",
     ),
     "concat_max_tokens": lambda: typer.Option(
         512, "--concat-max-tokens", min=0,
-        help="Whitespace-token budget of the concat variant: the oldest history goes first, the question stays (0: none).",
+        rich_help_panel=common.PANEL_INPUTS, help="Whitespace-token budget of the concat variant: the oldest history goes first, the question stays (0: none).",
     ),
-    "vidore_revision": lambda: typer.Option(None, "--vidore-revision", help="With --vidore: dataset revision (default: MTEB's pinned commit)."),
-    "vidore_language": lambda: typer.Option(None, "--vidore-language", help="With --vidore: keep only queries in this language (e.g. english)."),
+    "vidore_revision": lambda: typer.Option(None, "--vidore-revision", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: dataset revision (default: MTEB's pinned commit)."),
+    "vidore_language": lambda: typer.Option(None, "--vidore-language", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: keep only queries in this language (e.g. english)."),
     "semantic_model": lambda: typer.Option(
         None, "--semantic-model", rich_help_panel=_PANEL_TEXT,
         help="sentence-transformers model (name or folder) of the semantic backend (default: all-MiniLM-L6-v2, offline).",
@@ -318,21 +318,21 @@ def _evaluation_kwargs(values: dict) -> dict:
 def metrics_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
     run: Path = typer.Argument(..., help="Run file: TREC (qid Q0 docid rank score tag) or JSON."),
-    k: str = typer.Option("1,3,5,10", "--k", help="Comma-separated cutoffs for the default metric families and ties@k."),
-    metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", help=_metric_help()),
-    relevance_level: int = typer.Option(1, "--relevance-level", help="Minimum grade counted as relevant (binary metrics)."),
+    k: str = typer.Option("1,3,5,10", "--k", rich_help_panel=common.PANEL_STATS, help="Comma-separated cutoffs for the default metric families and ties@k."),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", rich_help_panel=common.PANEL_STATS, help=_metric_help()),
+    relevance_level: int = typer.Option(1, "--relevance-level", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics)."),
     exclude_no_relevant: bool = typer.Option(
         False, "--exclude-queries-without-relevant/--keep-all-queries",
-        help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0).",
+        rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0).",
     ),
     allow_unjudged: bool = typer.Option(
         False, "--allow-unjudged/--refuse-unjudged",
-        help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
+        rich_help_panel=common.PANEL_STATS, help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
     ),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write aggregate, per-query values and policy as JSON."),
-    per_query: Optional[Path] = typer.Option(None, "--per-query", help="Write per-query values as CSV."),
+    json_out: Optional[Path] = typer.Option(None, "--json", rich_help_panel=common.PANEL_RUN, help="Write aggregate, per-query values and policy as JSON."),
+    per_query: Optional[Path] = typer.Option(None, "--per-query", rich_help_panel=common.PANEL_RUN, help="Write per-query values as CSV."),
     list_metrics: bool = typer.Option(
-        False, "--list-metrics", callback=_list_metrics, is_eager=True, help="List the metrics, their aliases and definitions, and exit."
+        False, "--list-metrics", callback=_list_metrics, is_eager=True, rich_help_panel=common.PANEL_STATS, help="List the metrics, their aliases and definitions, and exit."
     ),
 ) -> None:
     """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
@@ -362,25 +362,25 @@ def metrics_command(
 @app.command("ingest")
 def ingest_command(
     pdf_dir: Optional[Path] = typer.Argument(None, help="Folder searched recursively for PDFs (omit with --vidore)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Corpus folder to write (pages.jsonl, images/, ingest-report.json)."),
-    dpi: float = typer.Option(144.0, "--dpi", help="Rendering resolution in dots per inch."),
-    max_pixels: int = typer.Option(2048 * 2048, "--max-pixels", help="Pixel budget per page; larger pages render at a lower, recorded DPI."),
-    rasterizer: Rasterizer = typer.Option(Rasterizer.pdfium, "--rasterizer", help="pdfium (pypdfium2) or poppler (pdf2image + poppler-utils)."),
-    ocr: OcrMode = typer.Option(OcrMode.auto, "--ocr", help="auto (Tesseract for pages without a text layer), always or never."),
-    ocr_lang: str = typer.Option("eng", "--ocr-lang", help="Tesseract language(s), e.g. eng+deu."),
-    password: Optional[str] = typer.Option(None, "--password", help="Open password for encrypted PDFs."),
-    password_file: Optional[Path] = typer.Option(None, "--password-file", help='JSON map {"relative/path.pdf": "password"}.'),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: number of CPUs)."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to each step of one document."),
-    strict: bool = typer.Option(False, "--strict/--no-strict", help="Exit with status 1 when any document failed or was partial."),
-    vidore: Optional[str] = typer.Option(None, "--vidore", help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs."),
-    revision: Optional[str] = typer.Option(None, "--revision", help="ViDoRe dataset revision (default: MTEB's pinned commit)."),
-    language: Optional[str] = typer.Option(None, "--language", help="ViDoRe: keep only queries in this language (e.g. english)."),
-    split: str = typer.Option("test", "--split", help="ViDoRe dataset split."),
+    out: Path = typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Corpus folder to write (pages.jsonl, images/, ingest-report.json)."),
+    dpi: float = typer.Option(144.0, "--dpi", rich_help_panel=common.PANEL_RENDERING, help="Rendering resolution in dots per inch."),
+    max_pixels: int = typer.Option(2048 * 2048, "--max-pixels", rich_help_panel=common.PANEL_RENDERING, help="Pixel budget per page; larger pages render at a lower, recorded DPI."),
+    rasterizer: Rasterizer = typer.Option(Rasterizer.pdfium, "--rasterizer", rich_help_panel=common.PANEL_RENDERING, help="pdfium (pypdfium2) or poppler (pdf2image + poppler-utils)."),
+    ocr: OcrMode = typer.Option(OcrMode.auto, "--ocr", rich_help_panel=common.PANEL_RENDERING, help="auto (Tesseract for pages without a text layer), always or never."),
+    ocr_lang: str = typer.Option("eng", "--ocr-lang", rich_help_panel=common.PANEL_RENDERING, help="Tesseract language(s), e.g. eng+deu."),
+    password: Optional[str] = typer.Option(None, "--password", rich_help_panel=common.PANEL_INPUTS, help="Open password for encrypted PDFs."),
+    password_file: Optional[Path] = typer.Option(None, "--password-file", rich_help_panel=common.PANEL_INPUTS, help='JSON map {"relative/path.pdf": "password"}.'),
+    workers: Optional[int] = typer.Option(None, "--workers", rich_help_panel=common.PANEL_RENDERING, help="Worker processes (default: number of CPUs)."),
+    timeout: float = typer.Option(300.0, "--timeout", rich_help_panel=common.PANEL_RENDERING, help="Seconds allowed to each step of one document."),
+    strict: bool = typer.Option(False, "--strict/--no-strict", rich_help_panel=common.PANEL_RUN, help="Exit with status 1 when any document failed or was partial."),
+    vidore: Optional[str] = typer.Option(None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs."),
+    revision: Optional[str] = typer.Option(None, "--revision", rich_help_panel=common.PANEL_INPUTS, help="ViDoRe dataset revision (default: MTEB's pinned commit)."),
+    language: Optional[str] = typer.Option(None, "--language", rich_help_panel=common.PANEL_INPUTS, help="ViDoRe: keep only queries in this language (e.g. english)."),
+    split: str = typer.Option("test", "--split", rich_help_panel=common.PANEL_INPUTS, help="ViDoRe dataset split."),
     quiet: bool = common.OPTIONS["quiet"](),
-    passages: Optional[Path] = typer.Option(None, "--passages", help="Ingest a text-passage collection (file or folder) instead of PDFs."),
-    passage_format: PassageFormat = typer.Option(PassageFormat.auto, "--format", help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf."),
-    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", help="Write into an --out folder that is a results folder or holds other files (they stay); a corpus folder of the same kind needs no flag (unchanged PDFs are reused)."),
+    passages: Optional[Path] = typer.Option(None, "--passages", rich_help_panel=common.PANEL_INPUTS, help="Ingest a text-passage collection (file or folder) instead of PDFs."),
+    passage_format: PassageFormat = typer.Option(PassageFormat.auto, "--format", rich_help_panel=common.PANEL_INPUTS, help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf."),
+    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", rich_help_panel=common.PANEL_RUN, help="Write into an --out folder that is a results folder or holds other files (they stay); a corpus folder of the same kind needs no flag (unchanged PDFs are reused)."),
 ) -> None:
     """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore);
     or a passage collection into a passage corpus (see vdr.ingest.passages). --out must be missing, empty or a
@@ -440,37 +440,37 @@ def ingest_command(
 _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("corpus_dir", Optional[Path], lambda: typer.Argument(None, help="Corpus folder from `vdr ingest` (omit with --vidore).")),
     ("queries", Optional[Path], lambda: typer.Option(
-        None, "--queries", help="Original queries (BEIR queries.jsonl; `history` optional); default CORPUS_DIR/queries.jsonl.")),
-    ("qrels", Optional[Path], lambda: typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv.")),
-    ("rewrites", Optional[list[str]], lambda: typer.Option(None, "--rewrites", help="A rewrite variant NAME=FILE (repeatable).")),
-    ("backend", str, lambda: typer.Option("multimodal,lexical,semantic,hybrid", "--backend", help="Comma-separated backends.")),
+        None, "--queries", rich_help_panel=common.PANEL_INPUTS, help="Original queries (BEIR queries.jsonl; `history` optional); default CORPUS_DIR/queries.jsonl.")),
+    ("qrels", Optional[Path], lambda: typer.Option(None, "--qrels", rich_help_panel=common.PANEL_INPUTS, help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv.")),
+    ("rewrites", Optional[list[str]], lambda: typer.Option(None, "--rewrites", rich_help_panel=common.PANEL_INPUTS, help="A rewrite variant NAME=FILE (repeatable).")),
+    ("backend", str, lambda: typer.Option("multimodal,lexical,semantic,hybrid", "--backend", rich_help_panel=common.PANEL_BACKENDS, help="Comma-separated backends.")),
     ("model", Optional[str], lambda: typer.Option(
-        None, "--model", help="ColPali-family model (hub name or local path) for the multimodal backend.")),
-    ("k", str, lambda: typer.Option("3,5,10", "--k", help="Metric cutoffs; nDCG@3 is the primary metric.")),
-    ("seed", int, lambda: typer.Option(0, "--seed", help="Seed of the randomization test and the bootstrap.")),
-    ("out", Path, lambda: typer.Option(..., "--out", "-o", help="Results folder (results.json, per_query.csv, runs/).")),
+        None, "--model", rich_help_panel=common.PANEL_ENCODER, help="ColPali-family model (hub name or local path) for the multimodal backend.")),
+    ("k", str, lambda: typer.Option("3,5,10", "--k", rich_help_panel=common.PANEL_STATS, help="Metric cutoffs; nDCG@3 is the primary metric.")),
+    ("seed", int, lambda: typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap.")),
+    ("out", Path, lambda: typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder (results.json, per_query.csv, runs/).")),
     ("vidore", Optional[str], lambda: typer.Option(
-        None, "--vidore", help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR.")),
-    ("store", Optional[Path], lambda: typer.Option(None, "--store", help="Embedding store folder (default CORPUS_DIR/embeddings).")),
+        None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR.")),
+    ("store", Optional[Path], lambda: typer.Option(None, "--store", rich_help_panel=common.PANEL_ENCODER, help="Embedding store folder (default CORPUS_DIR/embeddings).")),
     *((name, ann, _ENCODER_OPTIONS[name]) for name, ann in (
         ("batch_size", int), ("device", Optional[str]), ("dtype", StoreDtype), ("model_dtype", Optional[ComputeDtype]),
         ("trust_remote_code", bool), ("revision", Optional[str]), ("query_prefix", str), ("augmentation_tokens", int),
         ("min_pixels", Optional[int]), ("max_pixels", Optional[int]), ("attn_implementation", Optional[AttnImplementation]),
         ("workers", Optional[int]), ("shard_pages", int),
     )),
-    ("depth", int, lambda: typer.Option(100, "--depth", help="Pages retrieved per query.")),
+    ("depth", int, lambda: typer.Option(100, "--depth", rich_help_panel=common.PANEL_RUN, help="Pages retrieved per query.")),
     ("macro_average", bool, lambda: typer.Option(
-        False, "--macro-average/--no-macro-average", help="Add a labelled macro-average row across backends.")),
+        False, "--macro-average/--no-macro-average", rich_help_panel=common.PANEL_STATS, help="Add a labelled macro-average row across backends.")),
     ("quiet", bool, common.OPTIONS["quiet"]),
     ("engine", Engine, lambda: typer.Option(
         Engine.vdr, "--engine",
-        help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/).")),
+        rich_help_panel=common.PANEL_BACKENDS, help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/).")),
     ("cache_dir", Optional[Path], lambda: typer.Option(
-        None, "--cache-dir", help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache).")),
+        None, "--cache-dir", rich_help_panel=common.PANEL_BACKENDS, help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache).")),
     ("use_cache", bool, lambda: typer.Option(
-        True, "--cache/--no-cache", help="--no-cache: build the BM25 index and semantic page vectors afresh, keep nothing.")),
+        True, "--cache/--no-cache", rich_help_panel=common.PANEL_BACKENDS, help="--no-cache: build the BM25 index and semantic page vectors afresh, keep nothing.")),
     ("profile", bool, lambda: typer.Option(
-        False, "--profile/--no-profile", help="Print where the time went (RESULTS_DIR/timing.json, per stage).")),
+        False, "--profile/--no-profile", rich_help_panel=common.PANEL_RUN, help="Print where the time went (RESULTS_DIR/timing.json, per stage).")),
     *((name, ann, _EVALUATION_OPTIONS[name]) for name, ann in (
         ("relevance_level", int), ("exclude_no_relevant", bool), ("permutations", int), ("bootstrap", int),
         ("concat", Optional[bool]), ("concat_max_tokens", int), ("vidore_revision", Optional[str]),
@@ -479,21 +479,21 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
         ("bm25_delta", Optional[float]), ("bm25_stemmer", Optional[str]), ("bm25_stopwords", Optional[str]),
         ("bm25_lower", Optional[bool]), ("bm25_preset", Optional[Bm25Preset]), ("bm25_analyzer", Optional[Bm25Analyzer]),
     )),
-    ("backend_option", Optional[list[str]], lambda: typer.Option(None, "--backend-option", help=_BACKEND_OPTION_HELP)),
+    ("backend_option", Optional[list[str]], lambda: typer.Option(None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help=_BACKEND_OPTION_HELP)),
     ("run", Optional[list[str]], lambda: typer.Option(
-        None, "--run", help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME.")),
+        None, "--run", rich_help_panel=common.PANEL_INPUTS, help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME.")),
     ("primary_metric", Optional[str], lambda: typer.Option(
         None, "--primary-metric",
-        help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
+        rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
     ("overwrite", bool, lambda: typer.Option(
         False, "--overwrite/--no-overwrite",
-        help="Replace an --out folder holding another experiment's results or other files (refused otherwise).")),
+        rich_help_panel=common.PANEL_RUN, help="Replace an --out folder holding another experiment's results or other files (refused otherwise).")),
     ("protocol", Optional[Protocol], lambda: typer.Option(
         None, "--protocol",
-        help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),
+        rich_help_panel=common.PANEL_STATS, help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),
     ("drop_missing_judged", bool, lambda: typer.Option(
         False, "--drop-missing-judged/--keep-missing-judged",
-        help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the"
+        rich_help_panel=common.PANEL_INPUTS, help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the"
              " denominators, as trec_eval, and reported).")),
 ]
 
@@ -572,22 +572,22 @@ def evaluate_command(**o: Any) -> None:
 def compare_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV or JSON."),
     runs: list[str] = typer.Argument(..., help="Run files (TREC or JSON), each FILE (named by its file name without the extension: runs/bm25.trec -> bm25) or NAME=FILE; two or more."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="The run the others are compared with (default: the first)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Results folder to write (results.json, per_query.csv, runs/, report.html)."),
-    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", help="Replace an --out folder holding another experiment's results or other files."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", rich_help_panel=common.PANEL_INPUTS, help="The run the others are compared with (default: the first)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder to write (results.json, per_query.csv, runs/, report.html)."),
+    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", rich_help_panel=common.PANEL_RUN, help="Replace an --out folder holding another experiment's results or other files."),
     primary_metric: Optional[str] = typer.Option(
-        None, "--primary-metric", help="Table's first column and the metric of the change columns (default ndcg@3, or the first --metric)."),
-    metric: Optional[list[str]] = typer.Option(None, "--metric", "--metrics", "-m", help=_metric_help()),
-    k: str = typer.Option("3,5,10", "--k", help="Cutoffs of the default metrics (without --metric)."),
-    relevance_level: int = typer.Option(1, "--relevance-level", help="Minimum grade counted as relevant (binary metrics)."),
+        None, "--primary-metric", rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3, or the first --metric)."),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", "--metrics", "-m", rich_help_panel=common.PANEL_STATS, help=_metric_help()),
+    k: str = typer.Option("3,5,10", "--k", rich_help_panel=common.PANEL_STATS, help="Cutoffs of the default metrics (without --metric)."),
+    relevance_level: int = typer.Option(1, "--relevance-level", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics)."),
     exclude_no_relevant: bool = typer.Option(
-        False, "--exclude-queries-without-relevant/--keep-all-queries", help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
+        False, "--exclude-queries-without-relevant/--keep-all-queries", rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
     allow_unjudged: bool = typer.Option(
-        False, "--allow-unjudged/--refuse-unjudged", help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the randomization test and the bootstrap."),
-    n_permutations: int = typer.Option(10_000, "--permutations", help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
-    n_bootstrap: int = typer.Option(10_000, "--bootstrap", help="Bootstrap resamples of the 95% CI."),
-    write_report: bool = typer.Option(True, "--report/--no-report", help="With --out, write report.html / report.md (--no-report: do not)."),
+        False, "--allow-unjudged/--refuse-unjudged", rich_help_panel=common.PANEL_STATS, help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
+    seed: int = typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap."),
+    n_permutations: int = typer.Option(10_000, "--permutations", rich_help_panel=common.PANEL_STATS, help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
+    n_bootstrap: int = typer.Option(10_000, "--bootstrap", rich_help_panel=common.PANEL_STATS, help="Bootstrap resamples of the 95% CI."),
+    write_report: bool = typer.Option(True, "--report/--no-report", rich_help_panel=common.PANEL_RUN, help="With --out, write report.html / report.md (--no-report: do not)."),
 ) -> None:
     """Compare runs of several systems with a baseline run (paired randomization test, t-test, bootstrap CI,
     Holm, W/T/L), ranx-style; see vdr.compare."""
@@ -651,8 +651,8 @@ def mteb_task_command(
 @app.command("embed")
 def embed_command(
     corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
-    model: str = typer.Option(..., "--model", help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder."),
-    store: Path = typer.Option(..., "--store", help="Embedding store folder (vectors go to a sub-folder per model/page settings)."),
+    model: str = typer.Option(..., "--model", rich_help_panel=common.PANEL_ENCODER, help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder."),
+    store: Path = typer.Option(..., "--store", rich_help_panel=common.PANEL_ENCODER, help="Embedding store folder (vectors go to a sub-folder per model/page settings)."),
     batch_size: int = _ENCODER_OPTIONS["batch_size"](),
     device: Optional[str] = _ENCODER_OPTIONS["device"](),
     dtype: StoreDtype = _ENCODER_OPTIONS["dtype"](),
@@ -666,7 +666,7 @@ def embed_command(
     attn_implementation: Optional[AttnImplementation] = _ENCODER_OPTIONS["attn_implementation"](),
     workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
     shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the embed report as JSON."),
+    json_out: Optional[Path] = typer.Option(None, "--json", rich_help_panel=common.PANEL_RUN, help="Write the embed report as JSON."),
     quiet: bool = common.OPTIONS["quiet"](),
 ) -> None:
     """Encode a corpus' page images into a resumable embedding store (see vdr.embed)."""
@@ -697,16 +697,16 @@ def embed_command(
 @app.command("judge")
 def judge_command(
     results_dir: Path = typer.Argument(..., help="Results folder written by `vdr evaluate` (results.json, runs/)."),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default $VDR_JUDGE_ENDPOINT)."),
-    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name served by the endpoint."),
-    modality: Modality = typer.Option(Modality.image, "--modality", help="image (page PNGs, a vision judge) or text (page text)."),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Most judge calls to make (cached answers are free); stops cleanly when spent."),
-    k: int = typer.Option(3, "--k", help="Cutoff of RCP-nDCG@k and depth of the pools."),
-    concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="JSONL answer cache (default RESULTS_DIR/judge/cache.jsonl)."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request."),
-    max_retries: int = typer.Option(4, "--max-retries", help="Retries of a failed request (exponential backoff)."),
-    json_mode: bool = typer.Option(False, "--json-mode/--no-json-mode", help="Ask the endpoint for JSON output (response_format json_object)."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", rich_help_panel=common.PANEL_LLM, help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default $VDR_JUDGE_ENDPOINT)."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", rich_help_panel=common.PANEL_LLM, help="Judge model name served by the endpoint."),
+    modality: Modality = typer.Option(Modality.image, "--modality", rich_help_panel=common.PANEL_LLM, help="image (page PNGs, a vision judge) or text (page text)."),
+    budget: Optional[int] = typer.Option(None, "--budget", rich_help_panel=common.PANEL_REQUESTS, help="Most judge calls to make (cached answers are free); stops cleanly when spent."),
+    k: int = typer.Option(3, "--k", rich_help_panel=common.PANEL_STATS, help="Cutoff of RCP-nDCG@k and depth of the pools."),
+    concurrency: int = typer.Option(4, "--concurrency", rich_help_panel=common.PANEL_REQUESTS, help="Parallel requests."),
+    cache: Optional[Path] = typer.Option(None, "--cache", rich_help_panel=common.PANEL_REQUESTS, help="JSONL answer cache (default RESULTS_DIR/judge/cache.jsonl)."),
+    timeout: float = typer.Option(120.0, "--timeout", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per request."),
+    max_retries: int = typer.Option(4, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (exponential backoff)."),
+    json_mode: bool = typer.Option(False, "--json-mode/--no-json-mode", rich_help_panel=common.PANEL_LLM, help="Ask the endpoint for JSON output (response_format json_object)."),
 ) -> None:
     """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
     $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
@@ -722,22 +722,22 @@ def judge_command(
 @app.command("serve")
 def serve_command(
     corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages or passages); text backends use the text, multimodal the page images."),
-    backend: ServeBackend = typer.Option(ServeBackend.lexical, "--backend", help="lexical (BM25), semantic (sentence-transformers), hybrid (RRF of both) or multimodal (--model: a ColPali-family model over the page images)."),
-    qrels: Path = typer.Option(..., "--qrels", help="Qrels (BEIR TSV, TREC or JSON): the query ids that can be rewarded."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 exposes the server to the network)."),
-    port: int = typer.Option(8000, "--port", help="Port to listen on."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="Environment variable holding a bearer token that POST requests must send (never written)."),
-    metric: str = typer.Option("ndcg@3", "--metric", help="Default reward metric: any vdr metric (ndcg@3, hit@5, mrr@10, recall@10 ...) or rank_incentive."),
-    depth: int = typer.Option(100, "--depth", help="Pages retrieved per rewrite (>= every metric cutoff)."),
-    max_words: int = typer.Option(1024, "--max-words", help="Word budget of a rewrite; longer ones are cut (oldest words dropped first) and counted."),
-    cache_size: int = typer.Option(100_000, "--cache-size", help="LRU cache entries of (backend, query id, rewrite) rankings."),
-    batch_wait_ms: float = typer.Option(0.0, "--batch-wait-ms", help="Extra wait (ms) for more requests before scoring a batch (0: requests arriving during a batch form the next one)."),
-    max_items: int = typer.Option(4096, "--max-items", help="Most rewrites per request."),
-    max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Largest request body in MiB."),
-    model: Optional[str] = typer.Option(None, "--model", help="Semantic backend model (default all-MiniLM-L6-v2, offline), or the multimodal backend's ColPali-family model."),
-    device: Optional[str] = typer.Option(None, "--device", help="Device of the semantic model (cpu, cuda)."),
+    backend: ServeBackend = typer.Option(ServeBackend.lexical, "--backend", rich_help_panel=common.PANEL_BACKENDS, help="lexical (BM25), semantic (sentence-transformers), hybrid (RRF of both) or multimodal (--model: a ColPali-family model over the page images)."),
+    qrels: Path = typer.Option(..., "--qrels", rich_help_panel=common.PANEL_INPUTS, help="Qrels (BEIR TSV, TREC or JSON): the query ids that can be rewarded."),
+    host: str = typer.Option("127.0.0.1", "--host", rich_help_panel=common.PANEL_SERVER, help="Address to listen on (0.0.0.0 exposes the server to the network)."),
+    port: int = typer.Option(8000, "--port", rich_help_panel=common.PANEL_SERVER, help="Port to listen on."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", rich_help_panel=common.PANEL_SERVER, help="Environment variable holding a bearer token that POST requests must send (never written)."),
+    metric: str = typer.Option("ndcg@3", "--metric", rich_help_panel=common.PANEL_REWARD, help="Default reward metric: any vdr metric (ndcg@3, hit@5, mrr@10, recall@10 ...) or rank_incentive."),
+    depth: int = typer.Option(100, "--depth", rich_help_panel=common.PANEL_REWARD, help="Pages retrieved per rewrite (>= every metric cutoff)."),
+    max_words: int = typer.Option(1024, "--max-words", rich_help_panel=common.PANEL_REWARD, help="Word budget of a rewrite; longer ones are cut (oldest words dropped first) and counted."),
+    cache_size: int = typer.Option(100_000, "--cache-size", rich_help_panel=common.PANEL_SERVER, help="LRU cache entries of (backend, query id, rewrite) rankings."),
+    batch_wait_ms: float = typer.Option(0.0, "--batch-wait-ms", rich_help_panel=common.PANEL_SERVER, help="Extra wait (ms) for more requests before scoring a batch (0: requests arriving during a batch form the next one)."),
+    max_items: int = typer.Option(4096, "--max-items", rich_help_panel=common.PANEL_SERVER, help="Most rewrites per request."),
+    max_body_mb: float = typer.Option(8.0, "--max-body-mb", rich_help_panel=common.PANEL_SERVER, help="Largest request body in MiB."),
+    model: Optional[str] = typer.Option(None, "--model", rich_help_panel=common.PANEL_BACKENDS, help="Semantic backend model (default all-MiniLM-L6-v2, offline), or the multimodal backend's ColPali-family model."),
+    device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_BACKENDS, help="Device of the semantic model (cpu, cuda)."),
     backend_option: Optional[list[str]] = typer.Option(
-        None, "--backend-option", help="BACKEND.KEY=VALUE (repeatable; VALUE as JSON when it parses): an option of the lexical or semantic"
+        None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help="BACKEND.KEY=VALUE (repeatable; VALUE as JSON when it parses): an option of the lexical or semantic"
         " backend or the hybrid's rrf_k, e.g. lexical.k1=0.9, lexical.analyzer=lucene, semantic.long_text=truncate, hybrid.rrf_k=60."),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
@@ -755,23 +755,23 @@ def serve_command(
 @app.command("rewrite")
 def rewrite_command(
     queries: Path = typer.Argument(..., help="Queries to rewrite (BEIR queries.jsonl; `history` = earlier turns, oldest first)."),
-    template: str = typer.Option("conversational", "--template", help="Shipped template (conversational, convsearch-r1, rl-qr) or a TOML file."),
-    out: Path = typer.Option(..., "--out", "-o", help="Rewrite file to write (queries.jsonl); failures go to OUT.failures.jsonl."),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name served by the endpoint."),
-    local: Optional[Path] = typer.Option(None, "--local", help="A local transformers causal-LM folder instead of an endpoint."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="JSONL cache of rewrites (default OUT.cache.jsonl beside OUT)."),
-    concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Most calls to make (cached rewrites are free)."),
-    timeout: str = typer.Option("30", "--timeout", help="Seconds per HTTP attempt ('none' is refused)."),
-    deadline: str = typer.Option("120", "--deadline", help="Seconds per query, retries and backoff included."),
-    max_retries: int = typer.Option(2, "--max-retries", help="Retries of a failed request (exponential backoff)."),
-    max_tokens: int = typer.Option(1024, "--max-tokens", help="Token limit of an answer; an answer cut by it is a failed query."),
-    temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature."),
-    max_history_words: int = typer.Option(2000, "--max-history-words", help="History word budget (oldest turns dropped first, the question always kept)."),
-    fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
-    device: Optional[str] = typer.Option(None, "--device", help="Device of --local (cpu, cuda)."),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", help="Allow the --local checkpoint's own code."),
+    template: str = typer.Option("conversational", "--template", rich_help_panel=common.PANEL_LLM, help="Shipped template (conversational, convsearch-r1, rl-qr) or a TOML file."),
+    out: Path = typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Rewrite file to write (queries.jsonl); failures go to OUT.failures.jsonl."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", rich_help_panel=common.PANEL_LLM, help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."),
+    model: Optional[str] = typer.Option(None, "--model", rich_help_panel=common.PANEL_LLM, help="Model name served by the endpoint."),
+    local: Optional[Path] = typer.Option(None, "--local", rich_help_panel=common.PANEL_LLM, help="A local transformers causal-LM folder instead of an endpoint."),
+    cache: Optional[Path] = typer.Option(None, "--cache", rich_help_panel=common.PANEL_REQUESTS, help="JSONL cache of rewrites (default OUT.cache.jsonl beside OUT)."),
+    concurrency: int = typer.Option(4, "--concurrency", rich_help_panel=common.PANEL_REQUESTS, help="Parallel requests."),
+    budget: Optional[int] = typer.Option(None, "--budget", rich_help_panel=common.PANEL_REQUESTS, help="Most calls to make (cached rewrites are free)."),
+    timeout: str = typer.Option("30", "--timeout", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per HTTP attempt ('none' is refused)."),
+    deadline: str = typer.Option("120", "--deadline", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per query, retries and backoff included."),
+    max_retries: int = typer.Option(2, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (exponential backoff)."),
+    max_tokens: int = typer.Option(1024, "--max-tokens", rich_help_panel=common.PANEL_LLM, help="Token limit of an answer; an answer cut by it is a failed query."),
+    temperature: float = typer.Option(0.0, "--temperature", rich_help_panel=common.PANEL_LLM, help="Sampling temperature."),
+    max_history_words: int = typer.Option(2000, "--max-history-words", rich_help_panel=common.PANEL_LLM, help="History word budget (oldest turns dropped first, the question always kept)."),
+    fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", rich_help_panel=common.PANEL_RUN, help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
+    device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_LLM, help="Device of --local (cpu, cuda)."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", rich_help_panel=common.PANEL_LLM, help="Allow the --local checkpoint's own code."),
 ) -> None:
     """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
     from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
