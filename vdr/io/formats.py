@@ -220,9 +220,7 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
     tag: str | None = None
     dups = 0
     first_dup: tuple[int, str, str] | None = None
-    trailing = 0
-    trailing_first: int | None = None
-    comments = 0
+    trailing, trailing_first, comments = 0, None, 0
     for no, line in read_lines(path):
         if line.startswith("#"):  # trec_eval 10: a line whose first character is '#' is a comment
             comments += 1
