@@ -127,6 +127,23 @@ def test_largest_regression_is_the_script_rewrite(lexical_results):
     assert res.variants["conversational"]["q01"].history  # conversational rewrites carry history
 
 
+def test_largest_changes_of_one_variant(lexical_results):
+    """``largest_changes(backend, variant)`` (issue 26.9: a raw TypeError before): one variant's
+    changes, the same cases as the all-variant call filtered to it; bad names and ``top`` refused."""
+    res = vdr.Results.load(lexical_results)
+    reg_all, gain_all = res.largest_changes("lexical", top=1000)
+    reg, gain = res.largest_changes("lexical", "evil", top=1000)
+    assert reg == [c for c in reg_all if c.variant == "evil"] and gain == [c for c in gain_all if c.variant == "evil"]
+    assert any(c.query_id == "q01" and c.delta == -1.0 for c in reg)
+    assert res.largest_changes("lexical", 3) == res.largest_changes("lexical", top=3)  # the old positional top
+    with pytest.raises(KeyError, match="no rewrite variant 'nope'.*evil"):
+        res.largest_changes("lexical", "nope")
+    with pytest.raises(KeyError, match="no backend 'bm99'"):
+        res.largest_changes("bm99", "evil")
+    with pytest.raises(vdr.InputError, match="top must be a positive integer"):
+        res.largest_changes("lexical", "evil", top=0)
+
+
 def test_markdown_table_matches_results_json(built, lexical_results):
     _, _, md = built
     doc = _doc(lexical_results)

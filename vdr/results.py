@@ -569,19 +569,36 @@ class Results:
         df["value"] = df["value"].astype("float64")
         return df
 
-    def largest_changes(self, backend: str, top: int = 5, metric: str | None = None) -> tuple[list[Case], list[Case]]:
-        """The ``top`` largest regressions and gains of ``metric`` (default primary) over every
-        rewrite variant on ``backend``.
+    def largest_changes(self, backend: str, variant: str | int | None = None, *, top: int = 5,
+                        metric: str | None = None) -> tuple[list[Case], list[Case]]:
+        """The ``top`` largest regressions and gains of ``metric`` (default primary) of ``variant``
+        (default: every rewrite variant) against the baseline on ``backend``.
+
+        ``res.largest_changes("lexical", "keywords")`` looks at one variant;
+        ``res.largest_changes("lexical", top=3)`` at all of them (an int in second place is read as
+        ``top``, as before ``variant`` existed).
 
         Returns:
             ``(regressions, gains)``: regressions have ``delta < 0``, most negative first; gains
             ``delta > 0``, largest first; ties broken by variant order, then query id order.
+
+        Raises:
+            KeyError: an unknown backend or variant (the known ones named). InputError: ``top`` is
+                not a positive integer.
         """
+        if isinstance(variant, int) and not isinstance(variant, bool):
+            variant, top = None, variant
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise InputError(f"top must be a positive integer, got {top!r}")
+        if backend not in self.backends:
+            raise KeyError(f"no backend {backend!r} in these results; known: {', '.join(self.backends)}")
+        if variant is not None and variant not in self.rewrite_variants:
+            raise KeyError(f"no rewrite variant {variant!r} in these results; known: {', '.join(self.rewrite_variants)}")
         metric = metric or self.primary
         cases = []
         a = self.values(backend, self.baseline, metric)
         for vi, v in enumerate(self.rewrite_variants):
-            if not self.has_run(backend, v):
+            if not self.has_run(backend, v) or variant not in (None, v):
                 continue
             b = self.values(backend, v, metric)
             for qi, q in enumerate(self.query_ids):

@@ -309,7 +309,7 @@ def _cases_section(res: Results, thumbs: _Thumbs, top: int, p: str) -> tuple[str
     if res.qrels is None:
         out.append('<p class="warn">The qrels file could not be read: relevance marks and relevant pages are not shown.</p>')
     for b in backends:
-        reg, gain = res.largest_changes(b, top, metric=p)
+        reg, gain = res.largest_changes(b, top=top, metric=p)
         out.append(f"<h3>{esc(b)}</h3>")
         for title, cases in (("regressions", reg), ("gains", gain)):
             out.append(f"<h4>{esc(b)}: largest {title}</h4>")
