@@ -161,7 +161,7 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
         out.setdefault(qid, {})[did] = g
     if fmt == "beir" and not header_done:
         raise InputError("empty BEIR qrels file (no header)", path=path)
-    return Qrels._trusted(out, name=path.name)
+    return Qrels.from_checked(out, name=path.name)
 
 
 def _check_run_fields(fields: list[str], line: str, path: Path, no: int) -> None:
@@ -254,7 +254,7 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
             VdrWarning,
             stacklevel=2,
         )
-    return Run._trusted(out, name=tag)
+    return Run.from_checked(out, name=tag)
 
 
 class _DuplicateKey(Exception):

@@ -399,7 +399,7 @@ class Rewarder:
         t0 = time.perf_counter()
         values, ranks = self._values(ids, rows, names)
         self.stats["metric_s"] += time.perf_counter() - t0
-        out_rows = [Run._trusted({"r": r}).ranked("r") for r in rows] if return_rows else None
+        out_rows = [Run.from_checked({"r": r}).ranked("r") for r in rows] if return_rows else None
         return RewardBatch(names[0], values[names[0]], values, ranks, empty, truncated, cached, out_rows)
 
     def _prepare(self, rewrites: Sequence[str | None], budget: int | None) -> tuple[list[str | None], list[bool], list[bool]]:
@@ -471,8 +471,8 @@ class Rewarder:
         keys = [str(n) for n in range(len(ids))]
         qd = self.qrels
         # rows come from backend runs (validated str ids, finite float scores) or the cache built from them
-        pos_qrels = Qrels._trusted({k: qd._data[q] for k, q in zip(keys, ids)})
-        pos_run = Run._trusted(dict(zip(keys, rows)))
+        pos_qrels = Qrels.from_checked({k: qd._data[q] for k, q in zip(keys, ids)})
+        pos_run = Run.from_checked(dict(zip(keys, rows)))
         asked = [m for m in names if m != RANK_INCENTIVE]
         # a rewrite that retrieves no judged page earns 0: expected in training, neither an id-format error nor a warning
         with warnings.catch_warnings():
