@@ -111,3 +111,59 @@ def test_unavailable_pages_and_reasons(tmp_path):
     c = _report(tmp_path, {"kind": "vidore", "unavailable_pages": [{"corpus-id": "7", "reason": "page too small"}]})
     assert c.unavailable() == {"7": "page too small"} and c.unavailable_reason("7") == "page too small"
     assert c.unavailable_reason("broken.pdf#1") is None  # documents are only read from PDF reports
+
+
+# ------------------------------------------------------------------------- the corpus protocol
+def _passage_corpus(tmp_path):
+    from vdr.ingest.passages import ingest_passages
+
+    d = tmp_path / "beir"
+    d.mkdir()
+    (d / "corpus.jsonl").write_text("\n".join(json.dumps(o) for o in [
+        {"_id": "d1", "title": "Cats", "text": "cats purr"},
+        {"_id": "d2", "title": "", "text": "dogs bark"},
+        {"_id": "d3", "title": "", "text": ""},
+    ]) + "\n")
+    ingest_passages(d, tmp_path / "passages")
+    return tmp_path / "passages"
+
+
+def test_page_and_passage_corpora_satisfy_the_protocol(tmp_path):
+    """Both kinds answer the same questions through :class:`CorpusLike`, and consumers branch on the
+    typed ``kind`` (also the unit results count), never on a missing attribute."""
+    from vdr.corpus import CorpusLike, PassageCorpus, load_corpus
+
+    (tmp_path / "pages").mkdir()
+    pages = load_corpus(_write(tmp_path / "pages", [_rec("a.pdf#1"), _rec("a.pdf#2", page=2, text="", text_source="none")]))
+    passages = load_corpus(_passage_corpus(tmp_path))
+    assert type(pages) is Corpus and type(passages) is PassageCorpus
+    assert isinstance(pages, CorpusLike) and isinstance(passages, CorpusLike)
+    assert not isinstance({"d1": "text"}, CorpusLike)  # a plain {id: text} mapping is not a corpus
+    assert (pages.kind, passages.kind) == ("page", "passage")
+    assert pages.root == tmp_path / "pages" and passages.root == tmp_path / "passages"
+    assert pages.report == {} and passages.report["kind"] == "passage"
+    expected = [
+        (pages, ["a.pdf#1", "a.pdf#2"], {"a.pdf#1": "hello", "a.pdf#2": ""}),
+        (passages, ["d1", "d2", "d3"], {"d1": "Cats cats purr", "d2": "dogs bark", "d3": ""}),
+    ]
+    for c, ids, texts in expected:
+        assert c.ids() == ids and list(c) == ids and len(c) == len(ids)
+        assert ids[0] in c and "absent" not in c
+        assert c.texts() == texts
+        assert list(c.iter_texts(batch_size=2)) == [(ids[i:i + 2], [texts[d] for d in ids[i:i + 2]]) for i in range(0, len(ids), 2)]
+        assert c.unavailable_reason(ids[0]) is None
+
+
+def test_the_corpus_module_owns_the_layout_names(tmp_path):
+    """The passage ingest writes exactly the files whose names vdr.corpus defines (one definition)."""
+    import importlib
+
+    import vdr.corpus as C
+
+    P = importlib.import_module("vdr.ingest.passages")  # `import vdr.ingest.x as P` meets the verb vdr.ingest
+
+    names = ("MANIFEST_FILE", "PASSAGES_FILE", "IDS_FILE", "EMPTY_FILE", "OFFSETS_FILE")
+    assert [getattr(C, n) for n in names] == ["corpus.json", "passages.jsonl", "ids.txt", "empty_ids.txt", "offsets.npy"]
+    assert all(getattr(P, n) is getattr(C, n) for n in names)  # re-exported, not redefined
+    root = _passage_corpus(tmp_path)
+    assert sorted(p.name for p in root.iterdir()) == sorted(getattr(C, n) for n in names)

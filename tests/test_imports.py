@@ -234,3 +234,32 @@ def test_no_module_mutates_sys_modules():
         for line in sys_modules_mutations(path.read_text(encoding="utf-8"), str(path)):
             found.append(f"{path.relative_to(REPO_ROOT)}:{line}")
     assert not found, "sys.modules is mutated at: " + ", ".join(found)
+
+
+# ------------------------------------------------------------------------- the layers of issue 23
+def _reaches(graph: dict[str, set[str]], prefix: str, targets: tuple[str, ...]) -> dict[str, list[str]]:
+    """``{module under prefix: [vdr modules of targets it imports directly]}`` (empty lists left out)."""
+    hit = lambda m: any(m == t or m.startswith(t + ".") for t in targets)  # noqa: E731
+    return {m: sorted(filter(hit, deps)) for m, deps in sorted(graph.items())
+            if (m == prefix or m.startswith(prefix + ".")) and any(map(hit, deps))}
+
+
+def test_rewrite_imports_neither_judge_nor_rewards():
+    """Judge and rewrite share one LLM client (``vdr.llm``); ``vdr.rewrite`` imports neither
+    ``vdr.judge`` nor ``vdr.rewards``, not even inside a function."""
+    graph = import_graph(lazy=True)
+    assert {"vdr.llm"} <= set().union(*(graph[m] for m in graph if m.startswith("vdr.rewrite")))
+    assert "vdr.llm" in graph["vdr.judge.client"] and "vdr.llm" in graph["vdr.rewards.rewarder"]
+    assert _reaches(graph, "vdr.rewrite", ("vdr.judge", "vdr.rewards")) == {}
+
+
+def test_bottom_modules_import_no_stage():
+    """``vdr.llm``, ``vdr.corpus`` and ``vdr.types`` sit below every stage: the corpus owns its file
+    layout names (no import of ``vdr.ingest``), the results take ``duplicate_texts`` from the types
+    (no import of ``vdr.experiment``), and the LLM client imports neither judge, rewrite nor rewards."""
+    graph = import_graph(lazy=True)
+    stages = ("vdr.ingest", "vdr.encode", "vdr.retrieve", "vdr.metrics", "vdr.stats", "vdr.results", "vdr.report",
+              "vdr.experiment", "vdr.rewards", "vdr.judge", "vdr.rewrite", "vdr.cli", "vdr.integrations")
+    for low in ("vdr.llm", "vdr.corpus", "vdr.types"):
+        assert _reaches(graph, low, stages) == {}, low
+    assert _reaches(graph, "vdr.results", ("vdr.experiment", "vdr.report", "vdr.cli")) == {}

@@ -143,3 +143,29 @@ def test_judge_takes_the_results_folder_lock(results, tmp_path, capsys, monkeypa
     ResultsFolder(out).open().close()  # released afterwards
     assert main(["judge", str(tmp_path), "--endpoint", sim.url, "--judge-model", "x"]) == 2  # not a results folder
     assert "results.json is missing" in capsys.readouterr().err and not (tmp_path / LOCK_FILE).exists()
+
+
+def test_judge_options_record_equals_keywords(results, tmp_path):
+    """``judge(out, options=JudgeOptions(llm=LLMSettings(...)))`` is the keyword call: same judge
+    settings, same cache keys (a rerun from the keyword call's cache makes no call), same scores;
+    keywords override the record, and an unknown keyword is refused by name."""
+    from vdr.judge.run import JudgeOptions
+    from vdr.llm import LLMSettings
+
+    out, sim = results
+    cache = tmp_path / "cache.jsonl"
+    by_kw = judge(out, endpoint=sim.url, judge_model="sim-llm", modality="text", cache=cache, max_retries=1, timeout=30,
+                  backoff=0.01)
+    hits = sim.hits
+    opts = JudgeOptions(llm=LLMSettings(endpoint=sim.url, model="sim-llm", max_retries=1, timeout=30, backoff=0.01),
+                        modality="text", cache=cache)
+    by_opts = judge(out, options=opts, budget=0)  # every answer is cached: no call is needed
+    assert sim.hits == hits and by_opts.document["calls"]["calls"] == 0
+    assert by_opts.rows == by_kw.rows
+    assert by_opts.document["judge"] == {**by_kw.document["judge"], "budget": 0}
+    assert by_kw.document["judge"] == {"endpoint": sim.url, "model": "sim-llm", "modality": "text",
+                                       "prompt_version": by_kw.document["prompt_version"], "temperature": 0.0,
+                                       "max_tokens": 2048, "json_mode": False, "timeout_s": 30.0, "max_retries": 1,
+                                       "concurrency": 4, "budget": None}
+    with pytest.raises(TypeError, match="unknown option.*'model'.*known:.*judge_model"):
+        judge(out, endpoint=sim.url, model="sim-llm")  # the judge's model keyword is judge_model

@@ -292,13 +292,14 @@ def test_parse_cutoffs_is_the_one_parser():
         with pytest.raises(InputError, match=needle):
             parse_cutoffs(bad, single=bad == "1,3")
     # vdr evaluate and vdr judge use it (no private copies)
+    import importlib
     import inspect
 
     import vdr.experiment.evaluation
     import vdr.judge
 
     assert "parse_cutoffs(k)" in inspect.getsource(vdr.experiment.evaluation._plan)
-    assert "parse_cutoffs(k, single=True)" in inspect.getsource(sys.modules["vdr.judge"].judge)
+    assert "parse_cutoffs(o.k, single=True)" in inspect.getsource(importlib.import_module("vdr.judge.run")._judge)  # judge() gathers its options first
     with pytest.raises(InputError, match="one cutoff"):
         sys.modules["vdr.judge"].judge("/nonexistent", k=[3, 5])
 

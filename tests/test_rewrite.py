@@ -232,3 +232,42 @@ def test_evaluate_policy_for_failed_rewrites(sim, tmp_path):
     assert rw["q3"] == orig["q3"]  # the stand-in scores exactly as the original
     written = {x["_id"]: x["text"] for x in read_jsonl(tmp_path / "rw.jsonl")}
     assert written == {q: (t if q == "q3" else f"{t} standalone") for q, t in queries.items()}  # the others are real rewrites
+
+
+# ------------------------------------------------------------------ option record and the LLM client
+def test_options_record_equals_keywords_and_keywords_override_it(sim, tmp_path):
+    """``rewrite(..., options=RewriteOptions(...))`` is the keyword call; keywords override its fields."""
+    from vdr.llm import LLMSettings
+    from vdr.rewrite import RewriteOptions
+
+    write_queries(tmp_path / "q.jsonl", QUERIES + [("x_len", "LENGTH please", [])])
+    by_kw = run(sim, tmp_path, max_history_words=1, fill_failed="original")
+    opts = RewriteOptions(llm=LLMSettings(endpoint=sim.url, model="sim-model", timeout=10, backoff=0.01), max_history_words=1)
+    by_opts = rewrite(tmp_path / "q.jsonl", template="conversational", out=tmp_path / "rw2.jsonl", options=opts,
+                      cache=tmp_path / "fresh.jsonl", fill_failed="original")
+    assert read_jsonl(tmp_path / "rw2.jsonl") == read_jsonl(tmp_path / "rw.jsonl")
+    assert (by_opts.rewritten, by_opts.failed, by_opts.history_cut) == (by_kw.rewritten, by_kw.failed, by_kw.history_cut) == (
+        3, {"x_len": "length: no final answer (the answer reached the token limit)"}, 1)
+    assert by_opts.settings["max_history_words"] == 1 and by_opts.settings["timeout_s"] == 10.0
+    assert by_opts.settings["fill_failed"] == "original" and opts.fill_failed is None  # the record is not changed
+    with pytest.raises(TypeError, match="unknown option.*'judge_model'"):
+        rewrite(tmp_path / "q.jsonl", template="conversational", out=tmp_path / "x.jsonl", judge_model="m")
+
+
+def test_rewrite_uses_the_shared_llm_client(sim, tmp_path):
+    """The endpoint generator is vdr.llm's ChatClient (the judge's client class too), labelled for
+    rewriting in its error messages."""
+    from vdr.judge.client import JudgeClient
+    from vdr.llm import ChatClient, LLMSettings
+    from vdr.rewrite.generate import endpoint_generator
+
+    gen = endpoint_generator(LLMSettings(endpoint=sim.url, model="m", api_key="sk-x", max_tokens=64))
+    assert type(gen) is ChatClient and issubclass(JudgeClient, ChatClient) and JudgeClient.ask is ChatClient.ask
+    assert (gen.model, gen.max_tokens, gen.label) == ("m", 64, "rewrite") and "sk-x" not in repr(gen.settings)
+    with pytest.raises(InputError, match="no model"):
+        endpoint_generator(LLMSettings(endpoint=sim.url))
+    write_queries(tmp_path / "q.jsonl", QUERIES[:1])
+    sim.mode = "http500"
+    r = run(sim, tmp_path, max_retries=0)
+    assert r.failed["c1_1"].startswith(f"rewrite endpoint {sim.url}: HTTP 500 for query 'c1_1' (rewrite) after 1 attempt(s)")
+    sim.mode = "ok"

@@ -339,3 +339,56 @@ def test_name_is_read_only():
     with pytest.raises(AttributeError):
         r.name = "other"
     assert r.name == "tag"
+
+
+# ------------------------------------------------------------------- public fast constructors
+VALID_RUN = {"q1": {"p9": 2.5, "p10": 2.5, "p2": -1.0}, "q2": {"a": 0.0}, "q3": {}}
+VALID_QRELS = {"q1": {"p9": 2, "p10": 0, "p2": -1}, "q2": {"a": 1}}
+
+
+def test_from_checked_equals_the_checked_constructor_on_valid_input():
+    run, fast = Run(VALID_RUN, name="bm25"), Run.from_checked({q: dict(d) for q, d in VALID_RUN.items()}, "bm25")
+    assert fast == run and fast.name == run.name == "bm25" and fast.to_dict() == run.to_dict()
+    assert [fast.ranked(q) for q in fast] == [run.ranked(q) for q in run]
+    assert fast.ranked("q1") == [("p9", 2.5), ("p10", 2.5), ("p2", -1.0)]  # tie: byte order descending
+    assert fast.top_k(1) == run.top_k(1) == Run({"q1": {"p9": 2.5}, "q2": {"a": 0.0}, "q3": {}})
+    qrels, qfast = Qrels(VALID_QRELS, name="qrels.tsv"), Qrels.from_checked({q: dict(d) for q, d in VALID_QRELS.items()}, "qrels.tsv")
+    assert qfast == qrels and qfast.name == "qrels.tsv" and qfast.num_entries() == qrels.num_entries() == 4
+    assert isinstance(qfast["q1"], MappingProxyType)  # read-only like the checked one
+
+
+def test_from_checked_adopts_without_copy_and_checks_scores_lazily():
+    data = {"q1": {"p1": float("nan")}}
+    run = Run.from_checked(data)  # no check at construction: the fast path of backends and readers
+    assert run._data is data
+    with pytest.raises(InputError, match=r"'q1'.*'p1'.*finite"):
+        run.columns()  # every metric reads the columns: a bad score is still named there
+
+
+def test_columns_match_between_paths_and_are_read_only():
+    checked, fast = Run(VALID_RUN).columns(), Run.from_checked(VALID_RUN).columns()
+    flat, starts, pos = fast
+    assert flat.dtype == np.float64 and flat.tolist() == [2.5, 2.5, -1.0, 0.0]
+    assert starts.tolist() == [0, 3, 4] and pos == {"q1": 0, "q2": 1, "q3": 2}
+    assert checked[0].tolist() == flat.tolist() and checked[1].tolist() == starts.tolist() and checked[2] == pos
+    run = Run(VALID_RUN)
+    assert run.columns() is run.columns()  # cached
+    with pytest.raises(ValueError):
+        flat[0] = 99.0  # shared by every caller: read-only
+
+
+def test_columns_of_other_real_number_types():
+    from fractions import Fraction
+
+    flat, starts, _ = Run({"q1": {"a": Fraction(1, 4), "b": np.float32(0.5)}}).columns()
+    assert flat.tolist() == [0.25, 0.5] and starts.tolist() == [0]
+
+
+def test_duplicate_texts_counts_repeated_texts():
+    from vdr.types import duplicate_texts
+
+    qs = QuerySet.from_texts({"q1": "tax", "q2": "rent", "q3": "tax", "q4": "rent", "q5": "tax", "q6": "solo"})
+    assert duplicate_texts(qs) == {"count": 3, "examples": [{"text": "tax", "ids": ["q1", "q3", "q5"]},
+                                                             {"text": "rent", "ids": ["q2", "q4"]}]}
+    assert duplicate_texts(qs, examples=1)["examples"] == [{"text": "tax", "ids": ["q1", "q3", "q5"]}]
+    assert duplicate_texts(QuerySet.from_texts({"q1": "a"})) == {"count": 0, "examples": []}

@@ -1,13 +1,30 @@
-"""The page corpus: the contract between ingestion and every retrieval backend.
+"""The corpus: the contract between ingestion and every retrieval backend, and its file layout.
 
-A corpus folder holds::
+Two kinds of corpus folder, both read by :func:`load_corpus`; both kinds satisfy the
+:class:`CorpusLike` protocol (``kind``, ``root``, ``report``, ids, ``len``, ``in``, texts, streamed
+texts, :meth:`~CorpusLike.unavailable_reason`), which is all that the backends, ``evaluate``,
+``serve``, the results and the report rely on.
+
+A page corpus (:class:`Corpus`, ``kind == "page"``) folder holds::
 
     CORPUS_DIR/
-      pages.jsonl          one JSON object per page (the fields of :class:`Page`)
-      images/...           one RGB PNG per page, at the path named by the page's ``image`` field
-      ingest-report.json   what ingestion did (documents, statuses, reasons, settings)
+      pages.jsonl          one JSON object per page (the fields of :class:`Page`)      PAGES_FILE
+      images/...           one RGB PNG per page, at the path named by the page's ``image`` field   IMAGES_DIR
+      ingest-report.json   what ingestion did (documents, statuses, reasons, settings) REPORT_FILE
       queries.jsonl        (ViDoRe only) BEIR queries
       qrels.tsv            (ViDoRe only) BEIR qrels
+
+A passage corpus (:class:`PassageCorpus`, ``kind == "passage"``; written by
+:func:`vdr.ingest.passages.ingest_passages`) folder holds::
+
+    CORPUS_DIR/
+      passages.jsonl       {"id", "title", "text"} per line                           PASSAGES_FILE
+      ids.txt              one passage id per line, in file order                     IDS_FILE
+      empty_ids.txt        ids of the passages without title and text                 EMPTY_FILE
+      offsets.npy          int64 byte offset of each line of passages.jsonl           OFFSETS_FILE
+      corpus.json          the manifest (format, counts, fingerprint; kind "passage") MANIFEST_FILE
+
+This module owns these names; the ingest code that writes the folders imports them from here.
 
 Page ids of ingested PDFs are ``<path relative to PDF_DIR, '/'-separated>#<1-based page>``
 with whitespace and ``%`` percent-encoded (UTF-8 bytes, upper-case hex), so that every id is a
@@ -23,16 +40,27 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal, Protocol, runtime_checkable
 
 from .errors import InputError
 from .io._lines import read_lines
 
-__all__ = ["Page", "Corpus", "PassageCorpus", "load_corpus", "passage_text", "page_id", "image_name", "PAGES_FILE", "REPORT_FILE",
-           "IMAGES_DIR"]
+__all__ = ["Page", "Corpus", "PassageCorpus", "CorpusLike", "CorpusKind", "load_corpus", "passage_text", "page_id", "image_name",
+           "PAGES_FILE", "REPORT_FILE", "IMAGES_DIR", "MANIFEST_FILE", "PASSAGES_FILE", "IDS_FILE", "EMPTY_FILE", "OFFSETS_FILE"]
 
+# page corpus layout
 PAGES_FILE = "pages.jsonl"
 REPORT_FILE = "ingest-report.json"
 IMAGES_DIR = "images"
+# passage corpus layout
+MANIFEST_FILE = "corpus.json"
+PASSAGES_FILE = "passages.jsonl"
+IDS_FILE = "ids.txt"
+EMPTY_FILE = "empty_ids.txt"
+OFFSETS_FILE = "offsets.npy"
+
+CorpusKind = Literal["page", "passage"]
+"""What a corpus holds: ``"page"`` (page images + page text) or ``"passage"`` (title + text)."""
 
 TEXT_SOURCES = ("pdf", "ocr", "none")
 
@@ -182,7 +210,7 @@ class Corpus(Mapping):
         report: the parsed ``ingest-report.json`` (``{}`` when the file is absent).
     """
 
-    kind = "page"
+    kind: CorpusKind = "page"
 
     def __init__(self, pages: Mapping[str, Page], root: str | Path, report: Mapping | None = None) -> None:
         self._pages = dict(pages)
@@ -381,7 +409,7 @@ class PassageCorpus:
         fingerprint: ``"sha256:<hex>"`` of ``passages.jsonl`` (recorded at ingest).
     """
 
-    kind = "passage"
+    kind: CorpusKind = "passage"
 
     def __init__(self, root: str | Path, report: Mapping) -> None:
         self.root = Path(root)
@@ -398,12 +426,10 @@ class PassageCorpus:
             InputError: a missing or unreadable ``corpus.json`` or ``passages.jsonl``, or a
                 ``passages.jsonl`` whose size differs from the one recorded (changed since ingest).
         """
-        from .ingest.passages import MANIFEST_FILE, PASSAGES_FILE as PFILE
-
         root = Path(corpus_dir)
-        mp, pp = root / MANIFEST_FILE, root / PFILE
+        mp, pp = root / MANIFEST_FILE, root / PASSAGES_FILE
         if not mp.is_file() or not pp.is_file():
-            raise InputError(f"not a passage corpus folder: {MANIFEST_FILE} or {PFILE} is missing (run `vdr ingest --passages`)", path=root)
+            raise InputError(f"not a passage corpus folder: {MANIFEST_FILE} or {PASSAGES_FILE} is missing (run `vdr ingest --passages`)", path=root)
         try:
             report = json.loads(mp.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -412,15 +438,13 @@ class PassageCorpus:
             raise InputError("not a passage corpus manifest (kind != 'passage')", path=mp)
         size = report.get("passages_bytes")
         if isinstance(size, int) and pp.stat().st_size != size:
-            raise InputError(f"{PFILE} has {pp.stat().st_size} bytes, the manifest records {size}: it changed since ingest"
+            raise InputError(f"{PASSAGES_FILE} has {pp.stat().st_size} bytes, the manifest records {size}: it changed since ingest"
                              " (re-run `vdr ingest --passages`)", path=pp)
         return cls(root, report)
 
     def ids(self) -> list[str]:
         """All passage ids in file order (read once from ``ids.txt``)."""
         if self._ids is None:
-            from .ingest.passages import IDS_FILE
-
             p = self.root / IDS_FILE
             if p.is_file():
                 with open(p, encoding="utf-8", newline="\n") as f:
@@ -448,8 +472,6 @@ class PassageCorpus:
         Raises:
             KeyError: unknown id.
         """
-        from .ingest.passages import OFFSETS_FILE, PASSAGES_FILE as PFILE
-
         i = self._positions().get(corpus_id)
         if i is None:
             raise KeyError(f"passage id {corpus_id!r} is not in the corpus at {self.root}")
@@ -458,7 +480,7 @@ class PassageCorpus:
             import numpy as np
 
             offset = int(np.load(op, mmap_mode="r", allow_pickle=False)[i])
-            with open(self.root / PFILE, "rb") as f:
+            with open(self.root / PASSAGES_FILE, "rb") as f:
                 f.seek(offset)
                 obj = json.loads(f.readline())
             if obj.get("id") == corpus_id:
@@ -477,9 +499,7 @@ class PassageCorpus:
         Raises:
             InputError: a line of ``passages.jsonl`` that is not valid JSON (file and line named).
         """
-        from .ingest.passages import PASSAGES_FILE as PFILE
-
-        path = self.root / PFILE
+        path = self.root / PASSAGES_FILE
         decode = json.JSONDecoder().decode
         try:
             f = open(path, encoding="utf-8", newline="\n")
@@ -520,8 +540,6 @@ class PassageCorpus:
 
     def empty_ids(self) -> set[str]:
         """Ids of the empty passages (no title, no text), from ``empty_ids.txt``."""
-        from .ingest.passages import EMPTY_FILE
-
         p = self.root / EMPTY_FILE
         if not p.is_file():
             return set(self.report.get("empty") or ())
@@ -536,14 +554,58 @@ class PassageCorpus:
         return f"PassageCorpus({len(self)} passages at {str(self.root)!r})"
 
 
+@runtime_checkable
+class CorpusLike(Protocol):
+    """What every consumer of a corpus may rely on, whatever its kind: the protocol that
+    :class:`Corpus` (pages) and :class:`PassageCorpus` (passages) both satisfy.
+
+    Consumers branch on :attr:`kind` (typed: ``"page"`` or ``"passage"``), never on the class or
+    on a missing attribute. Page-only members (``image_path``, ``open_image``, ``unavailable``,
+    ``duplicate_images``) are used only where ``kind == "page"``; passage-only members
+    (``fingerprint``, ``passage``, ``iter_passages``, ``empty_ids``) only where
+    ``kind == "passage"``. (The text backends also index a plain ``{id: text}`` mapping, which is
+    not a ``CorpusLike``: see :func:`vdr.retrieve.base.iter_corpus_texts`.)
+
+    Attributes:
+        kind: ``"page"`` or ``"passage"``; also the unit that results and reports count.
+        root: the corpus folder.
+        report: the ingest report (pages) or the manifest (passages), parsed (``{}`` when absent).
+    """
+
+    kind: CorpusKind
+    root: Path
+    report: dict
+
+    def ids(self) -> list[str]:
+        """Every corpus id, in file order."""
+
+    def __len__(self) -> int:
+        """The number of pages or passages."""
+
+    def __contains__(self, corpus_id: object) -> bool:
+        """Whether ``corpus_id`` is a page or passage of the corpus."""
+
+    def __iter__(self) -> Iterator[str]:
+        """The corpus ids in file order."""
+
+    def texts(self) -> dict[str, str]:
+        """``{corpus_id: text}`` of every item (all in memory; ``""`` where there is no text)."""
+
+    def iter_texts(self, batch_size: int = 8192) -> Iterator[tuple[list[str], list[str]]]:
+        """``(ids, texts)`` batches of at most ``batch_size`` items in file order (streamed)."""
+
+    def unavailable_reason(self, corpus_id: str) -> str | None:
+        """Why ``corpus_id`` is known to ingest but not in the corpus, or ``None``."""
+
+
 def load_corpus(corpus_dir: str | Path) -> "Corpus | PassageCorpus":
-    """The corpus in ``corpus_dir``: a :class:`PassageCorpus` when it holds ``corpus.json`` with
+    """The corpus in ``corpus_dir``: a :class:`PassageCorpus` when it holds ``corpus.json`` (and no ``pages.jsonl``) with
     ``kind: passage``, else a page :class:`Corpus`.
 
     Raises:
         InputError: as :meth:`Corpus.load` / :meth:`PassageCorpus.load`.
     """
     root = Path(corpus_dir)
-    if (root / "corpus.json").is_file() and not (root / PAGES_FILE).is_file():
+    if (root / MANIFEST_FILE).is_file() and not (root / PAGES_FILE).is_file():
         return PassageCorpus.load(root)
     return Corpus.load(root)

@@ -36,14 +36,13 @@ from pathlib import Path
 import numpy as np
 
 from .stats import Comparison, compare_variants, describe_test
-from .experiment.inputs import duplicate_texts
 from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
 from .io.formats import load_qrels, load_queries, load_run, save_run
 from .metrics import MetricsResult
 from .metrics.registry import metric_label
-from .types import ORIGINAL, Qrels, Query, QuerySet, Run
+from .types import ORIGINAL, Qrels, Query, QuerySet, Run, duplicate_texts
 
 __all__ = ["Results", "RunResult", "Case", "Table", "SCHEMA_VERSION", "RESULTS_FILE", "PER_QUERY_FILE", "fmt_p", "json_safe"]
 
@@ -664,7 +663,7 @@ class Results:
     def page_image(self, corpus_id: str):
         """The page image as an RGB ``PIL.Image.Image``, or ``None`` when the corpus, the page or its
         image file is missing or unreadable (never raises for those)."""
-        if self.corpus is None or getattr(self.corpus, "kind", "page") != "page" or corpus_id not in self.corpus:
+        if self.corpus is None or self.corpus.kind != "page" or corpus_id not in self.corpus:
             return None
         try:
             return self.corpus.open_image(corpus_id)

@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Qrels", "Run", "Query", "QuerySet", "to_id", "ORIGINAL"]
+__all__ = ["Qrels", "Run", "Query", "QuerySet", "to_id", "duplicate_texts", "ORIGINAL"]
 
 ORIGINAL = "original"
 """Name of the original queries' variant (the baseline every rewrite variant is compared with)."""
@@ -151,7 +151,21 @@ class Qrels(_IdMapping):
         self._name = name
 
     @classmethod
-    def _trusted(cls, data: dict[str, dict[str, int]], name: str | None = None) -> "Qrels":
+    def from_checked(cls, data: dict[str, dict[str, int]], name: str | None = None) -> "Qrels":
+        """Wrap ``data`` that the caller has already built with the right types, without a check
+        and without a copy: the fast constructor of vdr's own readers and stages.
+
+        Not checked (what :class:`Qrels` ``(data)`` checks): that every id is a non-empty ``str``
+        and every grade an ``int``; duplicate ids after conversion cannot occur in a ``dict`` of
+        ``str`` keys. ``data`` is adopted, not copied: the caller must not change it afterwards.
+
+        Safe when the ids come from text files or other vdr objects (already ``str``) and the
+        grades from ``int(...)``. Given other types, the metrics would silently miss the ids
+        (``1 != "1"``): use ``Qrels(data)`` for anything a user passes in.
+
+        >>> Qrels.from_checked({"q1": {"p1": 1}}) == Qrels({"q1": {"p1": 1}})
+        True
+        """
         obj = cls.__new__(cls)
         obj._data = data
         obj._name = name
@@ -198,10 +212,26 @@ class Run(_IdMapping):
         self._data = out
         self._name = name
         self._cols = None
-        self._columns()  # validates every score
+        self.columns()  # validates every score
 
     @classmethod
-    def _trusted(cls, data: dict[str, dict[str, float]], name: str | None = None) -> "Run":
+    def from_checked(cls, data: dict[str, dict[str, float]], name: str | None = None) -> "Run":
+        """Wrap ``data`` that the caller has already built with the right types, without a check
+        and without a copy: the fast constructor of vdr's backends and readers (a search over a
+        large corpus returns millions of scores).
+
+        Not checked at construction (what :class:`Run` ``(data)`` checks at once): that every id is
+        a non-empty ``str`` and every score a finite real number. The scores are still checked,
+        lazily, by :meth:`columns`, which every metric calls: a NaN or infinite score raises
+        :class:`~vdr.errors.InputError` there, naming the query and corpus id. ``data`` is adopted,
+        not copied: the caller must not change it afterwards.
+
+        Safe when the ids come from a corpus, a query set or a run file (already ``str``) and the
+        scores from a model or a float parser. Use ``Run(data)`` for anything a user passes in.
+
+        >>> Run.from_checked({"q1": {"p1": 0.5}}, "bm25") == Run({"q1": {"p1": 0.5}}, name="bm25")
+        True
+        """
         obj = cls.__new__(cls)
         obj._data = data
         obj._name = name
@@ -211,11 +241,18 @@ class Run(_IdMapping):
     def renamed(self, name: str | None) -> "Run":
         """The same run (the rankings are shared, not copied) under another ``name``, the name that
         warnings and errors about the run use (e.g. ``"lexical/keywords"``)."""
-        return Run._trusted(self._data, name=name)
+        return Run.from_checked(self._data, name=name)
 
-    def _columns(self) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    def columns(self) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
         """All scores as one float64 array in query order, each query's start offset, and each query's
-        position: ``(flat (n_entries,), starts (n_queries,), {query_id: position})``. Cached.
+        position: ``(flat (n_entries,), starts (n_queries,), {query_id: position})``, the columnar
+        form the metric kernels read. Computed once and cached; the arrays are read-only (shared by
+        every caller), ``flat[starts[i] : starts[i] + len(row i)]`` holds query ``i``'s scores in
+        the run's insertion order (not ranked).
+
+        >>> flat, starts, pos = Run({"q1": {"a": 1, "b": 2}, "q2": {"c": 0.5}}).columns()
+        >>> flat.tolist(), starts.tolist(), pos
+        ([1.0, 2.0, 0.5], [0, 2], {'q1': 0, 'q2': 1})
 
         Raises:
             InputError: a score that is not a finite real number (naming query and corpus id).
@@ -240,7 +277,11 @@ class Run(_IdMapping):
                         ok = False
                     if not ok:
                         raise InputError(f"score of query {qid!r}, corpus id {did!r} must be a finite number, got {s!r}", id=did)
+        if flat is None:  # every score is a finite real number of another type (e.g. fractions.Fraction)
+            flat = np.array([float(s) for r in rows for s in r.values()], dtype=np.float64)
         starts = np.cumsum(lens) - lens
+        flat.flags.writeable = False
+        starts.flags.writeable = False
         self._cols = (flat, starts, {q: i for i, q in enumerate(self._data)})
         return self._cols
 
@@ -260,7 +301,7 @@ class Run(_IdMapping):
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        return Run._trusted({q: dict(self.ranked(q)[:k]) for q in self._data}, self.name)
+        return Run.from_checked({q: dict(self.ranked(q)[:k]) for q in self._data}, self.name)
 
     def __repr__(self) -> str:
         return f"Run({len(self)} queries, {self.num_entries()} scored pages{', ' + repr(self.name) if self.name else ''})"
@@ -357,3 +398,21 @@ class QuerySet(Mapping):
     def ids(self) -> Iterable[str]:
         """Query ids in file order."""
         return self.queries.keys()
+
+
+def duplicate_texts(queries: QuerySet, *, examples: int = 5) -> dict:
+    """Query texts that occur under more than one id in one variant (usually a copy-paste slip in a
+    rewrite file; such queries get identical rankings).
+
+    Returns:
+        ``{"count": number of ids whose text an earlier id already has, "examples": [{"text",
+        "ids"}] (first ``examples`` texts)}``.
+
+    >>> duplicate_texts(QuerySet.from_texts({"q1": "tax", "q2": "rent", "q3": "tax"}))
+    {'count': 1, 'examples': [{'text': 'tax', 'ids': ['q1', 'q3']}]}
+    """
+    by_text: dict[str, list[str]] = {}
+    for qid, q in queries.items():
+        by_text.setdefault(q.text, []).append(qid)
+    dups = [(t, ids) for t, ids in by_text.items() if len(ids) > 1]
+    return {"count": sum(len(ids) - 1 for _, ids in dups), "examples": [{"text": t, "ids": ids} for t, ids in dups[:examples]]}

@@ -258,7 +258,7 @@ def _run_backend(spec: _Spec, ctx: BuildContext, inputs: Inputs, depth: int, tim
     """
     with timer.stage("build", spec.name):  # model loading
         backend = _Memo(backend_factory(spec.factory)(ctx))
-    unit = "passage" if getattr(inputs.corpus, "kind", "page") == "passage" else "page"
+    unit = inputs.corpus.kind
     with timer.stage("index", spec.name, count=len(inputs.corpus), unit=unit) as st:  # page encoding
         backend.index(inputs.corpus)
         st.note = _cache_note(backend.report)
@@ -341,7 +341,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
     return {
         "protocol": None if protocol is None else {"name": protocol, "description": PROTOCOLS[protocol]["description"]},
         "corpus_dir": str(inputs.corpus_dir.resolve()),
-        "corpus_kind": getattr(inputs.corpus, "kind", "page"),
+        "corpus_kind": inputs.corpus.kind,
         "queries": str(inputs.queries_path.resolve()),
         "qrels": str(inputs.qrels_path.resolve()),
         "rewrites": {n: str(Path(p).resolve()) for n, p in (rewrites or {}).items()},
@@ -372,7 +372,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
 
 def _versions_of(inputs: Inputs, configs: dict, vidore) -> dict:
     versions = _versions(_VERSIONED)
-    fp = getattr(inputs.corpus, "fingerprint", None) if getattr(inputs.corpus, "kind", "page") == "passage" else None
+    fp = inputs.corpus.fingerprint if inputs.corpus.kind == "passage" else None
     versions["corpus_fingerprint"] = fp or "sha256:" + file_sha256(inputs.corpus_dir / PAGES_FILE)
     versions["qrels_sha256"] = file_sha256(inputs.qrels_path)
     if "multimodal" in configs:
@@ -638,7 +638,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
                                  vidore_language=o.vidore_language, progress=progress,
                                  drop_missing_judged=o.drop_missing_judged, concat_max_tokens=o.concat_max_tokens)
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
-            st.unit = "passage" if getattr(inputs.corpus, "kind", "page") == "passage" else "page"
+            st.unit = inputs.corpus.kind
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         model = None if encoder is None else encoder.model

@@ -18,7 +18,7 @@ from ..errors import AlignmentError, InputError, VdrWarning
 from ..metrics import check_judged_overlap
 from ..io.formats import load_qrels, load_queries, load_rewrites
 from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
-from ..types import ORIGINAL, Qrels, Query, QuerySet
+from ..types import ORIGINAL, Qrels, Query, QuerySet, duplicate_texts
 
 __all__ = ["Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
 
@@ -183,7 +183,7 @@ def check_inputs(corpus: Corpus | PassageCorpus, queries: QuerySet, qrels, qrels
     unknown_q = [q for q in qrels if q not in queries]
     if unknown_q:
         raise InputError(f"{len(unknown_q)} qrels query id(s) have no query text, e.g. {unknown_q[:10]}", path=qrels_path)
-    if getattr(corpus, "kind", "page") == "passage":
+    if corpus.kind == "passage":
         return {d: "not in the passage collection" for d in judged_problems(corpus, qrels, qrels_path, warn=False)["missing"]}
     missing = {d: corpus.unavailable_reason(d) for d in sorted({d for q in qrels for d in qrels[q] if d not in corpus})}
     unknown = [d for d, reason in missing.items() if reason is None]
@@ -251,22 +251,7 @@ def drop_judged(qrels: Qrels, ids: set[str]) -> tuple[Qrels, dict]:
         n += len(qrels[q]) - len(row)
         if row:
             kept[q] = row
-    return Qrels._trusted(kept, name=qrels.name), {"judgments_dropped": n, "queries_dropped": [q for q in qrels if q not in kept]}
-
-
-def duplicate_texts(queries: QuerySet, *, examples: int = 5) -> dict:
-    """Query texts that occur under more than one id in one variant (usually a copy-paste slip in a
-    rewrite file; such queries get identical rankings).
-
-    Returns:
-        ``{"count": number of ids whose text an earlier id already has, "examples": [{"text",
-        "ids"}] (first ``examples`` texts)}``.
-    """
-    by_text: dict[str, list[str]] = {}
-    for qid, q in queries.items():
-        by_text.setdefault(q.text, []).append(qid)
-    dups = [(t, ids) for t, ids in by_text.items() if len(ids) > 1]
-    return {"count": sum(len(ids) - 1 for _, ids in dups), "examples": [{"text": t, "ids": ids} for t, ids in dups[:examples]]}
+    return Qrels.from_checked(kept, name=qrels.name), {"judgments_dropped": n, "queries_dropped": [q for q in qrels if q not in kept]}
 
 
 def load_inputs(

@@ -351,7 +351,7 @@ def convert_topiocqa(dataset: str | Path, gold: str | Path, out: str | Path, *, 
     queries, counts = build_queries(turns, by_qid)
     if not queries:
         raise InputError("no dataset turn has a gold passage: are these files of the same split?", path=gold)
-    qrels = Qrels._trusted({q: dict(by_qid[q]) for q in queries}, name="qrels.tsv")
+    qrels = Qrels.from_checked({q: dict(by_qid[q]) for q in queries}, name="qrels.tsv")
     counts["gold_entries"] = n_gold
     manifest = _corpus(Path(collection) if collection else None, out, collection_format)
     report = _join_report(turns, by_qid, counts, {"benchmark": "topiocqa", "dataset": str(dataset), "gold": str(gold),
@@ -387,7 +387,7 @@ def convert_qrecc(dataset: str | Path, qrels: str | Path, out: str | Path, *, co
     report = _join_report(turns, positive, counts, {"benchmark": "qrecc", "dataset": str(dataset), "qrels": str(qrels),
                                                     "collection": None if manifest is None else manifest["source"],
                                                     "join": "query id {Conversation_no}_{Turn_no}"})
-    report = write_layout(out, queries, Qrels._trusted({q: positive[q] for q in queries}, name="qrels.tsv"),
+    report = write_layout(out, queries, Qrels.from_checked({q: positive[q] for q in queries}, name="qrels.tsv"),
                           human=human if any(by_qid[q].rewrite for q in queries) else None,
                           specs=specs or default_specs(), report=report)
     _unmatched_warning(report)
@@ -426,7 +426,7 @@ def convert_msmarco(queries: str | Path, qrels: str | Path, out: str | Path, *, 
     manifest = _corpus(Path(collection) if collection else None, out, "msmarco")
     report = {"benchmark": "msmarco", "queries": str(queries), "qrels": str(qrels), "counts": counts,
               "collection": None if manifest is None else manifest["source"]}
-    return write_layout(out, kept, Qrels._trusted({k: dict(qr[k]) for k in kept}, name="qrels.tsv"), human=None, specs=(), report=report)
+    return write_layout(out, kept, Qrels.from_checked({k: dict(qr[k]) for k in kept}, name="qrels.tsv"), human=None, specs=(), report=report)
 
 
 def convert_beir(beir_dir: str | Path, out: str | Path, *, split: str = "test", corpus: bool = True) -> dict:
@@ -442,7 +442,7 @@ def convert_beir(beir_dir: str | Path, out: str | Path, *, split: str = "test", 
     kept, counts = _filter_queries(q, qr, str(d / "queries.jsonl"), qrels_path)
     manifest = _corpus(d / "corpus.jsonl" if corpus else None, out, "beir")
     report = {"benchmark": "beir", "split": split, "counts": counts, "collection": None if manifest is None else manifest["source"]}
-    return write_layout(out, kept, Qrels._trusted({k: dict(qr[k]) for k in kept}, name="qrels.tsv"), human=None, specs=(), report=report)
+    return write_layout(out, kept, Qrels.from_checked({k: dict(qr[k]) for k in kept}, name="qrels.tsv"), human=None, specs=(), report=report)
 
 
 # --------------------------------------------------------------------------------------------- CLI

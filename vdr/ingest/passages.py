@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..corpus import EMPTY_FILE, IDS_FILE, MANIFEST_FILE, OFFSETS_FILE, PASSAGES_FILE
 from ..errors import InputError
 from ..io._lines import json_object, read_lines
 from ..io.atomic import atomic_write, write_text_atomic
@@ -49,11 +50,6 @@ from ..io.atomic import atomic_write, write_text_atomic
 __all__ = ["FORMATS", "QUOTING", "detect_format", "read_passages", "ingest_passages", "PassageIngestReport",
            "MANIFEST_FILE", "PASSAGES_FILE", "IDS_FILE", "EMPTY_FILE", "OFFSETS_FILE"]
 
-MANIFEST_FILE = "corpus.json"
-PASSAGES_FILE = "passages.jsonl"
-IDS_FILE = "ids.txt"
-EMPTY_FILE = "empty_ids.txt"
-OFFSETS_FILE = "offsets.npy"
 FORMATS = ("beir", "tsv", "msmarco", "jsonl", "hf")
 #: How each format's fields are unquoted (recorded in the manifest).
 QUOTING = {"beir": "json", "tsv": "csv", "msmarco": "none", "jsonl": "json", "hf": "arrow"}

@@ -167,7 +167,7 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
     if fmt == "beir" and not header_done:
         raise InputError("empty BEIR qrels file (no header)", path=path)
     _log_comments(path, comments)
-    return Qrels._trusted(out, name=path.name)
+    return Qrels.from_checked(out, name=path.name)
 
 
 def _check_run_fields(fields: list[str], line: str, path: Path, no: int) -> None:
@@ -263,7 +263,7 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
             stacklevel=2,
         )
     _log_comments(path, comments)
-    return Run._trusted(out, name=tag)
+    return Run.from_checked(out, name=tag)
 
 
 def _log_comments(path: Path, count: int) -> None:

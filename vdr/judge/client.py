@@ -1,18 +1,17 @@
-"""Judge client: an OpenAI-compatible chat-completions endpoint through the official ``openai``
-client, with strict JSON parsing, retries with exponential backoff, a thread concurrency limit, a
-call budget and a resumable on-disk cache.
+"""Judge client: the judge's use of the one OpenAI-compatible client of :mod:`vdr.llm` (retries
+with exponential backoff, a thread concurrency limit, a call budget), with the judge's prompts,
+strict JSON parsing of the judgements and a resumable on-disk cache.
 
-Any server speaking ``POST {base_url}/chat/completions`` works (vLLM, Ollama, llama.cpp server,
-hosted APIs). Pages go to an image judge as PNG data URLs (``image_url`` content parts) and to a
-text judge as page text.
+Pages go to an image judge as PNG data URLs (``image_url`` content parts) and to a text judge as
+page text.
 
-Cache: one JSON object per line in a JSONL file (never pickle), appended, flushed and fsynced as
-each answer arrives, so an interrupted or failed run keeps every answer it got. The key is the
-sha256 of ``(judge model, PROMPT_VERSION, stage, modality, query id, sha256(query text),
-content hash of each page in window order)``: a rerun with the same judge, prompts, pages and
-windows makes no call, and any change (another model, an edited page, another order) asks again.
-A torn last line (a crash mid-write) is ignored with a warning. The API key is never written to
-the cache, to results or to error messages.
+Cache (:class:`vdr.llm.AnswerCache`): one JSON object per line in a JSONL file (never pickle),
+appended, flushed and fsynced as each answer arrives, so an interrupted or failed run keeps every
+answer it got. The key is the sha256 of ``(judge model, PROMPT_VERSION, stage, modality, query id,
+sha256(query text), content hash of each page in window order)``: a rerun with the same judge,
+prompts, pages and windows makes no call, and any change (another model, an edited page, another
+order) asks again. A torn last line (a crash mid-write) is ignored with a warning. The API key is
+never written to the cache, to results or to error messages.
 """
 
 from __future__ import annotations
@@ -21,19 +20,29 @@ import base64
 import hashlib
 import json
 import math
-import os
-import random
 import threading
-import time
-import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import InputError, VdrError, VdrWarning
+from ..errors import InputError
+from ..llm import (
+    API_KEY_ENV,
+    AnswerCache,
+    AnswerTruncated,
+    BudgetExhausted,
+    CallStats,
+    ChatClient,
+    LLMCallError,
+    LLMConfigError,
+    LLMError,
+    LLMOutputError,
+    LLMSettings,
+    redact_url,
+    settings_from,
+)
 from .prompts import (
     CRITERIA,
     PROMPT_VERSION,
@@ -63,32 +72,16 @@ __all__ = [
     "API_KEY_ENV",
 ]
 
-API_KEY_ENV = ("VDR_JUDGE_API_KEY", "OPENAI_API_KEY")
-"""Environment variables read, in order, when no API key is given."""
-
-
-class JudgeError(VdrError):
-    """Base class of judge errors."""
-
-
-class JudgeConfigError(JudgeError):
-    """The judge is not configured (no endpoint, no model, bad option)."""
-
-
-class JudgeOutputError(JudgeError):
-    """A judge answer is not the JSON object the prompt asks for; names the query and window."""
-
-
-class AnswerTruncated(JudgeOutputError):
-    """The answer stopped at the token limit (``finish_reason == "length"``): no final answer."""
-
-
-class JudgeCallError(JudgeError):
-    """The endpoint failed (HTTP error, timeout, connection) after every retry; names the window."""
-
-
-class BudgetExhausted(JudgeError):
-    """The call budget is spent; every answer received so far is cached."""
+JudgeError = LLMError
+"""Base class of judge errors (:class:`vdr.llm.LLMError`: the judge and rewrite share the client)."""
+JudgeConfigError = LLMConfigError
+"""The judge is not configured (no endpoint, no model, bad option)."""
+JudgeOutputError = LLMOutputError
+"""A judge answer is not the JSON object the prompt asks for; names the query and window."""
+JudgeCallError = LLMCallError
+"""The endpoint failed (HTTP error, timeout, connection) after every retry; names the window."""
+JudgeCache = AnswerCache
+"""The append-only JSONL answer cache (:class:`vdr.llm.AnswerCache`)."""
 
 
 @dataclass(frozen=True)
@@ -168,15 +161,6 @@ class CorpusPages:
         with self._lock:
             self._memo[key] = out
         return out
-
-
-def redact_url(url: str) -> str:
-    """``url`` without user info and query string (credentials never reach results)."""
-    p = urlsplit(url)
-    host = p.hostname or ""
-    if p.port:
-        host += f":{p.port}"
-    return urlunsplit((p.scheme, host, p.path, "", ""))
 
 
 def _reject_duplicates(pairs):
@@ -279,94 +263,30 @@ def parse_answer(text: str | None, stage: str, labels: Sequence[str]) -> list:
     return out
 
 
-class JudgeCache:
-    """Append-only JSONL cache of parsed judge answers (see the module docstring).
-
-    Args:
-        path: the JSONL file (created on first write), or ``None`` for an in-memory cache.
-
-    Raises:
-        InputError: a malformed line other than a torn last line.
-    """
-
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = None if path is None else Path(path)
-        self._data: dict[str, dict] = {}
-        self._lock = threading.Lock()
-        if self.path is not None and self.path.is_file():
-            lines = self.path.read_text(encoding="utf-8").split("\n")
-            last = max((n for n, ln in enumerate(lines) if ln.strip()), default=-1)
-            for n, ln in enumerate(lines):
-                if not ln.strip():
-                    continue
-                try:
-                    rec = json.loads(ln)
-                    self._data[rec["key"]] = rec
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    if n == last:
-                        warnings.warn(f"{self.path}:{n + 1}: ignoring a torn last cache line", VdrWarning, stacklevel=2)
-                        continue
-                    raise InputError("malformed judge cache line", path=self.path, line=n + 1) from None
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def get(self, key: str) -> dict | None:
-        with self._lock:
-            return self._data.get(key)
-
-    def put(self, record: dict) -> None:
-        """Store ``record`` (must hold ``"key"``) and append it durably to the file."""
-        line = json.dumps(record, ensure_ascii=False, allow_nan=False)
-        with self._lock:
-            self._data[record["key"]] = record
-            if self.path is None:
-                return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-
-
-@dataclass
-class CallStats:
-    """Counters of one client: HTTP attempts made, answers from cache, new answers, retries."""
-
-    calls: int = 0
-    cached: int = 0
-    answered: int = 0
-    retries: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def to_dict(self) -> dict:
-        return {"calls": self.calls, "cached": self.cached, "answered": self.answered, "retries": self.retries}
-
-
-class JudgeClient:
-    """Ask an OpenAI-compatible chat-completions endpoint to judge windows.
+class JudgeClient(ChatClient):
+    """Ask an OpenAI-compatible chat-completions endpoint to judge windows (a :class:`vdr.llm.ChatClient`).
 
     Args:
         endpoint: base URL (``http://localhost:8000/v1``). Required: there is no default endpoint.
         model: the judge model name sent to the endpoint.
         modality: ``"text"`` (page text) or ``"image"`` (page PNGs as data URLs).
-        api_key: the key; default the first of ``VDR_JUDGE_API_KEY``, ``OPENAI_API_KEY`` that is set,
-            else ``"EMPTY"`` (local servers). Never written anywhere.
         cache: a :class:`JudgeCache`, a JSONL path, or ``None`` (in memory).
-        concurrency: threads issuing requests (>= 1).
-        budget: most HTTP attempts this client may make (``None``: unlimited). Retries count.
-        timeout: seconds per request. max_retries: retries of a failed request (timeout, connection
-            error, HTTP 429 or >= 500), with exponential backoff ``backoff * 2**attempt`` (+ jitter).
-        temperature, max_tokens: sampling settings. json_mode: send ``response_format=json_object``.
+        settings: the other endpoint settings (:class:`vdr.llm.LLMSettings`; default: its defaults,
+            the judge's); its ``endpoint`` and ``model`` are replaced by the arguments.
+        **llm: any other field of :class:`~vdr.llm.LLMSettings`, overriding ``settings``: ``api_key``
+            (default ``$VDR_JUDGE_API_KEY``, then ``$OPENAI_API_KEY``, else ``"EMPTY"``; never
+            written anywhere), ``concurrency``, ``budget`` (most HTTP attempts; retries count),
+            ``timeout`` (seconds per request), ``max_retries`` (timeout, connection error, HTTP 429
+            or >= 500; exponential backoff ``backoff * 2**attempt`` + jitter), ``backoff``,
+            ``temperature``, ``max_tokens``, ``json_mode`` (``response_format=json_object``).
 
     Raises:
         JudgeConfigError: no endpoint or model, bad modality or counts.
+        TypeError: a keyword that is not a field of :class:`~vdr.llm.LLMSettings`.
     """
 
-    def __init__(self, endpoint: str | None, model: str | None, *, modality: str = "image", api_key: str | None = None,
-                 cache: JudgeCache | str | Path | None = None, concurrency: int = 4, budget: int | None = None,
-                 timeout: float = 120.0, max_retries: int = 4, backoff: float = 1.0, temperature: float = 0.0,
-                 max_tokens: int = 2048, json_mode: bool = False) -> None:
+    def __init__(self, endpoint: str | None, model: str | None, *, modality: str = "image",
+                 cache: JudgeCache | str | Path | None = None, settings: LLMSettings | None = None, **llm) -> None:
         if not endpoint:
             raise JudgeConfigError(
                 "no judge endpoint: give --endpoint URL (an OpenAI-compatible base URL such as http://localhost:8000/v1)"
@@ -376,27 +296,10 @@ class JudgeClient:
             raise JudgeConfigError("no judge model: give --judge-model NAME (the model name the endpoint serves)")
         if modality not in ("text", "image"):
             raise JudgeConfigError(f"modality must be 'text' or 'image', got {modality!r}")
-        if concurrency < 1 or max_retries < 0 or (budget is not None and budget < 0):
-            raise JudgeConfigError("concurrency must be >= 1, max_retries >= 0 and budget >= 0")
-        import openai
-
-        key = api_key or next((os.environ[v] for v in API_KEY_ENV if os.environ.get(v)), None) or "EMPTY"
-        self._secret = key
-        self.endpoint = redact_url(endpoint)
-        self.model = model
+        base = settings_from(settings or LLMSettings(), llm, what="JudgeClient()")
+        super().__init__(settings_from(base, {"endpoint": endpoint, "model": model}, what="JudgeClient()"), label="judge")
         self.modality = modality
-        self.cache = cache if isinstance(cache, JudgeCache) else JudgeCache(cache)
-        self.concurrency = int(concurrency)
-        self.budget = budget
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.backoff = float(backoff)
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
-        self.json_mode = bool(json_mode)
-        self.stats = CallStats()
-        self._openai = openai
-        self._client = openai.OpenAI(base_url=endpoint, api_key=key, max_retries=0, timeout=self.timeout)
+        self.cache = cache if isinstance(cache, AnswerCache) else AnswerCache(cache)
 
     def config(self) -> dict:
         """JSON-ready settings (no key; the endpoint without credentials)."""
@@ -404,10 +307,8 @@ class JudgeClient:
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "json_mode": self.json_mode,
                 "timeout_s": self.timeout, "max_retries": self.max_retries, "concurrency": self.concurrency, "budget": self.budget}
 
-    def _hide(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret and self._secret != "EMPTY" else text
-
     def cache_key(self, window: Window, query: str, hashes: Sequence[str]) -> str:
+        """The cache key of a window's answer (see the module docstring)."""
         ident = [self.model, PROMPT_VERSION, window.stage, self.modality, window.query_id,
                  hashlib.sha256(query.encode("utf-8")).hexdigest(), list(hashes)]
         return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode("utf-8")).hexdigest()
@@ -428,70 +329,6 @@ class JudgeClient:
                 parts.append({"type": "image_url", "image_url": {"url": url}})
             user = parts
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-    def _reserve_call(self) -> None:
-        with self.stats.lock:
-            if self.budget is not None and self.stats.calls >= self.budget:
-                raise BudgetExhausted(f"the call budget of {self.budget} judge calls is spent")
-            self.stats.calls += 1
-
-    def ask(self, window, messages: list[dict], *, deadline: float | None = None) -> str | None:
-        """Send one chat request with retries; the answer's content (``None`` when it has none).
-
-        Args:
-            window: what is asked (anything with ``describe()``: a :class:`Window`, a rewrite item).
-            messages: the chat messages.
-            deadline: ``time.monotonic()`` by which this request, retries and backoff included, must
-                end (each attempt's timeout is cut to the time left); ``None``: only the per-attempt
-                timeout and the retry count bound it.
-
-        Raises:
-            JudgeCallError: every attempt failed, or the deadline passed. BudgetExhausted: no call left.
-            AnswerTruncated: ``finish_reason == "length"``. JudgeOutputError: no choices.
-        """
-        o = self._openai
-        kwargs = dict(model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens)
-        if self.json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
-        attempt = 0
-        last_failure: str | None = None
-        while True:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise JudgeCallError(self._hide(f"endpoint {self.endpoint}: deadline passed for {window.describe()}"
-                                                    f" after {attempt} attempt(s){': ' + last_failure if last_failure else ''}"))
-                kwargs["timeout"] = min(self.timeout, left)
-            try:
-                self._reserve_call()
-            except BudgetExhausted:
-                if last_failure is None:
-                    raise
-                # the budget ran out while retrying a failing endpoint: the failure is the cause, not the budget
-                raise JudgeCallError(self._hide(f"{last_failure} (the call budget of {self.budget} ran out while retrying)")) from None
-            try:
-                resp = self._client.chat.completions.create(**kwargs)
-            except (o.APITimeoutError, o.APIConnectionError, o.RateLimitError, o.InternalServerError) as e:
-                status = getattr(e, "status_code", None)
-                what = "timed out" if isinstance(e, o.APITimeoutError) else (f"HTTP {status}" if status else f"connection failed ({type(e).__name__})")
-                last_failure = f"judge endpoint {self.endpoint}: {what} for {window.describe()} after {attempt + 1} attempt(s): {e}"
-                if attempt >= self.max_retries:
-                    raise JudgeCallError(self._hide(f"judge endpoint {self.endpoint}: {what} for {window.describe()}"
-                                                    f" after {attempt + 1} attempt(s): {e}")) from None
-                with self.stats.lock:
-                    self.stats.retries += 1
-                pause = self.backoff * (2 ** attempt) * (1.0 + 0.1 * random.random())
-                time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
-                attempt += 1
-                continue
-            except o.APIStatusError as e:
-                raise JudgeCallError(self._hide(f"judge endpoint {self.endpoint}: HTTP {e.status_code} for {window.describe()}: {e}")) from None
-            choice = resp.choices[0] if resp.choices else None
-            if choice is None:
-                raise JudgeOutputError(f"judge answer for {window.describe()} is not valid: no choices in the response")
-            if choice.finish_reason == "length":
-                raise AnswerTruncated(f"judge answer for {window.describe()} is not valid: truncated at max_tokens={self.max_tokens}")
-            return choice.message.content
 
     def judge(self, windows: Sequence[Window], queries: Mapping[str, str], pages: PageSource) -> list[list]:
         """Judge every window (cached answers are reused; new ones are cached as they arrive).

@@ -7,15 +7,19 @@ comparison loop of vdr (:func:`vdr.stats.compare_variants`); the table is one
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from ..llm import LLM_FIELDS, LLMSettings, split_keywords
 from ..results import RESULTS_FILE, Results, Table, fmt4, fmt_p, json_safe
 from ..types import ORIGINAL
 from .client import CorpusPages, JudgeClient
@@ -24,9 +28,15 @@ from .prompts import PROMPT_VERSION, prompts_fingerprint
 from .rcp import build_pools, judge_pools, rcp_ndcg
 from .schedule import Schedule
 
-__all__ = ["judge", "JudgeResult", "rcp_table", "ENDPOINT_ENV"]
+__all__ = ["judge", "JudgeOptions", "JudgeResult", "rcp_table", "ENDPOINT_ENV", "JUDGE_LLM"]
 
 ENDPOINT_ENV = "VDR_JUDGE_ENDPOINT"
+
+JUDGE_LLM = LLMSettings(timeout=120.0, max_retries=4, backoff=1.0, max_tokens=2048, concurrency=4)
+"""The judge's endpoint defaults (no endpoint: ``$VDR_JUDGE_ENDPOINT`` is read when none is given)."""
+
+#: keyword of :func:`judge` -> :class:`~vdr.llm.LLMSettings` field of another name
+_LLM_ALIASES = {"judge_model": "model"}
 
 
 def rcp_table(document: dict) -> Table:
@@ -190,44 +200,74 @@ def _check_pools(pools, corpus, originals, query_ids) -> None:
         raise InputError(f"{len(missing_q)} evaluated query id(s) have no text, e.g. {missing_q[:5]}")
 
 
-def judge(
-    results_dir: str | Path,
-    *,
-    endpoint: str | None = None,
-    judge_model: str | None = None,
-    modality: str = "image",
-    budget: int | None = None,
-    k: int = 3,
-    api_key: str | None = None,
-    concurrency: int = 4,
-    cache: str | Path | None = None,
-    schedule: Schedule | None = None,
-    priors: Priors = Priors(),
-    timeout: float = 120.0,
-    max_retries: int = 4,
-    backoff: float = 1.0,
-    max_chars: int = 4000,
-    json_mode: bool = False,
-    corpus_dir: str | Path | None = None,
-    queries: str | Path | None = None,
-    qrels: str | Path | None = None,
-) -> JudgeResult:
+@dataclass(frozen=True)
+class JudgeOptions:
+    """Every option of :func:`judge` (all but ``results_dir``), with its default.
+
+    ``vdr.judge(results_dir, endpoint=..., judge_model=..., k=5)`` builds one from its keywords;
+    ``vdr.judge(results_dir, options=JudgeOptions(...), budget=100)`` starts from a given one (the
+    keywords override its fields).
+
+    Attributes:
+        llm: the endpoint settings (:class:`~vdr.llm.LLMSettings`, default :data:`JUDGE_LLM`). As
+            keywords of :func:`judge`: ``endpoint`` (OpenAI-compatible base URL, default
+            ``$VDR_JUDGE_ENDPOINT``; required), ``judge_model`` (the model name the endpoint serves;
+            required), ``api_key`` (default ``$VDR_JUDGE_API_KEY``, then ``$OPENAI_API_KEY``; never
+            written), ``budget`` (most judge calls, HTTP attempts, this run may make; ``None``:
+            unlimited; cached answers cost nothing), ``concurrency`` (parallel requests),
+            ``timeout``, ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``, ``json_mode``
+            (see :class:`~vdr.llm.LLMSettings`).
+        modality: ``"image"`` (page PNGs; a vision judge) or ``"text"`` (page text, cut to ``max_chars``).
+        k: cutoff of RCP-nDCG@k and pool depth.
+        cache: JSONL answer cache (default ``RESULTS_DIR/judge/cache.jsonl``).
+        schedule: windows (default :meth:`Schedule.for_modality`). priors: calibration priors.
+        max_chars: page texts are cut to this many characters (text modality).
+        corpus_dir, queries, qrels: override the corpus, original queries and qrels recorded in
+            the results (default: the recorded ones; the queries as evaluated, with history).
+    """
+
+    llm: LLMSettings = JUDGE_LLM
+    modality: str = "image"
+    k: int = 3
+    cache: str | Path | None = None
+    schedule: Schedule | None = None
+    priors: Priors = Priors()
+    max_chars: int = 4000
+    corpus_dir: str | Path | None = None
+    queries: str | Path | None = None
+    qrels: str | Path | None = None
+
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(JudgeOptions))
+_LLM_KEYWORDS = tuple(next((a for a, f in _LLM_ALIASES.items() if f == name), name) for name in LLM_FIELDS)
+
+
+def _options(options: JudgeOptions | None, kwargs: dict[str, Any]) -> JudgeOptions:
+    """``options`` (default :class:`JudgeOptions`) with the keywords of :func:`judge` applied.
+
+    Raises:
+        TypeError: a keyword that is neither a :class:`JudgeOptions` field nor an endpoint setting.
+    """
+    llm, rest = split_keywords(kwargs, _LLM_ALIASES)
+    unknown = sorted(set(rest) - set(_OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"judge() got unknown option(s) {', '.join(map(repr, unknown))}; "
+                        f"known: {', '.join(n for n in _OPTION_NAMES if n != 'llm')}, {', '.join(_LLM_KEYWORDS)}")
+    opts = dataclasses.replace(options, **rest) if options is not None else JudgeOptions(**rest)
+    return dataclasses.replace(opts, llm=dataclasses.replace(opts.llm, **llm)) if llm else opts
+
+
+def judge(results_dir: str | Path, *, options: JudgeOptions | None = None, **kwargs: Any) -> JudgeResult:
     """Add RCP-nDCG@k to an evaluation written by :func:`vdr.evaluate`.
 
     Args:
         results_dir: the folder holding ``results.json`` and ``runs/`` (read with :meth:`Results.load`).
-        endpoint: OpenAI-compatible base URL (default ``$VDR_JUDGE_ENDPOINT``); required.
-        judge_model: model name the endpoint serves; required.
-        modality: ``"image"`` (page PNGs; a vision judge) or ``"text"`` (page text, cut to ``max_chars``).
-        budget: most judge calls (HTTP attempts) this run may make; ``None``: unlimited. Cached
-            answers cost nothing.
-        k: cutoff of RCP-nDCG@k and pool depth.
-        api_key: default ``$VDR_JUDGE_API_KEY``, then ``$OPENAI_API_KEY``; never written.
-        concurrency: parallel requests. cache: JSONL answer cache (default ``RESULTS_DIR/judge/cache.jsonl``).
-        schedule: windows (default :meth:`Schedule.for_modality`). priors: calibration priors.
-        timeout, max_retries, backoff, json_mode: see :class:`~vdr.judge.client.JudgeClient`.
-        corpus_dir, queries, qrels: override the corpus, original queries and qrels recorded in
-            the results (default: the recorded ones; the queries as evaluated, with history).
+        options: a :class:`JudgeOptions` (default: all defaults).
+        **kwargs: any field of :class:`JudgeOptions` (``modality``, ``k``, ``cache``, ``schedule``,
+            ``priors``, ``max_chars``, ``corpus_dir``, ``queries``, ``qrels``) or endpoint setting
+            (``endpoint``, ``judge_model``, ``api_key``, ``budget``, ``concurrency``, ``timeout``,
+            ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``, ``json_mode``): documented
+            there, with their defaults; they override ``options``.
 
     Returns:
         :class:`JudgeResult`; ``rcp.json`` and ``gains.tsv`` are written atomically under
@@ -240,22 +280,37 @@ def judge(
             every answer received is cached and a rerun resumes; no results file is written.
         InputError: a missing or malformed ``results.json``, run, corpus, queries or qrels file;
             another vdr run holds the results folder's lock (raised at once, before any judge call).
+        TypeError: a keyword that is not an option (named, with the known ones).
     """
+    return _judge(Path(results_dir), _options(options, kwargs))
+
+
+# help(judge) and inspect.signature(judge) list every option with its default
+judge.__signature__ = inspect.Signature(
+    [inspect.Parameter("results_dir", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Path"),
+     inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="JudgeOptions | None"),
+     *(inspect.Parameter(kw, inspect.Parameter.KEYWORD_ONLY, default=getattr(JUDGE_LLM, f.name), annotation=f.type)
+       for kw, f in zip(_LLM_KEYWORDS, dataclasses.fields(LLMSettings))),
+     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+       for f in dataclasses.fields(JudgeOptions) if f.name != "llm")],
+    return_annotation="JudgeResult",
+)
+
+
+def _judge(results_dir: Path, o: JudgeOptions) -> JudgeResult:
+    """:func:`judge` with its options gathered: from the folder lock to the written ``rcp.json``."""
     from ..metrics import parse_cutoffs
 
     from ..io.outdir import locked
 
-    endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
-    k = parse_cutoffs(k, single=True)[0]
-    results_dir = Path(results_dir)
+    llm = o.llm if o.llm.endpoint else dataclasses.replace(o.llm, endpoint=os.environ.get(ENDPOINT_ENV) or None)
+    k = parse_cutoffs(o.k, single=True)[0]
     out_dir = results_dir / "judge"
     with locked(results_dir):  # no vdr evaluate/compare/judge replaces the results or writes judge/ meanwhile
-        client = JudgeClient(endpoint, judge_model, modality=modality, api_key=api_key,
-                             cache=Path(cache) if cache is not None else out_dir / "cache.jsonl",
-                             concurrency=concurrency, budget=budget, timeout=timeout, max_retries=max_retries,
-                             backoff=backoff, json_mode=json_mode)
+        client = JudgeClient(llm.endpoint, llm.model, modality=o.modality, settings=llm,
+                             cache=Path(o.cache) if o.cache is not None else out_dir / "cache.jsonl")
         res = Results.load(results_dir)
-        corpus, originals, qrels_obj = _inputs(res, corpus_dir, queries, qrels)
+        corpus, originals, qrels_obj = _inputs(res, o.corpus_dir, o.queries, o.qrels)
         entries = [r for r in res.runs if r.run_file]
         if not entries:
             raise InputError("the results list no run files", path=results_dir / RESULTS_FILE)
@@ -264,7 +319,7 @@ def judge(
         pools = build_pools(runs, qrels_obj, k, query_ids)
         _check_pools(pools, corpus, originals, query_ids)
         texts = {q: _query_text(originals[q]) for q in query_ids}
-        cal, details = judge_pools(pools, texts, CorpusPages(corpus, max_chars), client, schedule, priors)
+        cal, details = judge_pools(pools, texts, CorpusPages(corpus, o.max_chars), client, o.schedule, o.priors)
         rows, comparisons = _score_runs(res, entries, runs, cal, query_ids, k)
         document = _document(k, client, details, pools, cal, rows, comparisons, results_dir / RESULTS_FILE)
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -406,7 +406,7 @@ class Ranked:
         self.jq, self.jg = q_all[j_idx], g_all[j_idx]
         js = s_all[j_idx]
 
-        flat, starts, qpos = run._columns()
+        flat, starts, qpos = run.columns()
         r_pos = np.fromiter((qpos.get(q, -1) for q in qids), dtype=np.int64, count=nq)
         self._lens = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
         self.in_run = self._lens > 0  # queries with a ranking (a TREC run file cannot hold an empty one)

@@ -130,7 +130,7 @@ class _Thumbs:
         """The first :data:`PASSAGE_CHARS` characters of a passage (passage corpora), else ``None``;
         ``"(not in the collection)"`` for an absent judged passage, ``"(empty passage)"`` for an empty one."""
         corpus = self.res.corpus
-        if corpus is None or getattr(corpus, "kind", "page") != "passage":
+        if corpus is None or corpus.kind != "passage":
             return None
         if corpus_id not in corpus:
             return "(not in the collection)"

@@ -73,7 +73,7 @@ def reciprocal_rank_fusion(
                 ranking = ranking[:depth]
             for rank, (did, _) in enumerate(ranking, start=1):
                 row[did] = row.get(did, 0.0) + 1.0 / (kk + rank)
-    out = Run._trusted(fused, name)
+    out = Run.from_checked(fused, name)
     return out.top_k(top) if top is not None else out
 
 

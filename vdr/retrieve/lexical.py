@@ -505,7 +505,7 @@ class BM25Backend:
             "depth": depth,
             **budget,
         }
-        return Run._trusted(out, "bm25")
+        return Run.from_checked(out, "bm25")
 
     def _scorer(self, term_lists):
         """The numba kernel (:func:`_numba_kernel`) when it pays for itself here, else ``None`` (NumPy).

@@ -160,10 +160,10 @@ class MultimodalBackend:
                 loaded, or embedding failed (missing weights, an offline hub name, an unreadable page
                 image, a store error: the reason is given).
         """
-        if getattr(corpus, "kind", "page") != "page":
+        if corpus.kind != "page":
             raise BackendUnavailable(
-                f"the multimodal backend needs a page corpus (page images); {getattr(corpus, 'root', 'the corpus')} is a"
-                f" {getattr(corpus, 'kind', '?')} corpus: use the lexical or semantic backend"
+                f"the multimodal backend needs a page corpus (page images); {corpus.root} is a"
+                f" {corpus.kind} corpus: use the lexical or semantic backend"
             )
         try:
             if self.encoder is None:
@@ -244,9 +244,9 @@ class MultimodalBackend:
         self.report["searches"][variant] = {"num_queries": len(queries), "distinct_query_texts": len(texts),
                                             "query_texts_encoded": n_new, "depth": depth}
         if top is None:  # not rank 0
-            return Run._trusted({}, f"{self.name}-{variant}")
+            return Run.from_checked({}, f"{self.name}-{variant}")
         by_text = {t: dict(zip(ids, scores)) for t, ids, scores in zip(texts, top.ids, top.scores.tolist())}
-        return Run._trusted({qid: dict(by_text[q.text]) for qid, q in queries.items()}, f"{self.name}-{variant}")
+        return Run.from_checked({qid: dict(by_text[q.text]) for qid, q in queries.items()}, f"{self.name}-{variant}")
 
 
 def build(ctx: BuildContext) -> MultimodalBackend:

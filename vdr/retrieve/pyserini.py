@@ -365,7 +365,7 @@ class PyseriniBackend:
             "num_failed": len(failed), "failed": dict(list(failed.items())[:50]),
             "num_queries_without_hits": len(no_hits), "queries_without_hits": no_hits[:50],
         }
-        return Run._trusted(out, self.name)
+        return Run.from_checked(out, self.name)
 
     def _batch(self, fitted: dict[str, str], depth: int) -> dict:
         """``batch_search`` of every query; ``{}`` when the whole batch throws (each is retried alone)."""

@@ -88,7 +88,7 @@ class RunFileBackend:
             "num_queries": len(qids), "num_queries_missing": len(missing), "queries_missing": missing[:20],
             "num_run_queries_ignored": sum(1 for q in run if q not in queries), "depth": depth,
         }
-        return Run._trusted(out, self.name)
+        return Run.from_checked(out, self.name)
 
 
 

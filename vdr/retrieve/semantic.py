@@ -865,7 +865,7 @@ class DenseBackend:
                 VdrWarning,
                 stacklevel=2,
             )
-        return Run._trusted(out, "dense")
+        return Run.from_checked(out, "dense")
 
     def __repr__(self) -> str:
         return f"DenseBackend({self.config['model']!r}, device={self.config['device']!r}, {len(self.page_ids)} pages indexed)"

@@ -43,7 +43,6 @@ import warnings
 import json
 import math
 import os
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -53,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError, VdrError, VdrWarning
+from ..llm import CONVSEARCH_FORMAT, Extractor
 from ..metrics import Metric, evaluate_run, parse_metric
 from ..types import QuerySet, Qrels, Run, to_id
 
@@ -399,7 +399,7 @@ class Rewarder:
         t0 = time.perf_counter()
         values, ranks = self._values(ids, rows, names)
         self.stats["metric_s"] += time.perf_counter() - t0
-        out_rows = [Run._trusted({"r": r}).ranked("r") for r in rows] if return_rows else None
+        out_rows = [Run.from_checked({"r": r}).ranked("r") for r in rows] if return_rows else None
         return RewardBatch(names[0], values[names[0]], values, ranks, empty, truncated, cached, out_rows)
 
     def _prepare(self, rewrites: Sequence[str | None], budget: int | None) -> tuple[list[str | None], list[bool], list[bool]]:
@@ -471,8 +471,8 @@ class Rewarder:
         keys = [str(n) for n in range(len(ids))]
         qd = self.qrels
         # rows come from backend runs (validated str ids, finite float scores) or the cache built from them
-        pos_qrels = Qrels._trusted({k: qd._data[q] for k, q in zip(keys, ids)})
-        pos_run = Run._trusted(dict(zip(keys, rows)))
+        pos_qrels = Qrels.from_checked({k: qd._data[q] for k, q in zip(keys, ids)})
+        pos_run = Run.from_checked(dict(zip(keys, rows)))
         asked = [m for m in names if m != RANK_INCENTIVE]
         # a rewrite that retrieves no judged page earns 0: expected in training, neither an id-format error nor a warning
         with warnings.catch_warnings():
@@ -500,71 +500,11 @@ class Rewarder:
 # --------------------------------------------------------------------------------------------
 # extraction from completions
 
-_TAG = {"rewrite": r"<rewrite>(.*?)</rewrite>", "answer": r"<answer>(.*?)</answer>"}
-_CONVSEARCH_FORMAT = r"^<think>.*?</think>\n<rewrite>.*?</rewrite>$"
-
-
-@dataclass(frozen=True)
-class Extractor:
-    """Extract the rewrite from a completion and check its format.
-
-    Args:
-        pattern: ``"plain"`` (the whole completion, stripped), ``"rewrite"`` (the first
-            ``<rewrite>...</rewrite>``), ``"answer"`` (the first ``<answer>...</answer>``), or a
-            regular expression with one group (or a group named ``rewrite``); searched with DOTALL.
-        format_regex: the completion must match it (``re.match`` with DOTALL | MULTILINE) for the
-            format to be correct; ``None``: the format is correct when the pattern is found.
-
-    Raises:
-        InputError: a regex that does not compile or has no group.
-    """
-
-    pattern: str = "plain"
-    format_regex: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.pattern not in ("plain", *_TAG):
-            try:
-                rx = re.compile(self.pattern, re.DOTALL)
-            except re.error as e:
-                raise InputError(f"rewrite pattern {self.pattern!r} is not a valid regular expression: {e}") from None
-            if rx.groups < 1:
-                raise InputError(f"rewrite pattern {self.pattern!r} needs a group around the rewrite, e.g. <q>(.*?)</q>")
-        if self.format_regex is not None:
-            try:
-                re.compile(self.format_regex)
-            except re.error as e:
-                raise InputError(f"format regex {self.format_regex!r} is not valid: {e}") from None
-
-    def extract(self, completion: str) -> tuple[str | None, bool]:
-        """``(rewrite or None when the pattern is absent, format_ok)``; the rewrite is stripped.
-
-        ``"plain"`` of a reasoning model's answer: the text after the last ``</think>``; a
-        ``<think>`` that is never closed (the token budget ended while thinking) gives ``None``.
-        """
-        if self.pattern == "plain":
-            head, sep, tail = completion.rpartition("</think>")
-            rewrite: str | None = (tail if sep else completion).strip()
-            if not sep and "<think>" in completion:
-                rewrite = None
-        else:
-            m = re.search(_TAG.get(self.pattern, self.pattern), completion, re.DOTALL)
-            rewrite = None
-            if m is not None:
-                g = m.group("rewrite") if "rewrite" in m.re.groupindex else m.group(1)
-                rewrite = (g or "").strip()
-        if self.format_regex is None:
-            ok = rewrite is not None
-        else:
-            ok = re.match(self.format_regex, completion, re.DOTALL | re.MULTILINE) is not None
-        return rewrite, ok
-
-
 PRESETS: dict[str, dict] = {
     "plain": {"pattern": "plain", "format_regex": None, "format_penalty": 0.0, "penalty_mode": "add", "metric": None},
     # ConvSearch-R1 (BeastyZ/ConvSearch-R1, verl reward rewrite_r1): -0.1 replaces the rank reward
     # when the completion is not exactly <think>...</think>\n<rewrite>...</rewrite>.
-    "convsearch-r1": {"pattern": "rewrite", "format_regex": _CONVSEARCH_FORMAT, "format_penalty": -0.1,
+    "convsearch-r1": {"pattern": "rewrite", "format_regex": CONVSEARCH_FORMAT, "format_penalty": -0.1,
                       "penalty_mode": "replace", "metric": RANK_INCENTIVE},
     # RL-QR (arXiv 2507.23242): nDCG@3, rewrite inside <answer>...</answer>; the penalty value is
     # vdr's default (the paper names a format penalty without a value we could confirm).

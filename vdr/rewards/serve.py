@@ -374,7 +374,7 @@ def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path
     missing = sorted({d for q in qr for d in qr[q] if d not in ids})
     be = build_backend(backend, corpus, {"model": model, "device": device, "backend_options": backend_options})
     rw = Rewarder(be, qr, metric=metric, depth=depth, max_words=max_words, keep=keep, cache_size=cache_size, name=backend)
-    info = {"num_pages": len(ids), "corpus_kind": getattr(corpus, "kind", "page"), "num_judged_pages_missing_from_corpus": len(missing),
+    info = {"num_pages": len(ids), "corpus_kind": corpus.kind, "num_judged_pages_missing_from_corpus": len(missing),
             "judged_pages_missing_from_corpus": missing[:20]}
     app = create_app(rw, token=token, limits=limits, info=info)
     if ready is not None:

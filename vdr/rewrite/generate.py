@@ -1,6 +1,6 @@
-"""Where rewrites come from: an OpenAI-compatible chat endpoint (the judge's client,
-:class:`vdr.judge.client.JudgeClient`: retries, backoff, call budget, concurrency) or a local
-transformers causal LM (:class:`LocalGenerator`). Both answer ``ask(item, messages, deadline=...)``.
+"""Where rewrites come from: an OpenAI-compatible chat endpoint (:class:`vdr.llm.ChatClient`, the
+client the judge uses too: retries, backoff, call budget, concurrency) or a local transformers
+causal LM (:class:`LocalGenerator`). Both answer ``ask(item, messages, deadline=...)``.
 """
 
 from __future__ import annotations
@@ -11,25 +11,27 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from ..judge.client import AnswerTruncated, BudgetExhausted, JudgeCallError, JudgeClient
+from ..llm import AnswerTruncated, BudgetExhausted, ChatClient, LLMCallError, LLMSettings
 
 __all__ = ["endpoint_generator", "LocalGenerator"]
 
 
-def endpoint_generator(endpoint: str | None, model: str | None, *, api_key: str | None = None, concurrency: int = 4,
-                       budget: int | None = None, timeout: float = 60.0, max_retries: int = 2, backoff: float = 1.0,
-                       temperature: float = 0.0, max_tokens: int = 1024) -> JudgeClient:
-    """The judge's client configured for rewriting (text modality, no JSON mode).
+def endpoint_generator(settings: LLMSettings) -> ChatClient:
+    """The shared chat client (:class:`vdr.llm.ChatClient`) configured for rewriting.
+
+    Args:
+        settings: endpoint, model and the other endpoint settings (:class:`vdr.llm.LLMSettings`;
+            ``vdr rewrite``'s defaults are :data:`vdr.rewrite.runner.REWRITE_LLM`).
 
     Raises:
         InputError: no endpoint or no model.
+        LLMConfigError: a bad count (concurrency < 1, max_retries < 0, budget < 0).
     """
-    if not endpoint:
+    if not settings.endpoint:
         raise InputError("no endpoint: give --endpoint URL (an OpenAI-compatible base URL such as http://localhost:8000/v1) or --local MODEL_DIR")
-    if not model:
+    if not settings.model:
         raise InputError("no model: give --model NAME (the model name the endpoint serves)")
-    return JudgeClient(endpoint, model, modality="text", api_key=api_key, cache=None, concurrency=concurrency, budget=budget,
-                       timeout=timeout, max_retries=max_retries, backoff=backoff, temperature=temperature, max_tokens=max_tokens)
+    return ChatClient(settings, label="rewrite")
 
 
 def _weights_digest(folder: Path) -> str:
@@ -97,7 +99,7 @@ class LocalGenerator:
 
         Raises:
             BudgetExhausted: the generation budget is spent. AnswerTruncated: ``max_new_tokens``
-                reached without an end-of-sequence token. JudgeCallError: the deadline passed.
+                reached without an end-of-sequence token. LLMCallError: the deadline passed.
         """
         import torch
 
@@ -107,7 +109,7 @@ class LocalGenerator:
             self.calls += 1
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                raise JudgeCallError(f"deadline passed for {item.describe()} before generation")
+                raise LLMCallError(f"deadline passed for {item.describe()} before generation")
             enc = self.tok(self._prompt(messages), return_tensors="pt", add_special_tokens=False).to(self.device)
             kw = {"max_time": left} if left is not None else {}
             with torch.inference_mode():
@@ -116,7 +118,7 @@ class LocalGenerator:
             new = out[0, enc["input_ids"].shape[1]:].tolist()
         eos = self.tok.eos_token_id
         if deadline is not None and time.monotonic() > deadline:
-            raise JudgeCallError(f"deadline passed for {item.describe()} during generation")
+            raise LLMCallError(f"deadline passed for {item.describe()} during generation")
         if len(new) >= self.max_new_tokens and (not new or new[-1] != eos):
             raise AnswerTruncated(f"answer for {item.describe()} reached max_new_tokens={self.max_new_tokens}")
         return self.tok.decode(new, skip_special_tokens=True)

@@ -7,7 +7,7 @@ Every query is either rewritten or listed as failed with its reason -- never sil
   or, with ``fill_failed="original"``, written with the original text (and still listed as failed).
 * ``OUT`` with suffix ``.failures.jsonl`` lists ``{"_id", "reason"}`` per failed query (removed
   when a run has no failure); ``.meta.json`` records template, model, settings and counts.
-* Cache (JSONL, the judge's :class:`~vdr.judge.client.JudgeCache`): keyed by (model, template name
+* Cache (JSONL, :class:`vdr.llm.AnswerCache`, the judge's cache too): keyed by (model, template name
   and version, history word budget, query text, history); only successful rewrites are cached, so
   a rerun retries exactly the failed queries.
 
@@ -28,24 +28,31 @@ the template's tags; the call budget running out.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import json
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
 from ..io import load_queries
 from ..io.atomic import atomic_write, write_text_atomic
-from ..judge.client import AnswerTruncated, BudgetExhausted, JudgeCache, JudgeError
+from ..llm import LLM_FIELDS, AnswerCache, AnswerTruncated, BudgetExhausted, LLMError, LLMSettings, split_keywords
 from ..types import Query, QuerySet
 from .templates import Template, load_template
 
-__all__ = ["rewrite", "RewriteReport", "check_time_limit", "failures_file", "read_failures", "CACHE_FORMAT"]
+__all__ = ["rewrite", "RewriteOptions", "RewriteReport", "check_time_limit", "failures_file", "read_failures", "CACHE_FORMAT",
+           "REWRITE_LLM"]
 
 CACHE_FORMAT = "vdr-rewrite-1"
+
+REWRITE_LLM = LLMSettings(timeout=30.0, max_retries=2, backoff=1.0, max_tokens=1024, concurrency=4)
+"""``vdr rewrite``'s endpoint defaults (give ``endpoint`` and ``model``, or ``local``)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ def _one(gen, tpl: Template, item: _Item, messages: list[dict], deadline_s: floa
         return None, "length: no final answer (the answer reached the token limit)"
     except BudgetExhausted as e:
         return None, f"budget exhausted: {e}"
-    except JudgeError as e:
+    except LLMError as e:
         return None, str(e)
     except Exception as e:  # an unexpected client failure is a failed query, never a missing one
         return None, f"{type(e).__name__}: {e}"
@@ -187,52 +194,119 @@ def _write(out: Path, queries: QuerySet, results: dict[str, str], failed: dict[s
     return None
 
 
-def _generator(endpoint, model, local, opts: dict):
+@dataclass(frozen=True)
+class RewriteOptions:
+    """Every option of :func:`rewrite` (all but ``queries``, ``template`` and ``out``), with its default.
+
+    ``vdr.rewrite.rewrite(queries, template=..., out=..., endpoint=..., model=...)`` builds one from
+    its keywords; ``options=RewriteOptions(...)`` starts from a given one (the keywords override it).
+
+    Attributes:
+        llm: the endpoint settings (:class:`~vdr.llm.LLMSettings`, default :data:`REWRITE_LLM`); as
+            keywords of :func:`rewrite`: ``endpoint``, ``model`` (an OpenAI-compatible base URL and
+            model name), ``api_key``, ``concurrency``, ``budget``, ``timeout`` (seconds per HTTP
+            attempt; ``None`` refused), ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``
+            (also the ``local`` model's ``max_new_tokens``), ``json_mode``.
+        local: a transformers causal-LM folder instead of an endpoint.
+        cache: JSONL cache (default beside ``out``: ``OUT.cache.jsonl``).
+        deadline: seconds per query, retries and backoff included (``None`` refused).
+        max_history_words: history word budget (oldest turns dropped first; ``None``: no budget).
+        fill_failed: ``None`` (leave failed ids out) or ``"original"`` (write the original text).
+        device: device of ``local`` (default: CUDA when available).
+        trust_remote_code: allow the ``local`` checkpoint's own code.
+    """
+
+    llm: LLMSettings = REWRITE_LLM
+    local: str | Path | None = None
+    cache: str | Path | None = None
+    deadline: float = 120.0
+    max_history_words: int | None = 2000
+    fill_failed: str | None = None
+    device: str | None = None
+    trust_remote_code: bool = False
+
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(RewriteOptions))
+
+
+def _options(options: RewriteOptions | None, kwargs: dict[str, Any]) -> RewriteOptions:
+    """``options`` (default :class:`RewriteOptions`) with the keywords of :func:`rewrite` applied.
+
+    Raises:
+        TypeError: a keyword that is neither a :class:`RewriteOptions` field nor an endpoint setting.
+    """
+    llm, rest = split_keywords(kwargs)
+    unknown = sorted(set(rest) - set(_OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"rewrite() got unknown option(s) {', '.join(map(repr, unknown))}; "
+                        f"known: {', '.join(n for n in _OPTION_NAMES if n != 'llm')}, {', '.join(LLM_FIELDS)}")
+    opts = dataclasses.replace(options, **rest) if options is not None else RewriteOptions(**rest)
+    return dataclasses.replace(opts, llm=dataclasses.replace(opts.llm, **llm)) if llm else opts
+
+
+def _generator(o: RewriteOptions):
     from .generate import LocalGenerator, endpoint_generator
 
-    if local is not None:
-        if endpoint:
+    if o.local is not None:
+        if o.llm.endpoint:
             raise InputError("give either --endpoint (with --model) or --local MODEL_DIR, not both")
-        return LocalGenerator(local, device=opts["device"], max_new_tokens=opts["max_tokens"], budget=opts["budget"],
-                              trust_remote_code=opts["trust_remote_code"])
-    return endpoint_generator(endpoint, model, api_key=opts["api_key"], concurrency=opts["concurrency"], budget=opts["budget"],
-                              timeout=opts["timeout"], max_retries=opts["max_retries"], backoff=opts["backoff"],
-                              temperature=opts["temperature"], max_tokens=opts["max_tokens"])
+        return LocalGenerator(o.local, device=o.device, max_new_tokens=o.llm.max_tokens, budget=o.llm.budget,
+                              trust_remote_code=o.trust_remote_code)
+    return endpoint_generator(o.llm)
 
 
-def rewrite(queries: QuerySet | str | Path, *, template: str | Path, out: str | Path, endpoint: str | None = None,
-            model: str | None = None, local: str | Path | None = None, cache: str | Path | None = None, concurrency: int = 4,
-            budget: int | None = None, timeout: float = 30.0, deadline: float = 120.0, max_retries: int = 2, backoff: float = 1.0,
-            temperature: float = 0.0, max_tokens: int = 1024, max_history_words: int | None = 2000, fill_failed: str | None = None,
-            api_key: str | None = None, device: str | None = None, trust_remote_code: bool = False) -> RewriteReport:
+def rewrite(queries: QuerySet | str | Path, *, template: str | Path, out: str | Path, options: RewriteOptions | None = None,
+            **kwargs: Any) -> RewriteReport:
     """Rewrite every query of ``queries`` with ``template`` (see the module docstring).
 
     Args:
         queries: a :class:`~vdr.types.QuerySet` or a BEIR ``queries.jsonl`` (``history`` optional).
         template: a shipped template name or a TOML file (:func:`~vdr.rewrite.templates.load_template`).
-        out: the rewrite file to write. endpoint, model: an OpenAI-compatible base URL and model name;
-            or ``local``: a transformers causal-LM folder. cache: JSONL cache (default beside ``out``).
-        concurrency, budget, max_retries, backoff, temperature, max_tokens: as the judge client.
-        timeout: seconds per HTTP attempt; deadline: seconds per query, retries and backoff included.
-        max_history_words: history word budget (oldest turns dropped first; ``None``: no budget).
-        fill_failed: ``None`` (leave failed ids out) or ``"original"`` (write the original text).
+        out: the rewrite file to write.
+        options: a :class:`RewriteOptions` (default: all defaults).
+        **kwargs: any field of :class:`RewriteOptions` (``local``, ``cache``, ``deadline``,
+            ``max_history_words``, ``fill_failed``, ``device``, ``trust_remote_code``) or endpoint
+            setting (``endpoint``, ``model``, ``api_key``, ``concurrency``, ``budget``, ``timeout``,
+            ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``, ``json_mode``): documented
+            there, with their defaults; they override ``options``.
 
     Returns:
         :class:`RewriteReport` (``report.ok`` is False when any query failed).
 
     Raises:
         InputError: bad queries file, template or settings (a ``None`` timeout or deadline refused).
+        TypeError: a keyword that is not an option (named, with the known ones).
     """
-    timeout, deadline = check_time_limit(timeout, "timeout"), check_time_limit(deadline, "deadline")
-    if fill_failed not in (None, "original"):
-        raise InputError(f"fill_failed must be None or 'original', got {fill_failed!r}")
+    o = _options(options, kwargs)
+    timeout, deadline = check_time_limit(o.llm.timeout, "timeout"), check_time_limit(o.deadline, "deadline")
+    o = dataclasses.replace(o, llm=dataclasses.replace(o.llm, timeout=timeout), deadline=deadline)
+    if o.fill_failed not in (None, "original"):
+        raise InputError(f"fill_failed must be None or 'original', got {o.fill_failed!r}")
     qs = queries if isinstance(queries, QuerySet) else load_queries(queries)
     tpl = load_template(template)
     out = Path(out)
-    gen = _generator(endpoint, model, local, dict(device=device, max_tokens=max_tokens, budget=budget, api_key=api_key,
-                                                  trust_remote_code=trust_remote_code, concurrency=concurrency, timeout=timeout,
-                                                  max_retries=max_retries, backoff=backoff, temperature=temperature))
-    store = JudgeCache(cache if cache is not None else _paths(out)[2])
+    gen = _generator(o)
+    return _run(qs, tpl, out, gen, o)
+
+
+# help(rewrite) and inspect.signature(rewrite) list every option with its default
+rewrite.__signature__ = inspect.Signature(
+    [inspect.Parameter("queries", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="QuerySet | str | Path"),
+     inspect.Parameter("template", inspect.Parameter.KEYWORD_ONLY, annotation="str | Path"),
+     inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation="str | Path"),
+     inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="RewriteOptions | None"),
+     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=getattr(REWRITE_LLM, f.name), annotation=f.type)
+       for f in dataclasses.fields(LLMSettings)),
+     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+       for f in dataclasses.fields(RewriteOptions) if f.name != "llm")],
+    return_annotation="RewriteReport",
+)
+
+
+def _run(qs: QuerySet, tpl: Template, out: Path, gen, o: RewriteOptions) -> RewriteReport:
+    """Ask ``gen`` for every query not in the cache, write ``out``, the failures and the meta file."""
+    max_history_words = o.max_history_words
+    store = AnswerCache(o.cache if o.cache is not None else _paths(out)[2])
     results: dict[str, str] = {}
     todo, history_cut, cached = [], 0, 0
     for qid, q in qs.items():
@@ -248,7 +322,7 @@ def rewrite(queries: QuerySet | str | Path, *, template: str | Path, out: str | 
 
     def work(entry):
         qid, key, msgs = entry
-        got, reason = _one(gen, tpl, _Item(qid), msgs, deadline)
+        got, reason = _one(gen, tpl, _Item(qid), msgs, o.deadline)
         if got is not None:
             store.put({"key": key, "model": gen.model, "template": tpl.name, "template_version": tpl.version,
                        "query_id": qid, "rewrite": got[0], "raw": got[1]})
@@ -261,9 +335,9 @@ def rewrite(queries: QuerySet | str | Path, *, template: str | Path, out: str | 
             else:
                 results[qid] = got[0]
     failed = {q: failed[q] for q in qs.ids() if q in failed}
-    failures_path = _write(out, qs, results, failed, fill_failed)
-    settings = {"template": tpl.to_json(), "model": gen.model, "deadline_s": deadline, "timeout_s": timeout,
-                "max_history_words": max_history_words, "fill_failed": fill_failed, "cache": str(store.path)}
+    failures_path = _write(out, qs, results, failed, o.fill_failed)
+    settings = {"template": tpl.to_json(), "model": gen.model, "deadline_s": o.deadline, "timeout_s": o.llm.timeout,
+                "max_history_words": max_history_words, "fill_failed": o.fill_failed, "cache": str(store.path)}
     meta_path = _paths(out)[1]
     report = RewriteReport(len(qs), len(todo) - len(failed), cached, failed, history_cut, out, failures_path, meta_path, settings)
     write_text_atomic(meta_path, json.dumps(report.to_json(), indent=1, ensure_ascii=False) + "\n")

@@ -4,12 +4,12 @@ A template is a TOML file with the keys ``name``, ``version`` (part of every cac
 whenever the wording changes), ``system`` (optional), ``user`` (with ``${question}`` and optionally
 ``${history}``; ``string.Template`` syntax, so other braces are literal), ``extract`` (how the rewrite
 is read from the answer: ``plain``, ``rewrite``, ``answer`` or a regex with one group; see
-:class:`vdr.rewards.Extractor`) and ``description`` (optional).
+:class:`vdr.llm.Extractor`) and ``description`` (optional).
 
 History: the earlier turns, oldest first, rendered one per line as ``1. ...``; ``(no earlier
 turns)`` when there are none. A word budget (``max_history_words``) drops the OLDEST turns first and
 always keeps the current question; when the newest turn alone is over budget, its last words are
-kept (the same rule as the rewards' word budget, :func:`vdr.rewards.cut_words`).
+kept (the same rule as the rewards' word budget, :func:`vdr.rewards.cut_words` with ``keep="tail"``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import InputError
-from ..rewards.rewarder import Extractor, cut_words
+from ..llm import Extractor
 from ..types import Query
 
 __all__ = ["Template", "load_template", "builtin_templates", "render_history", "NO_HISTORY"]
@@ -47,7 +47,7 @@ class Template:
     source: str = "builtin"
 
     def extractor(self) -> Extractor:
-        """The :class:`~vdr.rewards.Extractor` of ``extract`` (no format check)."""
+        """The :class:`~vdr.llm.Extractor` of ``extract`` (no format check)."""
         return Extractor(self.extract)
 
     def messages(self, query: Query, max_history_words: int | None = None) -> tuple[list[dict], int]:
@@ -74,7 +74,8 @@ def render_history(history: tuple[str, ...], max_words: int | None) -> tuple[str
     if max_words is not None:
         while turns and sum(len(t.split()) for t in turns) > max_words:
             if len(turns) == 1:
-                turns[0], _ = cut_words(turns[0], max_words, "tail")
+                # cut_words(turns[0], max_words, "tail")[0] of the word budget (rewrite imports no rewards)
+                turns[0] = " ".join(turns[0].split()[-max_words:])
                 dropped += 1
                 break
             turns.pop(0)
