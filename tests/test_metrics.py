@@ -291,14 +291,16 @@ def test_parse_cutoffs_is_the_one_parser():
                         ([2.5], "integers"), ("1,3", "one cutoff")]:
         with pytest.raises(InputError, match=needle):
             parse_cutoffs(bad, single=bad == "1,3")
-    # vdr evaluate and vdr judge use it (no private copies)
+    # the metric plan (vdr evaluate, compare, metrics) and vdr judge use it (no private copies)
     import importlib
     import inspect
 
     import vdr.experiment.evaluation
     import vdr.judge
+    from vdr.metrics import MetricPlan
 
-    assert "parse_cutoffs(k)" in inspect.getsource(vdr.experiment.evaluation._plan)
+    assert "parse_cutoffs(defaults.cutoffs if k is None else k)" in inspect.getsource(MetricPlan.parse)
+    assert "MetricPlan.parse(k=k" in inspect.getsource(vdr.experiment.evaluation._plan)
     assert "parse_cutoffs(o.k, single=True)" in inspect.getsource(importlib.import_module("vdr.judge.run")._judge)  # judge() gathers its options first
     with pytest.raises(InputError, match="one cutoff"):
         sys.modules["vdr.judge"].judge("/nonexistent", k=[3, 5])
@@ -308,7 +310,7 @@ def test_doctests_run():
     import doctest
     import importlib
 
-    for name in ("vdr.metrics", "vdr.metrics.registry", "vdr.metrics.compute", "vdr.stats"):
+    for name in ("vdr.metrics", "vdr.metrics.registry", "vdr.metrics.compute", "vdr.metrics.plan", "vdr.stats"):
         res = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
         assert res.failed == 0 and res.attempted >= 3, (name, res)
 
@@ -416,7 +418,12 @@ def test_tied_groups_match_brute_force(score_lists, k):
 
 # ---------------------------------------------------------------- pytrec_eval cross-check
 
-pytrec_eval = pytest.importorskip("pytrec_eval")
+
+@pytest.fixture(scope="module")
+def pytrec_eval():
+    """pytrec_eval, or a skip of the cross-check that needs it (the hand-computed goldens above always run)."""
+    return pytest.importorskip("pytrec_eval")
+
 
 IDS = ["p1", "p9", "p10", "p2", "P1", "a", "b b", "d_3", "é", "10", "9"]
 
@@ -452,7 +459,7 @@ PYTREC = {
 @pytest.mark.filterwarnings("ignore::vdr.errors.VdrWarning")  # random runs often retrieve only unjudged pages
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(qrels_and_run(), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2]))
-def test_against_pytrec_eval(data, k, level):
+def test_against_pytrec_eval(pytrec_eval, data, k, level):
     qrels, run = data
     # random runs may share no id with the qrels (an id-format mismatch to vdr): scored anyway, as pytrec_eval does
     ours = ev(qrels, run, [t.format(k=k) for t in PYTREC] + ["mrr", "map", f"mrr@{k}"], relevance_level=level, allow_unjudged=True)

@@ -41,7 +41,7 @@ from .errors import InputError, VdrError
 from .io.atomic import atomic_write
 from .io.formats import load_qrels, load_queries, load_run, save_run
 from .metrics import MetricsResult
-from .metrics.registry import metric_label
+from .metrics.registry import Metric, metric_label, parse_metric
 from .types import ORIGINAL, Qrels, Query, QuerySet, Run, duplicate_texts
 
 __all__ = ["Results", "RunResult", "Case", "Table", "SCHEMA_VERSION", "RESULTS_FILE", "PER_QUERY_FILE", "fmt_p", "json_safe"]
@@ -347,14 +347,21 @@ class Results:
     def _where(self) -> str:
         return str(self.root / RESULTS_FILE) if self.root is not None else "these results"
 
-    def check_metric(self, metric: str) -> str:
-        """``metric`` when it was evaluated.
+    def check_metric(self, metric: str | Metric) -> str:
+        """The canonical name of ``metric`` (any registry spelling: ``nDCG@5``, ``ndcg_at_5``, a
+        :class:`~vdr.metrics.Metric`) when it was evaluated.
 
         Raises:
             InputError: it was not (the message lists the evaluated metrics).
         """
-        if metric not in self.runs[0].metrics.values:
-            raise InputError(f"metric {metric!r} was not evaluated in {self._where()}; evaluated: {', '.join(self.metric_names)}")
+        values = self.runs[0].metrics.values
+        if metric not in values:
+            try:
+                metric = str(parse_metric(metric))
+            except InputError:
+                pass
+        if metric not in values:
+            raise InputError(f"metric {str(metric)!r} was not evaluated in {self._where()}; evaluated: {', '.join(self.metric_names)}")
         return metric
 
     # ---------------------------------------------------------------- values

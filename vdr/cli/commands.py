@@ -27,6 +27,7 @@ from .common import (
     StoreDtype,
 )
 from ..errors import InputError, VdrError, VdrWarning
+from ..metrics.registry import EVALUATE_CUTOFFS, METRICS_CUTOFFS
 
 
 def _click_errors() -> tuple[type[Exception], ...]:
@@ -178,6 +179,11 @@ def _list_metrics(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _cutoffs(ks: tuple[int, ...]) -> str:
+    """Default cutoffs as the ``--k`` option writes them: ``(3, 5, 10)`` -> ``"3,5,10"``."""
+    return ",".join(map(str, ks))
+
+
 def _metric_help() -> str:
     from ..metrics import known_metrics
 
@@ -318,7 +324,7 @@ def _evaluation_kwargs(values: dict) -> dict:
 def metrics_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
     run: Path = typer.Argument(..., help="Run file: TREC (qid Q0 docid rank score tag) or JSON."),
-    k: str = typer.Option("1,3,5,10", "--k", rich_help_panel=common.PANEL_STATS, help="Comma-separated cutoffs for the default metric families and ties@k."),
+    k: str = typer.Option(_cutoffs(METRICS_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Comma-separated cutoffs for the default metric families and ties@k."),
     metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", rich_help_panel=common.PANEL_STATS, help=_metric_help()),
     relevance_level: int = typer.Option(1, "--relevance-level", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics)."),
     exclude_no_relevant: bool = typer.Option(
@@ -446,7 +452,7 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("backend", str, lambda: typer.Option("multimodal,lexical,semantic,hybrid", "--backend", rich_help_panel=common.PANEL_BACKENDS, help="Comma-separated backends.")),
     ("model", Optional[str], lambda: typer.Option(
         None, "--model", rich_help_panel=common.PANEL_ENCODER, help="ColPali-family model (hub name or local path) for the multimodal backend.")),
-    ("k", str, lambda: typer.Option("3,5,10", "--k", rich_help_panel=common.PANEL_STATS, help="Metric cutoffs; nDCG@3 is the primary metric.")),
+    ("k", str, lambda: typer.Option(_cutoffs(EVALUATE_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Metric cutoffs; nDCG@3 is the primary metric.")),
     ("seed", int, lambda: typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap.")),
     ("out", Path, lambda: typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder (results.json, per_query.csv, runs/).")),
     ("vidore", Optional[str], lambda: typer.Option(
@@ -578,7 +584,7 @@ def compare_command(
     primary_metric: Optional[str] = typer.Option(
         None, "--primary-metric", rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3, or the first --metric)."),
     metric: Optional[list[str]] = typer.Option(None, "--metric", "--metrics", "-m", rich_help_panel=common.PANEL_STATS, help=_metric_help()),
-    k: str = typer.Option("3,5,10", "--k", rich_help_panel=common.PANEL_STATS, help="Cutoffs of the default metrics (without --metric)."),
+    k: str = typer.Option(_cutoffs(EVALUATE_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Cutoffs of the default metrics (without --metric)."),
     relevance_level: int = typer.Option(1, "--relevance-level", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics)."),
     exclude_no_relevant: bool = typer.Option(
         False, "--exclude-queries-without-relevant/--keep-all-queries", rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),

@@ -13,24 +13,28 @@ and :meth:`Results.load <vdr.results.Results.load>` read it.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from ..io.digest import file_sha256
 from ..stats import compare_variants
 from ..errors import InputError
 from .inputs import check_name
 from ..io.formats import load_qrels, load_run
-from ..metrics import evaluate_run, parse_cutoffs, parse_metric
+from ..metrics import EVALUATE_CUTOFFS, MetricPlan, evaluate_run
+from ..metrics.plan import COMPARE_DEFAULTS
 from ..results import Results, RunResult
 from ..types import Qrels, QuerySet, Run
 
-__all__ = ["compare_runs", "parse_run_items", "RUNS_BACKEND"]
+__all__ = ["compare_runs", "CompareOptions", "parse_run_items", "RUNS_BACKEND"]
 
 #: The pseudo-backend name of a run comparison's rows in :class:`~vdr.results.Results`.
 RUNS_BACKEND = "runs"
-_DIAGNOSTIC = ("hole@", "judged@", "ties@")
 
 
 def parse_run_items(items: Sequence[str], option: str = "RUN") -> dict[str, str]:
@@ -52,23 +56,6 @@ def parse_run_items(items: Sequence[str], option: str = "RUN") -> dict[str, str]
             raise InputError(f"run name {name!r} given twice ({out[name]} and {path}); name them with NAME=FILE")
         out[name] = path
     return out
-
-
-def _metric_plan(k, metrics, primary_metric) -> tuple[list[str], list[str], list[str]]:
-    """``(evaluated, table, compared)`` metric names (canonical): the given metrics, or vdr's
-    default families at the cutoffs ``k``; the primary metric first in the table."""
-    if metrics:
-        names = list(dict.fromkeys(str(parse_metric(m)) for m in metrics))
-        table = list(names)
-    else:
-        ks = parse_cutoffs(k)
-        names = [f"{fam}@{kk}" for kk in ks for fam in ("ndcg", "mrr", "recall", "precision", "hit", "map", "judged", "hole", "ties")]
-        k0 = 3 if 3 in ks else ks[0]
-        table = [f"ndcg@{k0}", f"mrr@{k0}", *(f"recall@{kk}" for kk in ks if kk != k0), f"hole@{k0}"]
-    primary = str(parse_metric(primary_metric)) if primary_metric is not None else table[0]
-    names += [] if primary in names else [primary]
-    table = [primary, *(m for m in table if m != primary)]
-    return names, table, [m for m in table if not m.startswith(_DIAGNOSTIC)]
 
 
 def _named_runs(runs) -> dict[str, tuple[Run, str | None]]:
@@ -107,23 +94,56 @@ def _versions(qrels_path: str | None, runs: Mapping[str, tuple[Run, str | None]]
     return out
 
 
+@dataclass(frozen=True)
+class CompareOptions:
+    """Every option of :func:`compare_runs` (all but ``qrels`` and ``runs``), with its default.
+
+    ``vdr.compare(qrels, runs, baseline="bm25", k=(3, 10))`` builds one from its keywords;
+    ``vdr.compare(qrels, runs, options=CompareOptions(...), seed=1)`` starts from a given one (the
+    keywords override its fields, :func:`dataclasses.replace`).
+
+    Attributes:
+        baseline: the run the others are compared with (default: the first).
+        metrics: metric names in any accepted spelling (``nDCG@10``, ``P@5``, ``RR@10``, ``ndcg_at_10``);
+            default: vdr's families at the cutoffs ``k`` (table: nDCG, MRR and hole at 3, recall;
+            :data:`vdr.metrics.plan.COMPARE_DEFAULTS`).
+        primary_metric: the table's first column and the metric of its change columns (default
+            ``ndcg@3``, or the first of ``metrics``); added to the evaluated metrics when missing.
+        k: cutoffs of the default metrics (default :data:`vdr.metrics.EVALUATE_CUTOFFS`, 3, 5, 10).
+        relevance_level, queries_without_relevant, allow_unjudged: see :func:`vdr.metrics.evaluate_run`.
+        n_permutations, n_bootstrap, seed: see :func:`vdr.stats.compare_variants`.
+        out: a results folder to write (``results.json``, ``per_query.csv``, ``runs/<name>.trec``,
+            with ``report`` also ``report.html`` and ``report.md``); taken before any work like
+            ``vdr evaluate --out`` (locked; another experiment's results refused unless
+            ``overwrite``; replaced as a whole, :mod:`vdr.io.outdir`).
+        overwrite: replace an ``out`` holding another experiment's results or other files.
+        report: with ``out``, also write the HTML/Markdown report (:func:`vdr.report`).
+    """
+
+    baseline: str | None = None
+    metrics: Sequence[str] | None = None
+    primary_metric: str | None = None
+    k: str | Sequence[int] = EVALUATE_CUTOFFS
+    relevance_level: int = 1
+    queries_without_relevant: str = "zero"
+    allow_unjudged: bool = False
+    n_permutations: int = 10_000
+    n_bootstrap: int = 10_000
+    seed: int = 0
+    out: str | Path | None = None
+    overwrite: bool = False
+    report: bool = True
+
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(CompareOptions))
+
+
 def compare_runs(
     qrels: str | Path | Qrels | Mapping,
     runs: Mapping[str, str | Path | Run | Mapping] | Sequence[str | Path | Run],
     *,
-    baseline: str | None = None,
-    metrics: Sequence[str] | None = None,
-    primary_metric: str | None = None,
-    k: str | Sequence[int] = (3, 5, 10),
-    relevance_level: int = 1,
-    queries_without_relevant: str = "zero",
-    allow_unjudged: bool = False,
-    n_permutations: int = 10_000,
-    n_bootstrap: int = 10_000,
-    seed: int = 0,
-    out: str | Path | None = None,
-    overwrite: bool = False,
-    report: bool = True,
+    options: CompareOptions | None = None,
+    **kwargs: Any,
 ) -> Results:
     """Compare runs of several systems with a baseline run on the same qrels (``vdr.compare``).
 
@@ -132,20 +152,12 @@ def compare_runs(
         runs: ``{name: run file (TREC or JSON) | Run | {qid: {docid: score}}}``, or a list of run
             files (named by their file name without suffix) or named :class:`~vdr.types.Run`\\ s;
             at least two. Names are letters, digits, ``_ . -`` (they name files).
-        baseline: the run the others are compared with (default: the first).
-        metrics: metric names in any accepted spelling (``nDCG@10``, ``P@5``, ``RR@10``, ``ndcg_at_10``);
-            default: vdr's families at the cutoffs ``k`` (table: nDCG, MRR and hole at 3, recall).
-        primary_metric: the table's first column and the metric of its change columns (default
-            ``ndcg@3``, or the first of ``metrics``); added to the evaluated metrics when missing.
-        k: cutoffs of the default metrics.
-        relevance_level, queries_without_relevant, allow_unjudged: see :func:`vdr.metrics.evaluate_run`.
-        n_permutations, n_bootstrap, seed: see :func:`vdr.compare.compare`.
-        out: a results folder to write (``results.json``, ``per_query.csv``, ``runs/<name>.trec``,
-            with ``report`` also ``report.html`` and ``report.md``); taken before any work like
-            ``vdr evaluate --out`` (locked; another experiment's results refused unless
-            ``overwrite``; replaced as a whole, :mod:`vdr.io.outdir`).
-        overwrite: replace an ``out`` holding another experiment's results or other files.
-        report: with ``out``, also write the HTML/Markdown report (:func:`vdr.report`).
+        options: a :class:`CompareOptions` (default: all defaults).
+        **kwargs: any field of :class:`CompareOptions` (``baseline``, ``metrics``,
+            ``primary_metric``, ``k``, ``relevance_level``, ``queries_without_relevant``,
+            ``allow_unjudged``, ``n_permutations``, ``n_bootstrap``, ``seed``, ``out``,
+            ``overwrite``, ``report``: documented there, with their defaults); they override
+            ``options``' fields.
 
     Returns:
         :class:`~vdr.results.Results`: rows ``runs`` x run name (baseline first), comparisons of
@@ -156,40 +168,54 @@ def compare_runs(
             (file, line and id named), unknown metrics, no judged page in a run (an id mismatch;
             unless ``allow_unjudged``), an ``out`` that cannot be taken. An error evaluating one
             run names that run and its file (``PATH: run 'NAME': ...``; no path for in-memory runs).
+        TypeError: a keyword that is not a :class:`CompareOptions` field (named, with the known ones).
     """
     from ..io.outdir import ResultsFolder
 
+    unknown = sorted(set(kwargs) - set(_OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"compare() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(_OPTION_NAMES)}")
+    o = dataclasses.replace(options, **kwargs) if options is not None else CompareOptions(**kwargs)
     qrels_path = str(Path(qrels).resolve()) if isinstance(qrels, (str, Path)) else None
     folder = None
-    if out is not None:  # before any work
+    if o.out is not None:  # before any work
         files = [qrels_path, *(r for r in (runs.values() if isinstance(runs, Mapping) else runs) if isinstance(r, (str, Path)))]
-        folder = ResultsFolder(out, identity={"command": "compare", "qrels": qrels_path}, overwrite=overwrite, inputs=files).open()
+        folder = ResultsFolder(o.out, identity={"command": "compare", "qrels": qrels_path}, overwrite=o.overwrite, inputs=files).open()
     try:
-        res = _compare(qrels, runs, qrels_path, baseline=baseline, metrics=metrics, primary_metric=primary_metric, k=k,
-                       relevance_level=relevance_level, queries_without_relevant=queries_without_relevant,
-                       allow_unjudged=allow_unjudged, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        res = _compare(qrels, runs, qrels_path, o)
         if folder is not None:
             res.save(folder.staging)
             folder.commit()
-            res.root = Path(out)
-            if report:
+            res.root = Path(o.out)
+            if o.report:
                 from ..report.render import report as write_report
 
-                write_report(out)
+                write_report(o.out)
     finally:
         if folder is not None:
             folder.close()
     return res
 
 
-def _compare(qrels, runs, qrels_path, *, baseline, metrics, primary_metric, k, relevance_level, queries_without_relevant,
-             allow_unjudged, n_permutations, n_bootstrap, seed) -> Results:
+# help(compare_runs) and inspect.signature(compare_runs) list every option with its default
+compare_runs.__signature__ = inspect.Signature(
+    [inspect.Parameter("qrels", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Path | Qrels | Mapping"),
+     inspect.Parameter("runs", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                       annotation="Mapping[str, str | Path | Run | Mapping] | Sequence[str | Path | Run]"),
+     inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="CompareOptions | None"),
+     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+       for f in dataclasses.fields(CompareOptions))],
+    return_annotation="Results",
+)
+
+
+def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
     """:func:`compare_runs` without the folder: read, evaluate, compare."""
-    names, table, compared = _metric_plan(k, metrics, primary_metric)
+    plan = MetricPlan.parse(o.metrics, k=o.k, primary=o.primary_metric, defaults=COMPARE_DEFAULTS)
     named = _named_runs(runs)
     if len(named) < 2:
         raise InputError(f"compare needs at least two runs (a baseline and a system), got {len(named)}")
-    baseline = next(iter(named)) if baseline is None else str(baseline)
+    baseline = next(iter(named)) if o.baseline is None else str(o.baseline)
     if baseline not in named:
         raise InputError(f"baseline {baseline!r} is not one of the runs ({', '.join(named)})")
     q = load_qrels(qrels) if qrels_path is not None else qrels if isinstance(qrels, Qrels) else Qrels(qrels)
@@ -198,18 +224,19 @@ def _compare(qrels, runs, qrels_path, *, baseline, metrics, primary_metric, k, r
     for n in order:
         run = named[n][0].renamed(n)
         try:
-            m = evaluate_run(q, run, names, relevance_level=relevance_level, queries_without_relevant=queries_without_relevant,
-                             allow_unjudged=allow_unjudged)
+            m = evaluate_run(q, run, plan, relevance_level=o.relevance_level, queries_without_relevant=o.queries_without_relevant,
+                             allow_unjudged=o.allow_unjudged)
         except InputError as e:  # name the run and its file: "which of my runs?" (the message alone names neither)
             raise InputError(f"run {n!r}: {e}", path=named[n][1], id=e.id) from None
         results.append(RunResult(RUNS_BACKEND, n, f"runs/{n}.trec", m, ranking=run))
-    comparisons = compare_variants({RUNS_BACKEND: {r.variant: r.metrics for r in results}}, compared, baseline=baseline,
-                                   n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+    comparisons = compare_variants({RUNS_BACKEND: {r.variant: r.metrics for r in results}}, plan.compared_names, baseline=baseline,
+                                   n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
     config = {
         "command": "compare", "qrels": qrels_path, "runs": {n: named[n][1] for n in order}, "baseline": baseline,
-        "variants": order, "backends": [RUNS_BACKEND], "k": parse_cutoffs(k), "seed": seed, "relevance_level": relevance_level,
-        "queries_without_relevant": queries_without_relevant, "n_permutations": n_permutations, "n_bootstrap": n_bootstrap,
-        "metrics": names, "table_metrics": table, "compared_metrics": compared, "primary_metric": table[0],
+        "variants": order, "backends": [RUNS_BACKEND], "k": list(plan.cutoffs), "seed": o.seed, "relevance_level": o.relevance_level,
+        "queries_without_relevant": o.queries_without_relevant, "n_permutations": o.n_permutations, "n_bootstrap": o.n_bootstrap,
+        "metrics": plan.names, "table_metrics": plan.table_names, "compared_metrics": plan.compared_names,
+        "primary_metric": plan.primary_name,
     }
     variants = {n: QuerySet({}, name=n, source=named[n][1]) for n in order}
     return Results(config=config, versions=_versions(qrels_path, named), runs=results, comparisons=comparisons,

@@ -59,7 +59,9 @@ from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
 from .inputs import CONCAT, ORIGINAL, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
 from ..io.atomic import write_text_atomic
-from ..metrics import MetricsResult, evaluate_run, parse_cutoffs, parse_metric
+from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
+from ..metrics.plan import EVALUATE_DEFAULTS
+from ..metrics.plan import PROTOCOLS as _PROTOCOLS
 from ..results import Results, RunResult
 from ..retrieve.base import Backend, BackendUnavailable, BuildContext, available_backends, backend_factory
 from ..types import QuerySet, Run
@@ -80,13 +82,30 @@ _VERSIONED = ["vdr", "colpali-engine", "transformers", "torch", "datasets", "bm2
 
 @dataclass(frozen=True)
 class _Plan:
-    """The checked options: cutoffs, backends wanted and the metric names they imply."""
+    """The checked options: the metric plan (cutoffs, metrics, table, compared) and the backends wanted."""
 
-    ks: list[int]
+    metrics: MetricPlan
     wanted: list[str]
-    metric_names: list[str]
-    table_metrics: list[str]
-    compared_metrics: list[str]
+
+    @property
+    def ks(self) -> list[int]:
+        """The cutoffs (sorted, distinct)."""
+        return list(self.metrics.cutoffs)
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Every metric computed, canonical names (``config.metrics``)."""
+        return self.metrics.names
+
+    @property
+    def table_metrics(self) -> list[str]:
+        """The summary table's metrics, the primary first (``config.table_metrics``)."""
+        return self.metrics.table_names
+
+    @property
+    def compared_metrics(self) -> list[str]:
+        """The metrics tested between variants (``config.compared_metrics``)."""
+        return self.metrics.compared_names
 
 
 def _versions(names: Sequence[str]) -> dict:
@@ -109,37 +128,9 @@ def _parse_list(value: str | Sequence, what: str) -> list[str]:
     return items
 
 
-def _table_metrics(ks: list[int]) -> list[str]:
-    k0 = 3 if 3 in ks else ks[0]
-    rest = [k for k in ks if k != k0] or [k0]
-    return [f"ndcg@{k0}", f"mrr@{k0}"] + [f"recall@{k}" for k in rest] + [f"hole@{k0}"]
-
-
-#: Evaluation protocols (``evaluate(protocol=...)``, ``vdr evaluate --protocol``): cutoffs added,
-#: the summary table's metrics (the first is the primary) and the extra, labelled metrics.
-PROTOCOLS: dict[str, dict] = {
-    "convsearch": {
-        "description": "conversational search as ConvSearch-R1 (Zhu et al. 2025, arXiv 2505.15776) reports it: MRR@3, NDCG@3,"
-                       " R@10, R@100; beside them, labelled, rr_full: the full-list reciprocal rank averaged over the"
-                       " queries present in the run, which the released evaluation code (BeastyZ/ConvSearch-R1) calls MRR",
-        "ks": [3, 10, 100],
-        "table": ["mrr@3", "ndcg@3", "recall@10", "recall@100", "rr_full"],
-        "extra": ["rr_full"],
-    },
-}
-
-
-def _protocol(name: str | None) -> dict | None:
-    """The protocol ``name`` (``None``: vdr's default table).
-
-    Raises:
-        InputError: an unknown protocol (the known ones are listed).
-    """
-    if name is None:
-        return None
-    if name not in PROTOCOLS:
-        raise InputError(f"unknown protocol {name!r}; choose from {', '.join(PROTOCOLS)}")
-    return PROTOCOLS[name]
+#: Evaluation protocols (``evaluate(protocol=...)``, ``vdr evaluate --protocol``); declared in
+#: :mod:`vdr.metrics.plan` (:data:`vdr.metrics.PROTOCOLS`).
+PROTOCOLS = _PROTOCOLS
 
 
 def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: str | None = None,
@@ -153,8 +144,8 @@ def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: s
     """
     if queries_without_relevant not in ("zero", "exclude"):
         raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', got {queries_without_relevant!r}")
-    proto = _protocol(protocol)
-    ks = parse_cutoffs(list(parse_cutoffs(k)) + (proto["ks"] if proto else []))
+    metrics = MetricPlan.parse(k=k, primary=primary_metric, protocol=protocol, defaults=EVALUATE_DEFAULTS)
+    ks = metrics.cutoffs
     wanted = _parse_list(backends, "--backend")
     known = available_backends()
     unknown = [b for b in wanted if b not in known]
@@ -168,17 +159,7 @@ def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: s
         check_name(name, "run")
         if name in known:
             raise InputError(f"run name {name!r} is a backend's name; choose another")
-    metric_names = []
-    for kk in ks:
-        metric_names += [f"ndcg@{kk}", f"mrr@{kk}", f"recall@{kk}", f"precision@{kk}", f"hit@{kk}", f"map@{kk}", f"judged@{kk}", f"hole@{kk}", f"ties@{kk}"]
-    table = _table_metrics(ks) if proto is None else list(proto["table"])
-    metric_names += proto["extra"] if proto else []
-    if primary_metric is not None:  # any metric of the registry, in any accepted spelling (nDCG@10, RR@10 ...)
-        primary = str(parse_metric(primary_metric))
-        metric_names += [] if primary in metric_names else [primary]
-        table = [primary, *(m for m in table if m != primary)]
-    compared = [m for m in table if not m.startswith(("hole@", "judged@", "ties@")) and not (proto and m in proto["extra"])]
-    return _Plan(ks, wanted + [n for n in runs if n not in wanted], metric_names, table, compared)
+    return _Plan(metrics, wanted + [n for n in runs if n not in wanted])
 
 
 # --------------------------------------------------------------------------------------------- backends
@@ -308,7 +289,7 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
         for name, run in runs[b].items():
             # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
             run = run.renamed(f"{b}/{name}")
-            res = evaluate_run(inputs.qrels, run, plan.metric_names, relevance_level=relevance_level, allow_unjudged=True,
+            res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=relevance_level, allow_unjudged=True,
                                queries_without_relevant=queries_without_relevant)
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
     if macro_average and len(order) > 1:
@@ -339,7 +320,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites
             n_permutations, n_bootstrap, macro_average, vidore, cache_dir, queries_without_relevant: str = "zero",
             protocol: str | None = None) -> dict:
     return {
-        "protocol": None if protocol is None else {"name": protocol, "description": PROTOCOLS[protocol]["description"]},
+        "protocol": None if plan.metrics.protocol is None else plan.metrics.protocol.to_json(),
         "corpus_dir": str(inputs.corpus_dir.resolve()),
         "corpus_kind": inputs.corpus.kind,
         "queries": str(inputs.queries_path.resolve()),
@@ -543,7 +524,7 @@ class EvaluateOptions:
     backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid")
     model: str | None = None
     encoder: Any = None
-    k: str | Sequence[int] = (3, 5, 10)
+    k: str | Sequence[int] = EVALUATE_CUTOFFS
     seed: int = 0
     depth: int = 100
     vidore: str | None = None

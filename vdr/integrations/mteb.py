@@ -53,6 +53,7 @@ from typing import Any
 from ..corpus import PAGES_FILE, Corpus
 from ..errors import InputError
 from ..io.formats import load_qrels, load_queries, load_rewrites
+from ..metrics.registry import EVALUATE_CUTOFFS, PRIMARY_CUTOFF, parse_cutoffs
 from ..types import ORIGINAL, Qrels, QuerySet, Run
 
 try:
@@ -853,7 +854,7 @@ class MtebBackend:
         BackendUnavailable: no model (at construction).
     """
 
-    def __init__(self, encoder: Any, *, qrels: Qrels, out_dir: str | Path, ks: Sequence[int] = (3, 5, 10),
+    def __init__(self, encoder: Any, *, qrels: Qrels, out_dir: str | Path, ks: Sequence[int] = EVALUATE_CUTOFFS,
                  dataset: str | None = None, store: str | Path | None = None, progress: bool = False,
                  name: str = "multimodal") -> None:
         from ..retrieve.multimodal import MultimodalBackend
@@ -862,7 +863,7 @@ class MtebBackend:
         self.name = name
         self.qrels = qrels
         self.out_dir = Path(out_dir)
-        self.ks = [int(k) for k in ks]
+        self.ks = parse_cutoffs(ks)
         self.k_values = tuple(sorted(set(DEFAULT_K_VALUES) | set(self.ks)))
         self.dataset = dataset
         self.progress = progress
@@ -884,7 +885,7 @@ class MtebBackend:
         enc = self._pages.encoder
         self._model = VdrColPaliModel(enc, page_store=self._pages.store)
         self._corpus = corpus
-        default = f"ndcg_at_{3 if 3 in self.k_values else min(self.ks)}"
+        default = f"ndcg_at_{PRIMARY_CUTOFF if PRIMARY_CUTOFF in self.k_values else min(self.ks)}"
         self._main, source = main_metric(self.dataset, default)
         self.k_values = tuple(sorted(set(self.k_values) | {int(self._main.rsplit("_", 1)[1])}))
         self._base = f"vdr-{_sha256_files([Path(corpus.root) / PAGES_FILE])[:12]}"

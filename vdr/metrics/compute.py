@@ -33,12 +33,13 @@ cost is O(N log L) for N scored pages and L pages per query, plus one Python ste
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import json
 import math
 import warnings
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from itertools import chain, repeat
 from pathlib import Path
 from typing import Literal
@@ -49,7 +50,8 @@ from ..errors import InputError, VdrWarning
 from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
-from .registry import METRICS, Metric, default_metrics, diagnostic_metrics, metric_label, parse_cutoffs, parse_metric
+from .plan import METRICS_DEFAULTS, MetricPlan
+from .registry import METRICS, METRICS_CUTOFFS, Metric, default_metrics, metric_label, parse_cutoffs, parse_metric
 
 __all__ = [
     "Metric",
@@ -62,6 +64,7 @@ __all__ = [
     "MetricsResult",
     "Ranked",
     "metrics",
+    "MetricsOptions",
 ]
 
 
@@ -415,7 +418,7 @@ class Ranked:
         self._flat = flat
         jr, tied = _ranks(flat, self._starts, self._lens, self.jq, js)
         if tied.any():
-            _break_ties(jr, tied, self.jq, js, j_idx, np.cumsum(qlens) - qlens, qd, qids, runs)
+            _break_ties(jr, tied, _Lines(self.jq, js, j_idx, np.cumsum(qlens) - qlens), qd, qids, runs)
         self.jr = jr
         self.rel = self.jg >= level
         self._relevant_order()
@@ -465,9 +468,32 @@ class Ranked:
         return _tie_groups(self._flat, self._starts, self._lens, k)
 
 
-def _break_ties(jr, tied, jq, js, j_idx, q_first, qd, qids, runs) -> None:
+@dataclass(frozen=True)
+class _Lines:
+    """The judged-and-retrieved qrels lines of :class:`Ranked` (length ``n_judged``): ``jq`` query
+    index (int64), ``js`` run score (float64), ``j_idx`` position among all the qrels lines (int64);
+    and per query ``q_first``, the position of its first qrels line (int64, ``(nq,)``)."""
+
+    jq: np.ndarray
+    js: np.ndarray
+    j_idx: np.ndarray
+    q_first: np.ndarray
+
+
+def _break_ties(jr: np.ndarray, tied: np.ndarray, lines: _Lines, qd: Mapping[str, Mapping[str, int]], qids: Sequence[str],
+                runs: Sequence[Mapping[str, float]]) -> None:
     """trec_eval breaks score ties by corpus id, descending: add to each tied entry's rank (in place)
-    the number of pages with the same score and a greater corpus id."""
+    the number of pages with the same score and a greater corpus id.
+
+    Args:
+        jr: int64 ranks of the judged lines ``(n_judged,)``, updated in place.
+        tied: bool ``(n_judged,)``, the lines whose score another page of the query shares.
+        lines: the judged lines (:class:`_Lines`).
+        qd: the qrels ``{query_id: {corpus_id: grade}}`` (lines in file order).
+        qids: the query set, in the order of the query indexes.
+        runs: per query index, its ranking ``{corpus_id: score}``.
+    """
+    jq, js, j_idx, q_first = lines.jq, lines.js, lines.j_idx, lines.q_first
     by_query: dict[int, list[int]] = {}
     for t in np.nonzero(tied)[0].tolist():
         by_query.setdefault(int(jq[t]), []).append(t)
@@ -478,9 +504,9 @@ def _break_ties(jr, tied, jq, js, j_idx, q_first, qd, qids, runs) -> None:
             fv = float(v)
             if fv in want:
                 groups.setdefault(fv, []).append(d)
-        judged_ids = list(qd[qids[i]])
+        ids = list(qd[qids[i]])
         for t in ts:
-            d = judged_ids[int(j_idx[t] - q_first[i])]
+            d = ids[int(j_idx[t] - q_first[i])]
             jr[t] += sum(1 for other in groups[float(js[t])] if other > d)
 
 
@@ -499,7 +525,7 @@ def _query_set(qd: Mapping, queries_without_relevant: str) -> tuple[list[str], l
 def evaluate_run(
     qrels: Qrels | Mapping,
     run: Run | Mapping,
-    metrics: Sequence[str | Metric] | None = None,
+    metrics: Sequence[str | Metric] | MetricPlan | None = None,
     *,
     relevance_level: int = 1,
     queries_without_relevant: Literal["zero", "exclude"] = "zero",
@@ -510,8 +536,10 @@ def evaluate_run(
     Args:
         qrels: :class:`~vdr.types.Qrels` or a ``{query_id: {corpus_id: int grade}}`` dict.
         run: :class:`~vdr.types.Run` or a ``{query_id: {corpus_id: float score}}`` dict.
-        metrics: metric names in any accepted spelling (``"ndcg@3"``, ``"nDCG@3"``, ``"ndcg_at_3"``);
-            results use the canonical names. Default :func:`default_metrics` at 1, 3, 5, 10.
+        metrics: metric names in any accepted spelling (``"ndcg@3"``, ``"nDCG@3"``, ``"ndcg_at_3"``),
+            parsed :class:`Metric` values or a :class:`~vdr.metrics.MetricPlan` (its metrics, used as
+            parsed); results use the canonical names. Default :func:`default_metrics` at
+            :data:`~vdr.metrics.registry.METRICS_CUTOFFS` (1, 3, 5, 10).
         relevance_level: minimum grade that counts as relevant for the binary metrics
             (recall, precision, hit, mrr, map); nDCG uses the grades themselves.
         queries_without_relevant: ``"zero"`` (default) averages queries whose qrels hold no grade > 0
@@ -530,8 +558,10 @@ def evaluate_run(
         qrels = Qrels(qrels)
     if not isinstance(run, Run):
         run = Run(run)
-    mlist = default_metrics() if metrics is None else [parse_metric(m) for m in metrics]
-    mlist = list(dict.fromkeys(mlist))
+    if isinstance(metrics, MetricPlan):
+        mlist = list(metrics.metrics)
+    else:
+        mlist = list(dict.fromkeys(default_metrics() if metrics is None else [parse_metric(m) for m in metrics]))
     if queries_without_relevant not in ("zero", "exclude"):
         raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', not {queries_without_relevant!r}")
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)):
@@ -568,17 +598,34 @@ def evaluate_run(
     return MetricsResult(tuple(qids), values, policy)
 
 
+@dataclass(frozen=True)
+class MetricsOptions:
+    """The keyword options of :func:`metrics` (``vdr.metrics(qrels, run, k, names, **options)``).
+
+    Attributes:
+        relevance_level, queries_without_relevant, allow_unjudged: see :func:`evaluate_run`.
+        json_path: if given, write ``{"aggregate", "per_query", "num_queries", "policy"}`` there.
+        per_query_path: if given, write a per-query CSV there.
+    """
+
+    relevance_level: int = 1
+    queries_without_relevant: Literal["zero", "exclude"] = "zero"
+    allow_unjudged: bool = False
+    json_path: str | Path | None = None
+    per_query_path: str | Path | None = None
+
+
+_METRICS_OPTIONS = tuple(f.name for f in fields(MetricsOptions))
+
+
 def metrics(
     qrels: Qrels | Mapping | str | Path,
     run: Run | Mapping | str | Path,
-    k: str | int | Iterable[int] = (1, 3, 5, 10),
-    metric_names: Sequence[str] | None = None,
+    k: str | int | Iterable[int] = METRICS_CUTOFFS,
+    metric_names: Sequence[str | Metric] | MetricPlan | None = None,
     *,
-    relevance_level: int = 1,
-    queries_without_relevant: Literal["zero", "exclude"] = "zero",
-    allow_unjudged: bool = False,
-    json_path: str | Path | None = None,
-    per_query_path: str | Path | None = None,
+    options: MetricsOptions | None = None,
+    **kwargs,
 ) -> MetricsResult:
     """Evaluate a run against qrels (files or objects); the Python face of ``vdr metrics``.
 
@@ -586,14 +633,16 @@ def metrics(
         qrels: a :class:`~vdr.types.Qrels`, a dict, or a path (TREC, BEIR TSV or JSON; see
             :func:`vdr.io.load_qrels`).
         run: a :class:`~vdr.types.Run`, a dict, or a path (TREC run or JSON).
-        k: cutoffs, as ``"1,3,5,10"`` or integers (:func:`parse_cutoffs`); used with the default
-            metric families (ndcg, mrr, recall, precision, hit, map, judged) and ``ties@k``
-            unless ``metric_names`` is given.
-        metric_names: explicit metric names in any accepted spelling (``["ndcg@3", "P@5", "RR"]``);
-            overrides ``k``.
-        relevance_level, queries_without_relevant, allow_unjudged: see :func:`evaluate_run`.
-        json_path: if given, write ``{"aggregate", "per_query", "num_queries", "policy"}`` there.
-        per_query_path: if given, write a per-query CSV there.
+        k: cutoffs, as ``"1,3,5,10"`` or integers (:func:`parse_cutoffs`; default
+            :data:`~vdr.metrics.registry.METRICS_CUTOFFS`); used with the default metric families
+            (ndcg, mrr, recall, precision, hit, map, judged) and ``ties@k`` unless ``metric_names``
+            is given (:data:`~vdr.metrics.plan.METRICS_DEFAULTS`).
+        metric_names: explicit metric names in any accepted spelling (``["ndcg@3", "P@5", "RR"]``),
+            or a :class:`~vdr.metrics.MetricPlan`; overrides ``k``.
+        options: a :class:`MetricsOptions` (default: all defaults).
+        **kwargs: any field of :class:`MetricsOptions` (``relevance_level``,
+            ``queries_without_relevant``, ``allow_unjudged``, ``json_path``, ``per_query_path``);
+            they override ``options``' fields.
 
     Returns:
         :class:`MetricsResult`.
@@ -601,22 +650,35 @@ def metrics(
     Raises:
         InputError: bad files, ids, grades, scores, cutoffs or metric names (file and line named);
             no judged overlap between run and qrels (unless ``allow_unjudged``).
+        TypeError: a keyword that is not a :class:`MetricsOptions` field (named, with the known ones).
 
     >>> res = metrics({"q1": {"d1": 0, "d2": 1}}, {"q1": {"d1": 0.9, "d2": 0.9}}, k=2)
     >>> res.aggregate["ndcg@2"], res.policy["tied_groups"]
     (1.0, {'ties@2': 1})
     """
+    unknown = sorted(set(kwargs) - set(_METRICS_OPTIONS))
+    if unknown:
+        raise TypeError(f"metrics() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(_METRICS_OPTIONS)}")
+    o = replace(options, **kwargs) if options is not None else MetricsOptions(**kwargs)
+    plan = metric_names if isinstance(metric_names, MetricPlan) else MetricPlan.parse(metric_names, k=k, defaults=METRICS_DEFAULTS)
     if isinstance(qrels, (str, Path)):
         qrels = load_qrels(qrels)
     if isinstance(run, (str, Path)):
         run = load_run(run)
-    names = metric_names if metric_names else default_metrics(k) + diagnostic_metrics(k)
     res = evaluate_run(
-        qrels, run, names,
-        relevance_level=relevance_level, queries_without_relevant=queries_without_relevant, allow_unjudged=allow_unjudged,
+        qrels, run, plan,
+        relevance_level=o.relevance_level, queries_without_relevant=o.queries_without_relevant, allow_unjudged=o.allow_unjudged,
     )
-    if json_path is not None:
-        res.write_json(json_path)
-    if per_query_path is not None:
-        res.write_per_query_csv(per_query_path)
+    if o.json_path is not None:
+        res.write_json(o.json_path)
+    if o.per_query_path is not None:
+        res.write_per_query_csv(o.per_query_path)
     return res
+
+
+# help(metrics) and inspect.signature(metrics) list every option with its default
+metrics.__signature__ = inspect.Signature(
+    [*(p for name, p in inspect.signature(metrics).parameters.items() if name != "kwargs"),
+     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type) for f in fields(MetricsOptions))],
+    return_annotation=inspect.signature(metrics).return_annotation,
+)

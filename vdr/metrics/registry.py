@@ -1,9 +1,11 @@
 """The metric registry: every metric family declared once, with the names other tools use for it.
 
 A family is one :class:`Family` row of :data:`METRICS`: its canonical name, whether it needs a
-cutoff ``k``, its definition, its trec_eval / ir_measures equivalent, the reference it follows, the
-spellings of other tools that mean the same measure (ir_measures, MTEB, ranx, trec_eval) and the
-function that computes it. :func:`~vdr.metrics.evaluate_run` dispatches through this table, the CLI
+cutoff ``k``, its role (quality or diagnostic), its definition, its trec_eval / ir_measures
+equivalent, the reference it follows, the spellings of other tools that mean the same measure
+(ir_measures, MTEB, ranx, trec_eval) and its kernel (:mod:`vdr.metrics.kernels`). The default
+cutoffs are declared here once (:data:`METRICS_CUTOFFS`, :data:`EVALUATE_CUTOFFS`); what a command
+computes from them is a :class:`~vdr.metrics.plan.MetricPlan`. :func:`~vdr.metrics.evaluate_run` dispatches through this table, the CLI
 help and the "unknown metric" error are built from it, and :func:`parse_cutoffs` is the one parser
 of cutoffs.
 
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError
+from . import kernels as K
 
 if TYPE_CHECKING:  # the evaluation context; imported for annotations only (no cycle at runtime)
     from .compute import Ranked
@@ -40,6 +43,10 @@ if TYPE_CHECKING:  # the evaluation context; imported for annotations only (no c
 __all__ = [
     "Family",
     "METRICS",
+    "ROLES",
+    "METRICS_CUTOFFS",
+    "EVALUATE_CUTOFFS",
+    "PRIMARY_CUTOFF",
     "Metric",
     "parse_metric",
     "parse_cutoffs",
@@ -50,6 +57,21 @@ __all__ = [
     "describe_metrics",
     "metric_label",
 ]
+
+
+#: The roles of a metric family: ``"quality"`` (compared between systems) or ``"diagnostic"``
+#: (judgment coverage and score ties: reported beside the quality metrics, never tested).
+ROLES = ("quality", "diagnostic")
+
+#: The default cutoffs of ``vdr metrics``, :func:`vdr.metrics` and :func:`~vdr.metrics.evaluate_run`
+#: (:func:`default_metrics`) when no metric is named.
+METRICS_CUTOFFS: tuple[int, ...] = (1, 3, 5, 10)
+#: The default cutoffs of ``vdr evaluate`` / :func:`vdr.evaluate` and ``vdr compare`` /
+#: :func:`vdr.compare` (and the MTEB engine ``evaluate`` builds).
+EVALUATE_CUTOFFS: tuple[int, ...] = (3, 5, 10)
+#: The cutoff of the summary table's headline metrics (``ndcg@3``, ``mrr@3``, ``hole@3``) when the
+#: cutoffs include it (else the smallest cutoff).
+PRIMARY_CUTOFF = 3
 
 
 @dataclass(frozen=True)
@@ -72,6 +94,12 @@ class Family:
             over the queries present in the run only; a paper-compatible measure).
         label: how tables head the family when it is not vdr's standard measure
             (``"rr_full (paper-compatible: ConvSearch-R1 code)"``); ``None``: its name.
+        role: ``"quality"`` (a measure of the ranking, compared between systems and variants by
+            ``vdr evaluate`` and ``vdr compare``) or ``"diagnostic"`` (a property of the judgments or
+            the scores -- ``judged``, ``hole``, ``ties`` -- shown, never tested); see :data:`ROLES`.
+
+    Raises:
+        ValueError: an unknown ``kind`` or ``role`` (a registry bug, caught at import).
     """
 
     name: str
@@ -84,75 +112,23 @@ class Family:
     compute: Callable[["Ranked", int | None], np.ndarray]
     kind: str = "mean"
     label: str | None = None
+    role: str = "quality"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("mean", "count", "run_mean"):
+            raise ValueError(f"metric family {self.name!r}: unknown kind {self.kind!r}")
+        if self.role not in ROLES:
+            raise ValueError(f"metric family {self.name!r}: unknown role {self.role!r}; choose from {', '.join(ROLES)}")
+
+    @property
+    def diagnostic(self) -> bool:
+        """Whether the family is a diagnostic (shown, never compared): ``judged``, ``hole``, ``ties``."""
+        return self.role == "diagnostic"
 
     @property
     def pattern(self) -> str:
         """``"ndcg@k"`` or ``"mrr[@k]"``: how the family is written."""
         return f"{self.name}@k" if self.needs_k else f"{self.name}[@k]"
-
-
-# ------------------------------------------------------------------------------------------------
-# the computations (on the ranked judged entries of :class:`vdr.metrics.compute.Ranked`)
-
-
-def _ndcg(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return ctx.ndcg(k, gain="linear", ideal="qrels")
-
-
-def _ndcg_exp(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return ctx.ndcg(k, gain="exp", ideal="qrels")
-
-
-def _ndcg_run(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return ctx.ndcg(k, gain="linear", ideal="run")
-
-
-def _mrr(ctx: "Ranked", k: int | None) -> np.ndarray:
-    lim = np.inf if k is None else k
-    return np.where(ctx.min_rank <= lim, 1.0 / ctx.min_rank, 0.0)
-
-
-def _rr_full(ctx: "Ranked", k: int | None) -> np.ndarray:
-    """Reciprocal rank of the first relevant entry in the whole ranking (or the top ``k``), NaN for
-    the queries with no ranking in the run, so that the mean covers the run's queries only: the
-    "MRR" of ConvSearch-R1's released evaluation code (BeastyZ/ConvSearch-R1,
-    ``src/eval/get_metrics_using_ance.py`` / ``get_metrics_using_bm25.py``, ``print_trec_res``:
-    pytrec_eval ``recip_rank`` on qrels binarised at ``rel_threshold``, then ``np.average`` over
-    ``evaluator.evaluate(runs).values()``, i.e. the qrels queries present in the run file)."""
-    return np.where(ctx.in_run, _mrr(ctx, k), np.nan)
-
-
-def _relevant_in_top(ctx: "Ranked", k: int) -> np.ndarray:
-    return ctx.count(ctx.rel & (ctx.jr <= k), ctx.jq)
-
-
-def _recall(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return np.where(ctx.num_rel > 0, _relevant_in_top(ctx, k) / ctx.safe_rel, 0.0)
-
-
-def _precision(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return _relevant_in_top(ctx, k) / k
-
-
-def _hit(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return (_relevant_in_top(ctx, k) > 0).astype(np.float64)
-
-
-def _map(ctx: "Ranked", k: int | None) -> np.ndarray:
-    lim = np.iinfo(np.int64).max if k is None else k
-    return np.where(ctx.num_rel > 0, ctx.count(ctx.rr_ <= lim, ctx.rq_, ctx.r_prec) / ctx.safe_rel, 0.0)
-
-
-def _judged(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return ctx.count(ctx.jr <= k, ctx.jq) / k
-
-
-def _hole(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return 1.0 - ctx.count(ctx.jr <= k, ctx.jq) / k
-
-
-def _ties(ctx: "Ranked", k: int | None) -> np.ndarray:
-    return ctx.tie_groups(k).astype(np.float64)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -166,24 +142,24 @@ METRICS: dict[str, Family] = {
             "DCG@k / IDCG@k; DCG@k = sum_{rank r <= k} g_r / log2(r + 1), g = grade if grade > 0 else 0;"
             " IDCG@k from ALL the query's qrels grades > 0, sorted descending, cut at k; 0 when IDCG is 0",
             "ndcg_cut_k", "nDCG@k", "Jarvelin & Kekalainen 2002 (linear gain, as trec_eval ndcg_cut)",
-            ("ndcg_cut",), _ndcg,
+            ("ndcg_cut",), K.ndcg,
         ),
         Family(
             "ndcg_exp", True, "as ndcg@k with exponential gain g = 2^grade - 1 (grade > 0)",
             None, "nDCG(gain=...)@k", "Burges et al. 2005 (RankNet); opt-in, not trec_eval's default",
-            ("ndcg_burges",), _ndcg_exp,
+            ("ndcg_burges",), K.ndcg_exp,
         ),
         Family(
             "ndcg_run", True,
             "as ndcg@k but IDCG@k formed from the retrieved top-k gains only, sorted descending;"
             " inflates scores when relevant pages are missed",
             None, None, "NDCG@3 recipe used for query-rewriting evaluation after Cha et al. 2025 (arXiv 2507.23242); opt-in",
-            (), _ndcg_run,
+            (), K.ndcg_run,
         ),
         Family(
             "mrr", False, "1 / rank of the first relevant page within the top k (whole list without @k), else 0",
             "recip_rank (-M k for @k)", "RR@k", "Voorhees 1999 (TREC-8 QA); trec_eval recip_rank",
-            ("rr", "recip_rank"), _mrr,
+            ("rr", "recip_rank"), K.mrr,
         ),
         Family(
             "rr_full", False,
@@ -193,47 +169,48 @@ METRICS: dict[str, Family] = {
             None, None,
             "paper-compatible: BeastyZ/ConvSearch-R1 evaluation code (src/eval/get_metrics_using_*.py, print_trec_res:"
             " pytrec_eval recip_rank averaged over the queries in the run); Zhu et al. 2025, arXiv 2505.15776",
-            (), _rr_full, kind="run_mean", label="rr_full (paper-compatible: ConvSearch-R1 code)",
+            (), K.rr_full, kind="run_mean", label="rr_full (paper-compatible: ConvSearch-R1 code)",
         ),
         Family(
             "recall", True, "relevant pages in the top k / all relevant pages of the query (0 if none)",
-            "recall_k", "R@k", "trec_eval recall_k", ("r",), _recall,
+            "recall_k", "R@k", "trec_eval recall_k", ("r",), K.recall,
         ),
         Family(
             "precision", True, "relevant pages in the top k / k (fewer than k retrieved still divides by k)",
-            "P_k", "P@k", "trec_eval P_k", ("p",), _precision,
+            "P_k", "P@k", "trec_eval P_k", ("p",), K.precision,
         ),
         Family(
             "hit", True, "1 if any relevant page is in the top k, else 0",
-            "success_k", "Success@k", "trec_eval success_k", ("success", "hit_rate"), _hit,
+            "success_k", "Success@k", "trec_eval success_k", ("success", "hit_rate"), K.hit,
         ),
         Family(
             "map", False,
             "sum over relevant pages at rank r <= k of (relevant in top r) / r, divided by all relevant pages of the query",
             "map_cut_k (map without @k)", "AP@k", "TREC average precision (Harman 1993); trec_eval map / map_cut_k",
-            ("ap", "map_cut"), _map,
+            ("ap", "map_cut"), K.average_precision,
         ),
         Family(
             "judged", True, "pages in the top k that have any qrels line for the query (any grade) / k",
-            None, "Judged@k", "ir_measures Judged@k (MacAvaney, Macdonald & Ounis 2022, ECIR)", (), _judged,
+            None, "Judged@k", "ir_measures Judged@k (MacAvaney, Macdonald & Ounis 2022, ECIR)", (), K.judged, role="diagnostic",
         ),
         Family(
             "hole", True, "1 - judged@k: share of the top k without a qrels line",
-            None, None, "MTEB hole@k (per-query qrels)", (), _hole,
+            None, None, "MTEB hole@k (per-query qrels)", (), K.hole, role="diagnostic",
         ),
         Family(
             "ties", True,
             "number of tied score groups in the top k: groups of >= 2 pages of the top k (trec_eval order)"
             " with exactly equal scores; their order comes from the corpus-id tie-break, not the system",
             None, None, "Lin & Yang 2019, 'The Impact of Score Ties on Repeatability in Document Ranking' (SIGIR)",
-            (), _ties, kind="count",
+            (), K.ties, role="diagnostic", kind="count",
         ),
     )
 }
 
 DEFAULT_FAMILIES = ("ndcg", "mrr", "recall", "precision", "hit", "map", "judged")
-"""The quality metrics computed when none are named (:func:`default_metrics`)."""
-
+"""The metrics computed at each cutoff when none are named (:func:`default_metrics`)."""
+SUMMARY_FAMILIES = (*DEFAULT_FAMILIES, "hole", "ties")
+"""The metrics ``vdr evaluate`` and ``vdr compare`` compute at each cutoff (a summary table and its diagnostics)."""
 
 
 def _build_aliases(families: Iterable[Family]) -> dict[str, str]:
@@ -292,6 +269,24 @@ class Metric:
 
     def __str__(self) -> str:
         return self.family if self.k is None else f"{self.family}@{self.k}"
+
+    @property
+    def spec(self) -> Family:
+        """The family's registry row (:data:`METRICS`).
+
+        Raises:
+            KeyError: ``family`` is not a registry family (a :class:`Metric` built by hand).
+        """
+        return METRICS[self.family]
+
+    @property
+    def role(self) -> str:
+        """The family's role: ``"quality"`` or ``"diagnostic"`` (:data:`ROLES`).
+
+        >>> Metric("hole", 3).role, parse_metric("nDCG@3").role
+        ('diagnostic', 'quality')
+        """
+        return self.spec.role
 
 
 def _did_you_mean(base: str, k: str | None) -> str:
@@ -375,7 +370,7 @@ def parse_cutoffs(k: str | int | Iterable[int], *, single: bool = False) -> list
     return out
 
 
-def default_metrics(ks: str | int | Iterable[int] = (1, 3, 5, 10)) -> list[Metric]:
+def default_metrics(ks: str | int | Iterable[int] = METRICS_CUTOFFS) -> list[Metric]:
     """The standard set: ndcg, mrr, recall, precision, hit, map and judged at each cutoff in ``ks``.
 
     >>> [str(m) for m in default_metrics([3])]
@@ -384,7 +379,7 @@ def default_metrics(ks: str | int | Iterable[int] = (1, 3, 5, 10)) -> list[Metri
     return [Metric(f, k) for f in DEFAULT_FAMILIES for k in parse_cutoffs(ks)]
 
 
-def diagnostic_metrics(ks: str | int | Iterable[int] = (1, 3, 5, 10)) -> list[Metric]:
+def diagnostic_metrics(ks: str | int | Iterable[int] = METRICS_CUTOFFS) -> list[Metric]:
     """The diagnostics ``vdr metrics`` adds to the default set: ``ties@k`` at each cutoff.
 
     >>> [str(m) for m in diagnostic_metrics("3,1")]

@@ -140,6 +140,10 @@ class RankIncentive:
         return float(self.values(np.array([rank]))[0])
 
 
+#: The metric the best gold rank is read from: ``r = 1 / mrr`` (whole ranking).
+_BEST_RANK = Metric("mrr")
+
+
 def parse_reward_metric(name: str | Metric) -> Metric | str:
     """``"rank_incentive"`` or a parsed :class:`vdr.metrics.Metric` (``"ndcg@3"`` ...).
 
@@ -331,11 +335,19 @@ class Rewarder:
         Raises:
             InputError: unknown metric, or a cutoff (rank incentive: last breakpoint) > ``depth``.
         """
+        return str(self._parsed_metric(metric))
+
+    def _parsed_metric(self, metric: str | Metric) -> Metric | str:
+        """``metric`` parsed (:func:`parse_reward_metric`) and checked against ``depth``.
+
+        Raises:
+            InputError: see :meth:`check_metric`.
+        """
         m = parse_reward_metric(metric)
         need = self.incentive.max_rank if m == RANK_INCENTIVE else m.k
         if need is not None and need > self.depth:
             raise InputError(f"metric {m} needs retrieval depth >= {need}, but depth is {self.depth}")
-        return str(m)
+        return m
 
     def config(self) -> dict:
         """Every setting that changes a reward (JSON-ready)."""
@@ -386,7 +398,7 @@ class Rewarder:
         """
         if len(query_ids) != len(rewrites):
             raise InputError(f"{len(query_ids)} query ids but {len(rewrites)} rewrites: one query id per rewrite")
-        names = [self.check_metric(m) for m in (metrics or [self.metric])]
+        parsed = list(dict.fromkeys(self._parsed_metric(m) for m in (metrics or [self.metric])))
         ids = self.check_ids(query_ids)
         budget = self.max_words if max_words is None else (max_words if self.max_words is None else min(max_words, self.max_words))
         texts, empty, truncated = self._prepare(rewrites, budget)
@@ -397,10 +409,11 @@ class Rewarder:
             self.stats["truncated"] += sum(truncated)
             self.stats["batches"] += 1
         t0 = time.perf_counter()
-        values, ranks = self._values(ids, rows, names)
+        values, ranks = self._values(ids, rows, parsed)
         self.stats["metric_s"] += time.perf_counter() - t0
         out_rows = [Run.from_checked({"r": r}).ranked("r") for r in rows] if return_rows else None
-        return RewardBatch(names[0], values[names[0]], values, ranks, empty, truncated, cached, out_rows)
+        primary = str(parsed[0])
+        return RewardBatch(primary, values[primary], values, ranks, empty, truncated, cached, out_rows)
 
     def _prepare(self, rewrites: Sequence[str | None], budget: int | None) -> tuple[list[str | None], list[bool], list[bool]]:
         texts: list[str | None] = []
@@ -466,30 +479,31 @@ class Rewarder:
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    def _values(self, ids: list[str], rows: list[dict], names: list[str]) -> tuple[dict[str, list[float]], list[int]]:
-        """``evaluate_run`` over one run entry per rewrite (key = its position) -> values and ranks."""
+    def _values(self, ids: list[str], rows: list[dict], metrics: list[Metric | str]) -> tuple[dict[str, list[float]], list[int]]:
+        """``evaluate_run`` over one run entry per rewrite (key = its position) -> values (keyed by
+        canonical name) and ranks; ``metrics`` parsed (:meth:`_parsed_metric`)."""
         keys = [str(n) for n in range(len(ids))]
         qd = self.qrels
         # rows come from backend runs (validated str ids, finite float scores) or the cache built from them
         pos_qrels = Qrels.from_checked({k: qd._data[q] for k, q in zip(keys, ids)})
         pos_run = Run.from_checked(dict(zip(keys, rows)))
-        asked = [m for m in names if m != RANK_INCENTIVE]
+        asked = [m for m in metrics if isinstance(m, Metric)]
         # a rewrite that retrieves no judged page earns 0: expected in training, neither an id-format error nor a warning
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", VdrWarning)
-            res = evaluate_run(pos_qrels, pos_run, [*asked, "mrr"], relevance_level=self.relevance_level, allow_unjudged=True)
+            res = evaluate_run(pos_qrels, pos_run, [*asked, _BEST_RANK], relevance_level=self.relevance_level, allow_unjudged=True)
         order = np.array([int(k) for k in res.query_ids], dtype=np.int64)
         cols: dict[str, np.ndarray] = {}
         for m, v in res.values.items():
             col = np.empty(len(ids), dtype=np.float64)
             col[order] = v
             cols[m] = col
-        mrr = cols["mrr"]
+        mrr = cols[str(_BEST_RANK)]
         ranks = np.where(mrr > 0, np.rint(1.0 / np.where(mrr > 0, mrr, 1.0)), -1).astype(np.int64)
         out: dict[str, list[float]] = {}
-        for m in names:
-            v = self.incentive.values(ranks) if m == RANK_INCENTIVE else cols[m]
-            out[m] = [float(x) for x in v]
+        for m in metrics:
+            v = self.incentive.values(ranks) if m == RANK_INCENTIVE else cols[str(m)]
+            out[str(m)] = [float(x) for x in v]
         return out, ranks.tolist()
 
     def cache_info(self) -> dict:
