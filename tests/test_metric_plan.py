@@ -219,6 +219,11 @@ def test_compare_keeps_its_keywords_and_refuses_unknown_ones():
     again = vdr.compare(qrels, runs, options=CompareOptions(baseline="b", primary_metric="mrr@5", k=(5,)), n_permutations=100,
                         n_bootstrap=100)
     assert again.config == res.config
+    # Results read a user-given name in any spelling, parsed once to the canonical one
+    assert res.check_metric("RR@5") == "mrr@5" == res.check_metric(Metric("mrr", 5)) and res.check_metric("ndcg_at_5") == "ndcg@5"
+    assert res.summary_table("nDCG@5").columns[:2] == ("run", "ndcg@5") and "d ndcg@5" in res.summary_table("nDCG@5").columns
+    with pytest.raises(InputError, match="metric 'ndcg@10' was not evaluated"):
+        res.check_metric("nDCG@10")
     with pytest.raises(TypeError, match="unknown option.*'depth'"):
         vdr.compare(qrels, runs, depth=10)
     params = inspect.signature(vdr.compare).parameters
