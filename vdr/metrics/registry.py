@@ -5,9 +5,9 @@ cutoff ``k``, its role (quality or diagnostic), its definition, its trec_eval / 
 equivalent, the reference it follows, the spellings of other tools that mean the same measure
 (ir_measures, MTEB, ranx, trec_eval) and its kernel (:mod:`vdr.metrics.kernels`). The default
 cutoffs are declared here once (:data:`METRICS_CUTOFFS`, :data:`EVALUATE_CUTOFFS`); what a command
-computes from them is a :class:`~vdr.metrics.plan.MetricPlan`. :func:`~vdr.metrics.evaluate_run` dispatches through this table, the CLI
-help and the "unknown metric" error are built from it, and :func:`parse_cutoffs` is the one parser
-of cutoffs.
+computes from them is a :class:`~vdr.metrics.plan.MetricPlan`. :func:`~vdr.metrics.evaluate_run`
+dispatches through this table, the CLI help and the "unknown metric" error are built from it, and
+:func:`parse_cutoffs` is the one parser of cutoffs.
 
 Accepted spellings (case-insensitive), all mapped to vdr's canonical ``family@k``:
 
@@ -87,7 +87,8 @@ class Family:
         reference: where the definition comes from.
         aliases: other tools' spellings of the family, lowercase, without the cutoff (``"p"``,
             ``"success"``, ``"hit_rate"``); see the module docstring for the cutoff syntax.
-        compute: ``compute(ctx, k) -> float64 array (n_queries,)`` on a :class:`~vdr.metrics.compute.Ranked`.
+        compute: the family's kernel (:mod:`vdr.metrics.kernels`): ``compute(ctx, k) -> float64
+            array (n_queries,)`` on a :class:`~vdr.metrics.compute.Ranked`.
         kind: ``"mean"`` (a per-query value in [0, 1], averaged), ``"count"`` (a per-query count;
             the aggregate is its mean and :attr:`MetricsResult.policy` holds the total) or
             ``"run_mean"`` (a per-query value, NaN for the queries absent from the run, averaged
