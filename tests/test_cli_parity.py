@@ -16,7 +16,7 @@ import typer.main
 
 import vdr
 import vdr.experiment.evaluation
-from vdr import _cli_common as common
+from vdr.cli import common
 from vdr.cli.commands import app, main
 
 _API_EVALUATE = vdr.experiment.evaluation.evaluate  # before any test replaces it

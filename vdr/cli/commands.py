@@ -23,8 +23,7 @@ import typer
 
 from . import common
 from .common import (
-    AttnImplementation, Bm25Analyzer, Bm25Method, Bm25Preset, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
-    StoreDtype,
+    Bm25Analyzer, Bm25Method, Bm25Preset, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
 )
 from ..errors import InputError, VdrError, VdrWarning
 
@@ -189,49 +188,58 @@ def _metric_help() -> str:
 
 
 # ---------------------------------------------------------------------------------- encoder options
-# One definition of every encoder option, used by `embed` and `evaluate` (and turned into one
-# EncoderSettings by encoder_settings_from_options), so both commands find the same store.
-_ENCODER_OPTIONS = {
-    "batch_size": lambda: typer.Option(8, "--batch-size", help="Pages per forward pass (halved on CUDA out-of-memory)."),
-    "device": lambda: typer.Option(None, "--device", help="cuda, cuda:N or cpu (default: cuda when available)."),
-    "dtype": lambda: typer.Option(StoreDtype.float16, "--dtype", help="Stored page-vector dtype."),
-    "model_dtype": lambda: typer.Option(None, "--model-dtype", help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
-    "trust_remote_code": lambda: typer.Option(
-        False, "--trust-remote-code/--no-trust-remote-code", help="Allow the checkpoint's own Python code (only for checkpoints you trust)."
-    ),
-    "revision": lambda: typer.Option(None, "--revision", help="Model hub revision (branch, tag or commit)."),
-    "query_prefix": lambda: typer.Option("Query: ", "--query-prefix", help="Text before every query (keyed with the query template, not the page store)."),
-    "augmentation_tokens": lambda: typer.Option(10, "--augmentation-tokens", help="Query-augmentation tokens appended to every query."),
-    "min_pixels": lambda: typer.Option(None, "--min-pixels", help="Qwen families: minimum image area in pixels."),
-    "max_pixels": lambda: typer.Option(None, "--max-pixels", help="Qwen families: maximum image area in pixels."),
-    "attn_implementation": lambda: typer.Option(None, "--attn-implementation", help="Attention kernels (default: flash-attention 2 on CUDA when installed, else sdpa)."),
-    "workers": lambda: typer.Option(None, "--workers", help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
-    "shard_pages": lambda: typer.Option(256, "--shard-pages", help="Pages per committed store shard (the unit of resumption)."),
-}
+# Every encoder option of `embed` and `evaluate` comes from the fields of EncoderSettings (flag names,
+# type, default, help in their metadata), and encoder_settings_from_options turns the values back
+# into one EncoderSettings, so both commands find the same store.
+_DEPRECATED_DTYPE_HELP = "Deprecated alias of --store-dtype (the stored page-vector dtype); removed in the next release."
 
 
-def encoder_settings_from_options(
-    model: str | None, *, batch_size: int, device: str | None, dtype: str, model_dtype: str | None, trust_remote_code: bool,
-    revision: str | None, query_prefix: str, augmentation_tokens: int, min_pixels: int | None, max_pixels: int | None,
-    attn_implementation: str | None, workers: int | None, shard_pages: int,
-):
-    """The :class:`~vdr.encode.settings.EncoderSettings` of the encoder options shared by ``vdr embed``
-    and ``vdr evaluate`` (``--dtype`` is the stored dtype, ``--model-dtype`` the compute dtype);
-    ``None`` when no ``--model`` was given.
+def _encoder_params() -> list[tuple[str, Any, Callable[[], Any]]]:
+    """``(name, annotation, option factory)`` of every command-line field of
+    :class:`~vdr.encode.settings.EncoderSettings` (:meth:`~vdr.encode.settings.EncoderSettings.cli_fields`),
+    then the deprecated ``--dtype``."""
+    from enum import Enum
+
+    from ..encode.settings import STORE_DTYPES, EncoderSettings
+
+    def param(f) -> tuple[str, Any, Callable[[], Any]]:
+        md = f.metadata
+        ann: Any = md["type"]
+        default = f.default
+        if md["choices"]:
+            ann = Enum("".join(w.title() for w in f.name.split("_")), {v: v for v in md["choices"]}, type=str)
+            default = None if default is None else ann(default)
+        flags = md["flags"] if md["negative"] is None else (f"{md['flags'][0]}/{md['negative']}",)
+        return f.name, (Optional[ann] if f.default is None else ann), lambda: typer.Option(default, *flags, help=md["help"])
+
+    store = Enum("StoreDtype", {v: v for v in STORE_DTYPES}, type=str)
+    return [*(param(f) for f in EncoderSettings.cli_fields()),
+            ("dtype", Optional[store], lambda: typer.Option(None, "--dtype", help=_DEPRECATED_DTYPE_HELP))]
+
+
+_ENCODER_PARAMS = _encoder_params()
+
+
+def encoder_settings_from_options(model: str | None, options: dict):
+    """The :class:`~vdr.encode.settings.EncoderSettings` of the encoder options of ``vdr embed`` and
+    ``vdr evaluate`` (``options``: the command's values by parameter name; the parameters of
+    :data:`_ENCODER_PARAMS` are read); ``None`` when no ``--model`` was given. The deprecated
+    ``--dtype`` is the stored dtype (a DeprecationWarning is printed).
 
     Raises:
-        InputError: an invalid option value (the setting is named).
+        InputError: an invalid option value (the setting is named), or ``--dtype`` and
+            ``--store-dtype`` with different values.
     """
     if model is None:
         return None
     from ..encode.settings import EncoderSettings
 
-    return EncoderSettings(
-        model, revision=revision, compute_dtype=model_dtype, min_pixels=min_pixels, max_pixels=max_pixels,
-        store_dtype=dtype, query_prefix=query_prefix, n_augmentation=augmentation_tokens, device=device,
-        attn_implementation=attn_implementation, trust_remote_code=trust_remote_code, batch_size=batch_size,
-        num_workers=workers, shard_pages=shard_pages,
-    )
+    values = {name: options[name] for name, _, _ in _ENCODER_PARAMS}
+    if values["dtype"] is not None and values["store_dtype"] == EncoderSettings.__dataclass_fields__["store_dtype"].default:
+        values["store_dtype"] = None  # --dtype alone: it gives the stored dtype
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", DeprecationWarning)  # shown on the command line, not only in __main__
+        return EncoderSettings.from_options(model, dtype_means="store_dtype", **values)
 
 
 # ---------------------------------------------------------------------------------- evaluation options
@@ -452,12 +460,7 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("vidore", Optional[str], lambda: typer.Option(
         None, "--vidore", help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR.")),
     ("store", Optional[Path], lambda: typer.Option(None, "--store", help="Embedding store folder (default CORPUS_DIR/embeddings).")),
-    *((name, ann, _ENCODER_OPTIONS[name]) for name, ann in (
-        ("batch_size", int), ("device", Optional[str]), ("dtype", StoreDtype), ("model_dtype", Optional[ComputeDtype]),
-        ("trust_remote_code", bool), ("revision", Optional[str]), ("query_prefix", str), ("augmentation_tokens", int),
-        ("min_pixels", Optional[int]), ("max_pixels", Optional[int]), ("attn_implementation", Optional[AttnImplementation]),
-        ("workers", Optional[int]), ("shard_pages", int),
-    )),
+    *_ENCODER_PARAMS,
     ("depth", int, lambda: typer.Option(100, "--depth", help="Pages retrieved per query.")),
     ("macro_average", bool, lambda: typer.Option(
         False, "--macro-average/--no-macro-average", help="Add a labelled macro-average row across backends.")),
@@ -526,7 +529,7 @@ def evaluate_command(**o: Any) -> None:
     api = _evaluation_kwargs(o)  # the _EVALUATION_OPTIONS as evaluate() arguments
     rw = _parse_rewrites(o["rewrites"])
     backend_options = _parse_backend_options(o["backend_option"], o["backend"])
-    settings = encoder_settings_from_options(o["model"], **{name: o[name] for name in _ENCODER_OPTIONS})
+    settings = encoder_settings_from_options(o["model"], o)
     res = evaluate(
         o["corpus_dir"],
         queries=o["queries"],
@@ -648,27 +651,19 @@ def mteb_task_command(
         typer.echo(f"wrote {out}: import it to register the MTEB task(s)")
 
 
+_EMBED_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
+    ("corpus_dir", Path, lambda: typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`.")),
+    ("model", str, lambda: typer.Option(..., "--model", help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder.")),
+    ("store", Path, lambda: typer.Option(..., "--store", help="Embedding store folder (vectors go to a sub-folder per model/page settings).")),
+    *_ENCODER_PARAMS,
+    ("json_out", Optional[Path], lambda: typer.Option(None, "--json", help="Write the embed report as JSON.")),
+    ("quiet", bool, common.OPTIONS["quiet"]),
+]
+
+
 @app.command("embed")
-def embed_command(
-    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
-    model: str = typer.Option(..., "--model", help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder."),
-    store: Path = typer.Option(..., "--store", help="Embedding store folder (vectors go to a sub-folder per model/page settings)."),
-    batch_size: int = _ENCODER_OPTIONS["batch_size"](),
-    device: Optional[str] = _ENCODER_OPTIONS["device"](),
-    dtype: StoreDtype = _ENCODER_OPTIONS["dtype"](),
-    model_dtype: Optional[ComputeDtype] = _ENCODER_OPTIONS["model_dtype"](),
-    trust_remote_code: bool = _ENCODER_OPTIONS["trust_remote_code"](),
-    revision: Optional[str] = _ENCODER_OPTIONS["revision"](),
-    query_prefix: str = _ENCODER_OPTIONS["query_prefix"](),
-    augmentation_tokens: int = _ENCODER_OPTIONS["augmentation_tokens"](),
-    min_pixels: Optional[int] = _ENCODER_OPTIONS["min_pixels"](),
-    max_pixels: Optional[int] = _ENCODER_OPTIONS["max_pixels"](),
-    attn_implementation: Optional[AttnImplementation] = _ENCODER_OPTIONS["attn_implementation"](),
-    workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
-    shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the embed report as JSON."),
-    quiet: bool = common.OPTIONS["quiet"](),
-) -> None:
+@_signature_from(_EMBED_PARAMS)
+def embed_command(**o: Any) -> None:
     """Encode a corpus' page images into a resumable embedding store (see vdr.embed)."""
     import json
 
@@ -676,11 +671,8 @@ def embed_command(
     from ..encode import embed
     from ..io.atomic import write_text_atomic
 
-    settings = encoder_settings_from_options(
-        model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
-        revision=revision, query_prefix=query_prefix, augmentation_tokens=augmentation_tokens, min_pixels=min_pixels,
-        max_pixels=max_pixels, attn_implementation=attn_implementation, workers=workers, shard_pages=shard_pages,
-    )
+    corpus_dir, store, json_out, quiet = o["corpus_dir"], o["store"], o["json_out"], o["quiet"]
+    settings = encoder_settings_from_options(o["model"], o)
     r = embed(corpus_dir, settings, store, progress=not quiet)
     if not D.is_main():
         return
