@@ -264,7 +264,6 @@ class EncoderSettings:
         base = model if isinstance(model, cls) else None
         if isinstance(model, Mapping):
             options = {**model, **options}
-            model = options.pop("model", None)
         elif base is None and model is not None:
             if options.get("model") is not None and str(options["model"]) != str(model):
                 raise InputError(f"encoder settings: model given twice ({str(model)!r} and {str(options['model'])!r})")
