@@ -194,27 +194,40 @@ def _metric_help() -> str:
 _DEPRECATED_DTYPE_HELP = "Deprecated alias of --store-dtype (the stored page-vector dtype); removed in the next release."
 
 
+def _field_param(f) -> tuple[str, Any, Callable[[], Any]]:
+    """``(name, annotation, option factory)`` of a dataclass field that describes its option in its
+    ``metadata`` (``flags``, ``type``, ``choices``, ``negative``, ``help``; see
+    :meth:`vdr.encode.settings.EncoderSettings.cli_fields`, :func:`vdr.ingest.pdfdir.cli_field`);
+    the default is the field's, a choice becomes a ``str`` Enum (typer lists its values)."""
+    from enum import Enum
+
+    md = f.metadata
+    ann: Any = md["type"]
+    default = f.default
+    if md["choices"]:
+        ann = Enum("".join(w.title() for w in f.name.split("_")), {v: v for v in md["choices"]}, type=str)
+        default = None if default is None else ann(default)
+    flags = md["flags"] if md["negative"] is None else (f"{md['flags'][0]}/{md['negative']}",)
+    panel = _panel(md.get("panel"))
+    return f.name, (Optional[ann] if f.default is None else ann), lambda: typer.Option(default, *flags, help=md["help"], rich_help_panel=panel)
+
+
+def _panel(name: str | None) -> str | None:
+    """The ``--help`` panel title ``common.PANEL_<NAME>`` of a field's ``panel`` metadata
+    (``"encoder"``, ``"run"``, ``"inputs"``, ``"rendering"``), or ``None`` (typer's default panel)."""
+    return None if name is None else getattr(common, f"PANEL_{name.upper()}", None)
+
+
 def _encoder_params() -> list[tuple[str, Any, Callable[[], Any]]]:
-    """``(name, annotation, option factory)`` of every command-line field of
-    :class:`~vdr.encode.settings.EncoderSettings` (:meth:`~vdr.encode.settings.EncoderSettings.cli_fields`),
-    then the deprecated ``--dtype``."""
+    """The parameters of every command-line field of :class:`~vdr.encode.settings.EncoderSettings`
+    (:meth:`~vdr.encode.settings.EncoderSettings.cli_fields`), then the deprecated ``--dtype``."""
     from enum import Enum
 
     from ..encode.settings import STORE_DTYPES, EncoderSettings
 
-    def param(f) -> tuple[str, Any, Callable[[], Any]]:
-        md = f.metadata
-        ann: Any = md["type"]
-        default = f.default
-        if md["choices"]:
-            ann = Enum("".join(w.title() for w in f.name.split("_")), {v: v for v in md["choices"]}, type=str)
-            default = None if default is None else ann(default)
-        flags = md["flags"] if md["negative"] is None else (f"{md['flags'][0]}/{md['negative']}",)
-        return f.name, (Optional[ann] if f.default is None else ann), lambda: typer.Option(default, *flags, help=md["help"])
-
     store = Enum("StoreDtype", {v: v for v in STORE_DTYPES}, type=str)
-    return [*(param(f) for f in EncoderSettings.cli_fields()),
-            ("dtype", Optional[store], lambda: typer.Option(None, "--dtype", help=_DEPRECATED_DTYPE_HELP))]
+    return [*(_field_param(f) for f in EncoderSettings.cli_fields()),
+            ("dtype", Optional[store], lambda: typer.Option(None, "--dtype", help=_DEPRECATED_DTYPE_HELP, rich_help_panel=_panel("encoder")))]
 
 
 _ENCODER_PARAMS = _encoder_params()
@@ -367,29 +380,48 @@ def metrics_command(
             typer.echo(f"wrote {p}")
 
 
+def _signature_from(params: list[tuple[str, Any, Callable[[], Any]]]):
+    """Decorator: give a ``**options`` command the signature ``params`` ((name, annotation, typer
+    Argument/Option factory), in ``--help`` order), which typer reads through ``inspect.signature``."""
+
+    def decorate(func):
+        func.__signature__ = inspect.Signature([
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=factory(), annotation=ann)
+            for name, ann, factory in params
+        ])
+        func.__annotations__ = {name: ann for name, ann, _ in params} | {"return": None}
+        return func
+
+    return decorate
+
+
+def _ingest_params() -> list[tuple[str, Any, Callable[[], Any]]]:
+    """``vdr ingest``'s parameters in ``--help`` order: the PDF options from the fields of
+    :class:`~vdr.ingest.pdfdir.IngestOptions`, the ViDoRe ones from
+    :class:`~vdr.ingest.vidore.VidoreOptions`, and the command's own."""
+    from ..ingest import IngestOptions, VidoreOptions
+
+    p = {name: (name, ann, factory) for name, ann, factory in map(_field_param, [*IngestOptions.cli_fields(), *VidoreOptions.cli_fields()])}
+    own = {
+        "pdf_dir": (Optional[Path], lambda: typer.Argument(None, help="Folder searched recursively for PDFs (omit with --vidore).")),
+        "out": (Path, lambda: typer.Option(..., "--out", "-o", help="Corpus folder to write (pages.jsonl, images/, ingest-report.json).")),
+        "password_file": (Optional[Path], lambda: typer.Option(None, "--password-file", help='JSON map {"relative/path.pdf": "password"}.')),
+        "strict": (bool, lambda: typer.Option(False, "--strict/--no-strict", help="Exit with status 1 when any document failed or was partial.")),
+        "vidore": (Optional[str], lambda: typer.Option(None, "--vidore", help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs.")),
+        "quiet": (bool, common.OPTIONS["quiet"]),
+        "passages": (Optional[Path], lambda: typer.Option(None, "--passages", help="Ingest a text-passage collection (file or folder) instead of PDFs.")),
+        "passage_format": (PassageFormat, lambda: typer.Option(PassageFormat.auto, "--format", help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf.")),
+        "overwrite": (bool, lambda: typer.Option(False, "--overwrite/--no-overwrite", help="Write into an --out folder that is a results folder or holds other files (they stay); a corpus folder of the same kind needs no flag (unchanged PDFs are reused).")),
+    }
+    p.update({name: (name, *v) for name, v in own.items()})
+    order = ("pdf_dir", "out", "dpi", "max_pixels", "rasterizer", "ocr", "ocr_lang", "password", "password_file", "workers", "timeout",
+             "strict", "vidore", "revision", "language", "split", "quiet", "passages", "passage_format", "overwrite")
+    return [p[name] for name in order]
+
+
 @app.command("ingest")
-def ingest_command(
-    pdf_dir: Optional[Path] = typer.Argument(None, help="Folder searched recursively for PDFs (omit with --vidore)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Corpus folder to write (pages.jsonl, images/, ingest-report.json)."),
-    dpi: float = typer.Option(144.0, "--dpi", help="Rendering resolution in dots per inch."),
-    max_pixels: int = typer.Option(2048 * 2048, "--max-pixels", help="Pixel budget per page; larger pages render at a lower, recorded DPI."),
-    rasterizer: Rasterizer = typer.Option(Rasterizer.pdfium, "--rasterizer", help="pdfium (pypdfium2) or poppler (pdf2image + poppler-utils)."),
-    ocr: OcrMode = typer.Option(OcrMode.auto, "--ocr", help="auto (Tesseract for pages without a text layer), always or never."),
-    ocr_lang: str = typer.Option("eng", "--ocr-lang", help="Tesseract language(s), e.g. eng+deu."),
-    password: Optional[str] = typer.Option(None, "--password", help="Open password for encrypted PDFs."),
-    password_file: Optional[Path] = typer.Option(None, "--password-file", help='JSON map {"relative/path.pdf": "password"}.'),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: number of CPUs)."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to each step of one document."),
-    strict: bool = typer.Option(False, "--strict/--no-strict", help="Exit with status 1 when any document failed or was partial."),
-    vidore: Optional[str] = typer.Option(None, "--vidore", help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs."),
-    revision: Optional[str] = typer.Option(None, "--revision", help="ViDoRe dataset revision (default: MTEB's pinned commit)."),
-    language: Optional[str] = typer.Option(None, "--language", help="ViDoRe: keep only queries in this language (e.g. english)."),
-    split: str = typer.Option("test", "--split", help="ViDoRe dataset split."),
-    quiet: bool = common.OPTIONS["quiet"](),
-    passages: Optional[Path] = typer.Option(None, "--passages", help="Ingest a text-passage collection (file or folder) instead of PDFs."),
-    passage_format: PassageFormat = typer.Option(PassageFormat.auto, "--format", help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf."),
-    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", help="Write into an --out folder that is a results folder or holds other files (they stay); a corpus folder of the same kind needs no flag (unchanged PDFs are reused)."),
-) -> None:
+@_signature_from(_ingest_params())
+def ingest_command(**o: Any) -> None:
     """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore);
     or a passage collection into a passage corpus (see vdr.ingest.passages). --out must be missing, empty or a
     corpus folder of the same kind (see vdr.ingest.target)."""
@@ -398,26 +430,29 @@ def ingest_command(
     if not D.is_main():
         return
     from ..errors import InputError
-    from ..ingest import ingest_pdfs, ingest_vidore
+    from ..ingest import IngestOptions, VidoreOptions, ingest_pdfs, ingest_vidore
     from ..ingest.pdfdir import load_password_map
     from ..ingest.target import check_corpus_out
+
+    pdf_dir, out, vidore, passages, password_file = (o[k] for k in ("pdf_dir", "out", "vidore", "passages", "password_file"))
+    ocr, progress = o["ocr"], not o["quiet"]  # choice values arrive as plain str (common.install)
 
     if sum(x is not None for x in (pdf_dir, vidore, passages)) > 1:
         raise InputError("give one of PDF_DIR, --vidore or --passages" if passages is not None
                          else "give either PDF_DIR or --vidore DATASET, not both")
     inputs = [p for p in (pdf_dir, passages, vidore, password_file) if p is not None]
-    check_corpus_out(out, "passage" if passages is not None else "page", overwrite=overwrite, inputs=inputs)
+    check_corpus_out(out, "passage" if passages is not None else "page", overwrite=o["overwrite"], inputs=inputs)
     if passages is not None:
         from ..ingest.passages import ingest_passages
 
-        m = ingest_passages(passages, out, format=passage_format).manifest
+        m = ingest_passages(passages, out, format=o["passage_format"]).manifest
         typer.echo(f"{m['counts']['passages']} passages ({m['format']}, quoting {m['quoting']}; {m['counts']['empty']} empty) -> {out}")
         if m["empty"]:
             typer.echo(f"note: empty passages (first {len(m['empty'])}): {', '.join(m['empty'])}")
         return
     if vidore is not None:
-        r = ingest_vidore(vidore, out, revision=revision, language=language, split=split,
-                          ocr="never" if ocr == "auto" else ocr, ocr_lang=ocr_lang, progress=not quiet)
+        r = ingest_vidore(vidore, out, options=VidoreOptions(**{f.name: o[f.name] for f in VidoreOptions.cli_fields()},
+                                                             ocr="never" if ocr == "auto" else ocr, ocr_lang=o["ocr_lang"], progress=progress))
         langs = ", ".join(f"{k} {v}" for k, v in r.queries_per_language.items())
         typer.echo(f"{r.dataset}@{r.revision}: {r.pages} pages, {r.queries} queries pooled ({langs}), {r.qrels} judgments -> {out}")
         for note in r.notes:
@@ -425,11 +460,12 @@ def ingest_command(
         return
     if pdf_dir is None:
         raise InputError("give a folder of PDFs (PDF_DIR) or --vidore DATASET")
-    if password is not None and password_file is not None:
+    if o["password"] is not None and password_file is not None:
         raise InputError("give either --password or --password-file, not both")
-    pw = load_password_map(password_file) if password_file is not None else password
-    r = ingest_pdfs(pdf_dir, out, dpi=dpi, max_pixels=max_pixels, rasterizer=rasterizer, ocr=ocr, ocr_lang=ocr_lang,
-                    password=pw, workers=workers, timeout=timeout, progress=not quiet)
+    values = {f.name: o[f.name] for f in IngestOptions.cli_fields()}
+    if password_file is not None:
+        values["password"] = load_password_map(password_file)
+    r = ingest_pdfs(pdf_dir, out, options=IngestOptions(**values, progress=progress))
     c = r.counts()
     skipped = sum(d.skipped for d in r.documents)
     reused = f", {skipped} unchanged since the last run" if skipped else ""
@@ -438,7 +474,7 @@ def ingest_command(
     for d in r.documents:
         if d.status != "ok":
             typer.echo(f"{d.status}: {d.source}: {d.reason}", err=True)
-    if strict and not r.ok:
+    if o["strict"] and not r.ok:
         raise typer.Exit(code=1)
 
 
@@ -499,21 +535,6 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
         help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the"
              " denominators, as trec_eval, and reported).")),
 ]
-
-
-def _signature_from(params: list[tuple[str, Any, Callable[[], Any]]]):
-    """Decorator: give a ``**options`` command the signature ``params`` ((name, annotation, typer
-    Argument/Option factory), in ``--help`` order), which typer reads through ``inspect.signature``."""
-
-    def decorate(func):
-        func.__signature__ = inspect.Signature([
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=factory(), annotation=ann)
-            for name, ann, factory in params
-        ])
-        func.__annotations__ = {name: ann for name, ann, _ in params} | {"return": None}
-        return func
-
-    return decorate
 
 
 @app.command("evaluate")

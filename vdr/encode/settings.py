@@ -73,15 +73,16 @@ ATTN_CHOICES = ("flash_attention_2", "sdpa", "eager")
 
 
 def _opt(default: Any, help: str, *, flags: tuple[str, ...], type: type, choices: tuple[str, ...] | None = None,
-         negative: str | None = None) -> Any:
+         negative: str | None = None, panel: str = "encoder") -> Any:
     """A dataclass field whose metadata describes its command-line option.
 
     ``flags``: option names (the first is shown first in ``--help``); ``type``: ``str``, ``int`` or
     ``bool`` (an optional value when the default is ``None``); ``choices``: the allowed values;
-    ``negative``: the ``--no-...`` flag of a bool.
+    ``negative``: the ``--no-...`` flag of a bool; ``panel``: the ``--help`` group (``"encoder"``,
+    ``"run"``).
     """
     return field(default=default, metadata={"help": help, "flags": flags, "type": type, "choices": choices,
-                                            "negative": negative})
+                                            "negative": negative, "panel": panel})
 
 
 def _is_int(v: Any) -> bool:
@@ -155,16 +156,16 @@ class EncoderSettings:
     model: str = _opt(dataclasses.MISSING, "Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder.", flags=("--model",), type=str)
     revision: str | None = _opt(None, "Model hub revision (branch, tag or commit).", flags=("--revision",), type=str)
     compute_dtype: str | None = _opt(
-        None, "Dtype the model runs in (default auto: bfloat16 on CUDA, float32 on CPU).",
+        None, "Compute dtype (default bfloat16 on CUDA, float32 on CPU).",
         flags=("--model-dtype",), type=str, choices=COMPUTE_DTYPE_CHOICES)
     min_pixels: int | None = _opt(None, "Qwen families: minimum image area in pixels.", flags=("--min-pixels",), type=int)
     max_pixels: int | None = _opt(None, "Qwen families: maximum image area in pixels.", flags=("--max-pixels",), type=int)
-    store_dtype: str = _opt("float16", "Dtype of the stored page vectors.", flags=("--store-dtype",), type=str, choices=STORE_DTYPES)
+    store_dtype: str = _opt("float16", "Stored page-vector dtype.", flags=("--store-dtype",), type=str, choices=STORE_DTYPES)
     query_prefix: str = _opt(DEFAULT_QUERY_PREFIX, "Text before every query (keyed with the query template, not the page store).",
                              flags=("--query-prefix",), type=str)
     n_augmentation: int = _opt(N_AUGMENTATION_TOKENS, "Query-augmentation tokens appended to every query.",
                                flags=("--augmentation-tokens",), type=int)
-    device: str | None = _opt(None, "cuda, cuda:N or cpu (default: cuda when available).", flags=("--device",), type=str)
+    device: str | None = _opt(None, "cuda, cuda:N or cpu (default: cuda when available).", flags=("--device",), type=str, panel="run")
     attn_implementation: str | None = _opt(
         None, "Attention kernels (default: flash-attention 2 on CUDA when installed, else sdpa).",
         flags=("--attn-implementation",), type=str, choices=ATTN_CHOICES)

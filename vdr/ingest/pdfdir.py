@@ -244,6 +244,16 @@ def _load_previous(out_dir: Path) -> tuple[dict, dict[str, list[Page]]]:
     return report, by_src
 
 
+def cli_field(default, flag: str, type_: type, help: str, *, choices: tuple[str, ...] | None = None, panel: str = "rendering"):
+    """A dataclass field that is also a command-line option: its ``metadata`` holds ``flags``
+    (option names), ``type`` (``str``/``int``/``float``), ``choices`` (or ``None``), ``negative``
+    (``None``: not a bool switch), ``panel`` (the ``--help`` group: ``"rendering"``, ``"inputs"``)
+    and ``help``; the option's default is the field's. ``vdr ingest`` builds its options from these
+    fields (the same schema as :meth:`vdr.encode.settings.EncoderSettings.cli_fields`)."""
+    return field(default=default, metadata={"flags": (flag,), "type": type_, "choices": choices, "negative": None, "panel": panel,
+                                            "help": help})
+
+
 @dataclass(frozen=True)
 class IngestOptions:
     """Every option of :func:`ingest_pdfs` (all but ``pdf_dir`` and ``out``), with its default.
@@ -264,16 +274,21 @@ class IngestOptions:
         timeout: seconds allowed to each step of one document (opening it; each batch of up to 8
             pages); a document exceeding it is reported ``failed``/``partial`` and the run goes on.
         progress: show a progress bar (pages/s) on stderr.
+
+    The fields with ``metadata`` (all but ``progress``) are ``vdr ingest``'s PDF options
+    (:func:`cli_field`).
     """
 
-    dpi: float = DEFAULT_DPI
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    rasterizer: str = "pdfium"
-    ocr: str = "auto"
-    ocr_lang: str = "eng"
-    password: str | Mapping[str, str] | None = None
-    workers: int | None = None
-    timeout: float = DEFAULT_TIMEOUT
+    dpi: float = cli_field(DEFAULT_DPI, "--dpi", float, "Rendering resolution in dots per inch.")
+    max_pixels: int = cli_field(DEFAULT_MAX_PIXELS, "--max-pixels", int,
+                                "Pixel budget per page; larger pages render at a lower, recorded DPI.")
+    rasterizer: str = cli_field("pdfium", "--rasterizer", str, "pdfium (pypdfium2) or poppler (pdf2image + poppler-utils).",
+                                choices=RASTERIZERS)
+    ocr: str = cli_field("auto", "--ocr", str, "auto (Tesseract for pages without a text layer), always or never.", choices=OCR_MODES)
+    ocr_lang: str = cli_field("eng", "--ocr-lang", str, "Tesseract language(s), e.g. eng+deu.")
+    password: str | Mapping[str, str] | None = cli_field(None, "--password", str, "Open password for encrypted PDFs.", panel="inputs")
+    workers: int | None = cli_field(None, "--workers", int, "Worker processes (default: number of CPUs).")
+    timeout: float = cli_field(DEFAULT_TIMEOUT, "--timeout", float, "Seconds allowed to each step of one document.")
     progress: bool = True
 
     @classmethod
@@ -293,6 +308,11 @@ class IngestOptions:
         if not isinstance(options, cls):
             raise TypeError(f"{where}(): options must be {cls.__name__}, got {type(options).__name__}")
         return dataclasses.replace(options, **kwargs)
+
+    @classmethod
+    def cli_fields(cls) -> list[dataclasses.Field]:
+        """The fields that are ``vdr ingest`` options (see :func:`cli_field`), in ``--help`` order."""
+        return [f for f in dataclasses.fields(cls) if f.metadata]
 
     def render_options(self) -> RenderOptions:
         """The rendering part (:class:`~vdr.ingest.pdf.RenderOptions`: dpi, max_pixels, rasterizer, ocr, ocr_lang)."""

@@ -33,7 +33,7 @@ from ..io.formats import save_qrels
 from ..types import Qrels, to_id
 from .images import ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb
 from .pdf import DEFAULT_MAX_PIXELS
-from .pdfdir import available_cores, duplicate_summary, write_report
+from .pdfdir import available_cores, cli_field, duplicate_summary, write_report
 
 __all__ = ["ingest_vidore", "VidoreOptions", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES"]
 
@@ -231,16 +231,26 @@ class VidoreOptions:
         cache_dir: ``datasets`` cache; for local folders a sub-folder keyed by the files'
             content hash is used, so a changed file is never served stale.
         progress: progress bar on stderr.
+
+    ``revision``, ``language`` and ``split`` are ``vdr ingest --vidore``'s options
+    (:func:`vdr.ingest.pdfdir.cli_field`); its ``--ocr`` is shared with the PDF path.
     """
 
-    revision: str | None = None
-    language: str | None = None
-    split: str = "test"
+    revision: str | None = cli_field(None, "--revision", str, "ViDoRe dataset revision (default: MTEB's pinned commit).",
+                                        panel="inputs")
+    language: str | None = cli_field(None, "--language", str, "ViDoRe: keep only queries in this language (e.g. english).",
+                                        panel="inputs")
+    split: str = cli_field("test", "--split", str, "ViDoRe dataset split.", panel="inputs")
     ocr: str = "never"
     ocr_lang: str = "eng"
     max_pixels: int = DEFAULT_MAX_PIXELS
     cache_dir: str | Path | None = None
     progress: bool = True
+
+    @classmethod
+    def cli_fields(cls) -> list:
+        """The fields that are ``vdr ingest --vidore`` options (``revision``, ``language``, ``split``)."""
+        return [f for f in fields(cls) if f.metadata]
 
 
 def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOptions | None = None, **kwargs) -> VidoreReport:
