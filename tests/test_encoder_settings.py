@@ -13,7 +13,6 @@ import inspect
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -364,3 +363,32 @@ def test_no_function_of_encode_and_ingest_takes_more_than_8_parameters():
     files = [*sorted((REPO / "vdr" / "encode").glob("*.py")), REPO / "vdr" / "distributed.py",
              *(REPO / "vdr" / "ingest" / f for f in ("pdf.py", "pdfdir.py", "vidore.py", "__init__.py"))]
     assert [x for f in files for x in _too_many_parameters(f)] == []
+
+
+#: `vdr ingest`'s flags before its signature came from the option records.
+OLD_INGEST_FLAGS = {"--out", "-o", "--dpi", "--max-pixels", "--rasterizer", "--ocr", "--ocr-lang", "--password", "--password-file",
+                    "--workers", "--timeout", "--strict", "--no-strict", "--vidore", "--revision", "--language", "--split", "--quiet", "-q",
+                    "--no-quiet", "--passages", "--format", "--overwrite", "--no-overwrite"}
+
+
+def test_cli_ingest_keeps_its_flags_and_fills_the_option_records(tmp_path, monkeypatch):
+    ingest_module = sys.modules["vdr.ingest"]  # vdr.ingest, the attribute, is the function
+    params = typer.main.get_command(app).commands["ingest"].params
+    assert OLD_INGEST_FLAGS <= {o for p in params for o in (*p.opts, *p.secondary_opts)}
+    seen: dict = {}
+
+    def fake(source, out, options=None, **kw):
+        seen.update(source=source, options=options, kw=kw)
+        raise _Captured("captured")
+
+    monkeypatch.setattr(ingest_module, "ingest_pdfs", fake)
+    monkeypatch.setattr(ingest_module, "ingest_vidore", fake)
+    assert main(["ingest", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--dpi", "50", "--rasterizer", "poppler", "--ocr", "never",
+                 "--workers", "2", "--timeout", "9", "--password", "pw", "-q"]) == 2
+    assert seen["options"] == IngestOptions(dpi=50.0, rasterizer="poppler", ocr="never", workers=2, timeout=9.0, password="pw", progress=False)
+    assert type(seen["options"].rasterizer) is str and seen["kw"] == {}
+    assert main(["ingest", "-o", str(tmp_path / "out"), str(tmp_path / "in")]) == 2
+    assert seen["options"] == IngestOptions()
+    assert main(["ingest", "--vidore", "vidore/x", "-o", str(tmp_path / "v"), "--language", "english", "--split", "dev", "--ocr-lang", "deu"]) == 2
+    assert seen["source"] == "vidore/x"
+    assert seen["options"] == VidoreOptions(language="english", split="dev", ocr="never", ocr_lang="deu")  # --ocr auto: never for ViDoRe

@@ -23,7 +23,7 @@ import typer
 
 from . import common
 from .common import (
-    Bm25Analyzer, Bm25Method, Bm25Preset, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
+    Bm25Analyzer, Bm25Method, Bm25Preset, Engine, FillFailed, Modality, PassageFormat, Protocol, ServeBackend,
 )
 from ..errors import InputError, VdrError, VdrWarning
 

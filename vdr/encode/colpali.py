@@ -358,9 +358,9 @@ class LateInteractionEncoder:
         self.page_fingerprint, self.query_fingerprint = fingerprints(self.settings)
         self.fingerprint = self.query_fingerprint
         if encoder_settings is None:
-            encoder_settings = EncoderSettings(str(settings.get("model") or "in-memory model"), device=str(device),
-                                               compute_dtype=_dtype_name(dtype), query_prefix=query_template.prefix,
-                                               n_augmentation=query_template.n_augmentation)
+            encoder_settings = EncoderSettings.from_options(
+                str(settings.get("model") or "in-memory model"), device=str(device), compute_dtype=_dtype_name(dtype),
+                query_prefix=query_template.prefix, n_augmentation=query_template.n_augmentation)
         self.encoder_settings = encoder_settings
         self._pixel_budget = pixel_budget
         self._batch_cap: int | None = None
