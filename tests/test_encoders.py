@@ -220,7 +220,7 @@ def test_fingerprint_stable_and_sensitive(colqwen_dir, colqwen):
     again = LateInteractionEncoder.load(colqwen_dir, device="cpu")
     assert (again.fingerprint, again.page_fingerprint) == (colqwen.fingerprint, colqwen.page_fingerprint)
     assert colqwen.fingerprint == colqwen.query_fingerprint != colqwen.page_fingerprint
-    bf16 = LateInteractionEncoder.load(colqwen_dir, device="cpu", dtype="bfloat16")
+    bf16 = LateInteractionEncoder.load(colqwen_dir, device="cpu", compute_dtype="bfloat16")
     assert bf16.page_fingerprint != colqwen.page_fingerprint and bf16.query_fingerprint != colqwen.query_fingerprint
     for kw in ({"n_augmentation": 5}, {"query_prefix": ""}):
         other = LateInteractionEncoder.load(colqwen_dir, device="cpu", **kw)

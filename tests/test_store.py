@@ -154,7 +154,7 @@ def test_different_page_settings_never_reused(tmp_path, colqwen_dir):
     corpus = make_corpus(tmp_path / "c", SIZES[:2])
     a = LateInteractionEncoder.load(colqwen_dir, device="cpu")
     c = LateInteractionEncoder.load(colqwen_dir, device="cpu", max_pixels=28 * 28 * 8)
-    d = LateInteractionEncoder.load(colqwen_dir, device="cpu", dtype="bfloat16")
+    d = LateInteractionEncoder.load(colqwen_dir, device="cpu", compute_dtype="bfloat16")
     assert len({a.page_fingerprint, c.page_fingerprint, d.page_fingerprint}) == 3
     ra = embed(corpus, a, tmp_path / "s", progress=False)
     rc = embed(corpus, c, tmp_path / "s", store_dtype="float32", progress=False)

@@ -23,8 +23,7 @@ import typer
 
 from . import common
 from .common import (
-    AttnImplementation, Bm25Analyzer, Bm25Method, Bm25Preset, ComputeDtype, Engine, FillFailed, Modality, OcrMode, PassageFormat, Protocol, Rasterizer, ServeBackend,
-    StoreDtype,
+    Bm25Analyzer, Bm25Method, Bm25Preset, Engine, FillFailed, Modality, PassageFormat, Protocol, ServeBackend,
 )
 from ..errors import InputError, VdrError, VdrWarning
 from ..metrics.registry import EVALUATE_CUTOFFS, METRICS_CUTOFFS
@@ -195,49 +194,71 @@ def _metric_help() -> str:
 
 
 # ---------------------------------------------------------------------------------- encoder options
-# One definition of every encoder option, used by `embed` and `evaluate` (and turned into one
-# EncoderSettings by encoder_settings_from_options), so both commands find the same store.
-_ENCODER_OPTIONS = {
-    "batch_size": lambda: typer.Option(8, "--batch-size", rich_help_panel=common.PANEL_ENCODER, help="Pages per forward pass (halved on CUDA out-of-memory)."),
-    "device": lambda: typer.Option(None, "--device", rich_help_panel=common.PANEL_RUN, help="cuda, cuda:N or cpu (default: cuda when available)."),
-    "dtype": lambda: typer.Option(StoreDtype.float16, "--dtype", rich_help_panel=common.PANEL_ENCODER, help="Stored page-vector dtype."),
-    "model_dtype": lambda: typer.Option(None, "--model-dtype", rich_help_panel=common.PANEL_ENCODER, help="Compute dtype (default bfloat16 on CUDA, float32 on CPU)."),
-    "trust_remote_code": lambda: typer.Option(
-        False, "--trust-remote-code/--no-trust-remote-code", rich_help_panel=common.PANEL_ENCODER, help="Allow the checkpoint's own Python code (only for checkpoints you trust)."
-    ),
-    "revision": lambda: typer.Option(None, "--revision", rich_help_panel=common.PANEL_ENCODER, help="Model hub revision (branch, tag or commit)."),
-    "query_prefix": lambda: typer.Option("Query: ", "--query-prefix", rich_help_panel=common.PANEL_ENCODER, help="Text before every query (keyed with the query template, not the page store)."),
-    "augmentation_tokens": lambda: typer.Option(10, "--augmentation-tokens", rich_help_panel=common.PANEL_ENCODER, help="Query-augmentation tokens appended to every query."),
-    "min_pixels": lambda: typer.Option(None, "--min-pixels", rich_help_panel=common.PANEL_ENCODER, help="Qwen families: minimum image area in pixels."),
-    "max_pixels": lambda: typer.Option(None, "--max-pixels", rich_help_panel=common.PANEL_ENCODER, help="Qwen families: maximum image area in pixels."),
-    "attn_implementation": lambda: typer.Option(None, "--attn-implementation", rich_help_panel=common.PANEL_ENCODER, help="Attention kernels (default: flash-attention 2 on CUDA when installed, else sdpa)."),
-    "workers": lambda: typer.Option(None, "--workers", rich_help_panel=common.PANEL_ENCODER, help="DataLoader workers preparing images (default 2 on CUDA, 0 on CPU)."),
-    "shard_pages": lambda: typer.Option(256, "--shard-pages", rich_help_panel=common.PANEL_ENCODER, help="Pages per committed store shard (the unit of resumption)."),
-}
+# Every encoder option of `embed` and `evaluate` comes from the fields of EncoderSettings (flag names,
+# type, default, help in their metadata), and encoder_settings_from_options turns the values back
+# into one EncoderSettings, so both commands find the same store.
+_DEPRECATED_DTYPE_HELP = "Deprecated alias of --store-dtype (the stored page-vector dtype); removed in the next release."
 
 
-def encoder_settings_from_options(
-    model: str | None, *, batch_size: int, device: str | None, dtype: str, model_dtype: str | None, trust_remote_code: bool,
-    revision: str | None, query_prefix: str, augmentation_tokens: int, min_pixels: int | None, max_pixels: int | None,
-    attn_implementation: str | None, workers: int | None, shard_pages: int,
-):
-    """The :class:`~vdr.encode.settings.EncoderSettings` of the encoder options shared by ``vdr embed``
-    and ``vdr evaluate`` (``--dtype`` is the stored dtype, ``--model-dtype`` the compute dtype);
-    ``None`` when no ``--model`` was given.
+def _field_param(f) -> tuple[str, Any, Callable[[], Any]]:
+    """``(name, annotation, option factory)`` of a dataclass field that describes its option in its
+    ``metadata`` (``flags``, ``type``, ``choices``, ``negative``, ``help``; see
+    :meth:`vdr.encode.settings.EncoderSettings.cli_fields`, :func:`vdr.ingest.pdfdir.cli_field`);
+    the default is the field's, a choice becomes a ``str`` Enum (typer lists its values)."""
+    from enum import Enum
+
+    md = f.metadata
+    ann: Any = md["type"]
+    default = f.default
+    if md["choices"]:
+        ann = Enum("".join(w.title() for w in f.name.split("_")), {v: v for v in md["choices"]}, type=str)
+        default = None if default is None else ann(default)
+    flags = md["flags"] if md["negative"] is None else (f"{md['flags'][0]}/{md['negative']}",)
+    panel = _panel(md.get("panel"))
+    return f.name, (Optional[ann] if f.default is None else ann), lambda: typer.Option(default, *flags, help=md["help"], rich_help_panel=panel)
+
+
+def _panel(name: str | None) -> str | None:
+    """The ``--help`` panel title ``common.PANEL_<NAME>`` of a field's ``panel`` metadata
+    (``"encoder"``, ``"run"``, ``"inputs"``, ``"rendering"``), or ``None`` (typer's default panel)."""
+    return None if name is None else getattr(common, f"PANEL_{name.upper()}", None)
+
+
+def _encoder_params() -> list[tuple[str, Any, Callable[[], Any]]]:
+    """The parameters of every command-line field of :class:`~vdr.encode.settings.EncoderSettings`
+    (:meth:`~vdr.encode.settings.EncoderSettings.cli_fields`), then the deprecated ``--dtype``."""
+    from enum import Enum
+
+    from ..encode.settings import STORE_DTYPES, EncoderSettings
+
+    store = Enum("StoreDtype", {v: v for v in STORE_DTYPES}, type=str)
+    return [*(_field_param(f) for f in EncoderSettings.cli_fields()),
+            ("dtype", Optional[store], lambda: typer.Option(None, "--dtype", help=_DEPRECATED_DTYPE_HELP, rich_help_panel=_panel("encoder")))]
+
+
+_ENCODER_PARAMS = _encoder_params()
+
+
+def encoder_settings_from_options(model: str | None, options: dict):
+    """The :class:`~vdr.encode.settings.EncoderSettings` of the encoder options of ``vdr embed`` and
+    ``vdr evaluate`` (``options``: the command's values by parameter name; the parameters of
+    :data:`_ENCODER_PARAMS` are read); ``None`` when no ``--model`` was given. The deprecated
+    ``--dtype`` is the stored dtype (a DeprecationWarning is printed).
 
     Raises:
-        InputError: an invalid option value (the setting is named).
+        InputError: an invalid option value (the setting is named), or ``--dtype`` and
+            ``--store-dtype`` with different values.
     """
     if model is None:
         return None
     from ..encode.settings import EncoderSettings
 
-    return EncoderSettings(
-        model, revision=revision, compute_dtype=model_dtype, min_pixels=min_pixels, max_pixels=max_pixels,
-        store_dtype=dtype, query_prefix=query_prefix, n_augmentation=augmentation_tokens, device=device,
-        attn_implementation=attn_implementation, trust_remote_code=trust_remote_code, batch_size=batch_size,
-        num_workers=workers, shard_pages=shard_pages,
-    )
+    values = {name: options[name] for name, _, _ in _ENCODER_PARAMS}
+    if values["dtype"] is not None and values["store_dtype"] == EncoderSettings.__dataclass_fields__["store_dtype"].default:
+        values["store_dtype"] = None  # --dtype alone: it gives the stored dtype
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", DeprecationWarning)  # shown on the command line, not only in __main__
+        return EncoderSettings.from_options(model, dtype_means="store_dtype", **values)
 
 
 # ---------------------------------------------------------------------------------- evaluation options
@@ -365,29 +386,48 @@ def metrics_command(
             typer.echo(f"wrote {p}")
 
 
+def _signature_from(params: list[tuple[str, Any, Callable[[], Any]]]):
+    """Decorator: give a ``**options`` command the signature ``params`` ((name, annotation, typer
+    Argument/Option factory), in ``--help`` order), which typer reads through ``inspect.signature``."""
+
+    def decorate(func):
+        func.__signature__ = inspect.Signature([
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=factory(), annotation=ann)
+            for name, ann, factory in params
+        ])
+        func.__annotations__ = {name: ann for name, ann, _ in params} | {"return": None}
+        return func
+
+    return decorate
+
+
+def _ingest_params() -> list[tuple[str, Any, Callable[[], Any]]]:
+    """``vdr ingest``'s parameters in ``--help`` order: the PDF options from the fields of
+    :class:`~vdr.ingest.pdfdir.IngestOptions`, the ViDoRe ones from
+    :class:`~vdr.ingest.vidore.VidoreOptions`, and the command's own."""
+    from ..ingest import IngestOptions, VidoreOptions
+
+    p = {name: (name, ann, factory) for name, ann, factory in map(_field_param, [*IngestOptions.cli_fields(), *VidoreOptions.cli_fields()])}
+    own = {
+        "pdf_dir": (Optional[Path], lambda: typer.Argument(None, help="Folder searched recursively for PDFs (omit with --vidore).")),
+        "out": (Path, lambda: typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Corpus folder to write (pages.jsonl, images/, ingest-report.json).")),
+        "password_file": (Optional[Path], lambda: typer.Option(None, "--password-file", rich_help_panel=common.PANEL_INPUTS, help='JSON map {"relative/path.pdf": "password"}.')),
+        "strict": (bool, lambda: typer.Option(False, "--strict/--no-strict", rich_help_panel=common.PANEL_RUN, help="Exit with status 1 when any document failed or was partial.")),
+        "vidore": (Optional[str], lambda: typer.Option(None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs.")),
+        "quiet": (bool, common.OPTIONS["quiet"]),
+        "passages": (Optional[Path], lambda: typer.Option(None, "--passages", rich_help_panel=common.PANEL_INPUTS, help="Ingest a text-passage collection (file or folder) instead of PDFs.")),
+        "passage_format": (PassageFormat, lambda: typer.Option(PassageFormat.auto, "--format", rich_help_panel=common.PANEL_INPUTS, help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf.")),
+        "overwrite": (bool, lambda: typer.Option(False, "--overwrite/--no-overwrite", rich_help_panel=common.PANEL_RUN, help="Write into an --out folder that is a results folder or holds other files (they stay); a corpus folder of the same kind needs no flag (unchanged PDFs are reused).")),
+    }
+    p.update({name: (name, *v) for name, v in own.items()})
+    order = ("pdf_dir", "out", "dpi", "max_pixels", "rasterizer", "ocr", "ocr_lang", "password", "password_file", "workers", "timeout",
+             "strict", "vidore", "revision", "language", "split", "quiet", "passages", "passage_format", "overwrite")
+    return [p[name] for name in order]
+
+
 @app.command("ingest")
-def ingest_command(
-    pdf_dir: Optional[Path] = typer.Argument(None, help="Folder searched recursively for PDFs (omit with --vidore)."),
-    out: Path = typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Corpus folder to write (pages.jsonl, images/, ingest-report.json)."),
-    dpi: float = typer.Option(144.0, "--dpi", rich_help_panel=common.PANEL_RENDERING, help="Rendering resolution in dots per inch."),
-    max_pixels: int = typer.Option(2048 * 2048, "--max-pixels", rich_help_panel=common.PANEL_RENDERING, help="Pixel budget per page; larger pages render at a lower, recorded DPI."),
-    rasterizer: Rasterizer = typer.Option(Rasterizer.pdfium, "--rasterizer", rich_help_panel=common.PANEL_RENDERING, help="pdfium (pypdfium2) or poppler (pdf2image + poppler-utils)."),
-    ocr: OcrMode = typer.Option(OcrMode.auto, "--ocr", rich_help_panel=common.PANEL_RENDERING, help="auto (Tesseract for pages without a text layer), always or never."),
-    ocr_lang: str = typer.Option("eng", "--ocr-lang", rich_help_panel=common.PANEL_RENDERING, help="Tesseract language(s), e.g. eng+deu."),
-    password: Optional[str] = typer.Option(None, "--password", rich_help_panel=common.PANEL_INPUTS, help="Open password for encrypted PDFs."),
-    password_file: Optional[Path] = typer.Option(None, "--password-file", rich_help_panel=common.PANEL_INPUTS, help='JSON map {"relative/path.pdf": "password"}.'),
-    workers: Optional[int] = typer.Option(None, "--workers", rich_help_panel=common.PANEL_RENDERING, help="Worker processes (default: number of CPUs)."),
-    timeout: float = typer.Option(300.0, "--timeout", rich_help_panel=common.PANEL_RENDERING, help="Seconds allowed to each step of one document."),
-    strict: bool = typer.Option(False, "--strict/--no-strict", rich_help_panel=common.PANEL_RUN, help="Exit with status 1 when any document failed or was partial."),
-    vidore: Optional[str] = typer.Option(None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs."),
-    revision: Optional[str] = typer.Option(None, "--revision", rich_help_panel=common.PANEL_INPUTS, help="ViDoRe dataset revision (default: MTEB's pinned commit)."),
-    language: Optional[str] = typer.Option(None, "--language", rich_help_panel=common.PANEL_INPUTS, help="ViDoRe: keep only queries in this language (e.g. english)."),
-    split: str = typer.Option("test", "--split", rich_help_panel=common.PANEL_INPUTS, help="ViDoRe dataset split."),
-    quiet: bool = common.OPTIONS["quiet"](),
-    passages: Optional[Path] = typer.Option(None, "--passages", rich_help_panel=common.PANEL_INPUTS, help="Ingest a text-passage collection (file or folder) instead of PDFs."),
-    passage_format: PassageFormat = typer.Option(PassageFormat.auto, "--format", rich_help_panel=common.PANEL_INPUTS, help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf."),
-    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", rich_help_panel=common.PANEL_RUN, help="Write into an --out folder that is a results folder or holds other files (they stay); a corpus folder of the same kind needs no flag (unchanged PDFs are reused)."),
-) -> None:
+@_signature_from(_ingest_params())
+def ingest_command(**o: Any) -> None:
     """Turn a folder of PDFs, or a ViDoRe dataset, into a page corpus (see vdr.ingest / vdr.ingest_vidore);
     or a passage collection into a passage corpus (see vdr.ingest.passages). --out must be missing, empty or a
     corpus folder of the same kind (see vdr.ingest.target)."""
@@ -396,26 +436,29 @@ def ingest_command(
     if not D.is_main():
         return
     from ..errors import InputError
-    from ..ingest import ingest_pdfs, ingest_vidore
+    from ..ingest import IngestOptions, VidoreOptions, ingest_pdfs, ingest_vidore
     from ..ingest.pdfdir import load_password_map
     from ..ingest.target import check_corpus_out
+
+    pdf_dir, out, vidore, passages, password_file = (o[k] for k in ("pdf_dir", "out", "vidore", "passages", "password_file"))
+    ocr, progress = o["ocr"], not o["quiet"]  # choice values arrive as plain str (common.install)
 
     if sum(x is not None for x in (pdf_dir, vidore, passages)) > 1:
         raise InputError("give one of PDF_DIR, --vidore or --passages" if passages is not None
                          else "give either PDF_DIR or --vidore DATASET, not both")
     inputs = [p for p in (pdf_dir, passages, vidore, password_file) if p is not None]
-    check_corpus_out(out, "passage" if passages is not None else "page", overwrite=overwrite, inputs=inputs)
+    check_corpus_out(out, "passage" if passages is not None else "page", overwrite=o["overwrite"], inputs=inputs)
     if passages is not None:
         from ..ingest.passages import ingest_passages
 
-        m = ingest_passages(passages, out, format=passage_format).manifest
+        m = ingest_passages(passages, out, format=o["passage_format"]).manifest
         typer.echo(f"{m['counts']['passages']} passages ({m['format']}, quoting {m['quoting']}; {m['counts']['empty']} empty) -> {out}")
         if m["empty"]:
             typer.echo(f"note: empty passages (first {len(m['empty'])}): {', '.join(m['empty'])}")
         return
     if vidore is not None:
-        r = ingest_vidore(vidore, out, revision=revision, language=language, split=split,
-                          ocr="never" if ocr == "auto" else ocr, ocr_lang=ocr_lang, progress=not quiet)
+        r = ingest_vidore(vidore, out, options=VidoreOptions(**{f.name: o[f.name] for f in VidoreOptions.cli_fields()},
+                                                             ocr="never" if ocr == "auto" else ocr, ocr_lang=o["ocr_lang"], progress=progress))
         langs = ", ".join(f"{k} {v}" for k, v in r.queries_per_language.items())
         typer.echo(f"{r.dataset}@{r.revision}: {r.pages} pages, {r.queries} queries pooled ({langs}), {r.qrels} judgments -> {out}")
         for note in r.notes:
@@ -423,11 +466,12 @@ def ingest_command(
         return
     if pdf_dir is None:
         raise InputError("give a folder of PDFs (PDF_DIR) or --vidore DATASET")
-    if password is not None and password_file is not None:
+    if o["password"] is not None and password_file is not None:
         raise InputError("give either --password or --password-file, not both")
-    pw = load_password_map(password_file) if password_file is not None else password
-    r = ingest_pdfs(pdf_dir, out, dpi=dpi, max_pixels=max_pixels, rasterizer=rasterizer, ocr=ocr, ocr_lang=ocr_lang,
-                    password=pw, workers=workers, timeout=timeout, progress=not quiet)
+    values = {f.name: o[f.name] for f in IngestOptions.cli_fields()}
+    if password_file is not None:
+        values["password"] = load_password_map(password_file)
+    r = ingest_pdfs(pdf_dir, out, options=IngestOptions(**values, progress=progress))
     c = r.counts()
     skipped = sum(d.skipped for d in r.documents)
     reused = f", {skipped} unchanged since the last run" if skipped else ""
@@ -436,7 +480,7 @@ def ingest_command(
     for d in r.documents:
         if d.status != "ok":
             typer.echo(f"{d.status}: {d.source}: {d.reason}", err=True)
-    if strict and not r.ok:
+    if o["strict"] and not r.ok:
         raise typer.Exit(code=1)
 
 
@@ -458,12 +502,7 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("vidore", Optional[str], lambda: typer.Option(
         None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR.")),
     ("store", Optional[Path], lambda: typer.Option(None, "--store", rich_help_panel=common.PANEL_ENCODER, help="Embedding store folder (default CORPUS_DIR/embeddings).")),
-    *((name, ann, _ENCODER_OPTIONS[name]) for name, ann in (
-        ("batch_size", int), ("device", Optional[str]), ("dtype", StoreDtype), ("model_dtype", Optional[ComputeDtype]),
-        ("trust_remote_code", bool), ("revision", Optional[str]), ("query_prefix", str), ("augmentation_tokens", int),
-        ("min_pixels", Optional[int]), ("max_pixels", Optional[int]), ("attn_implementation", Optional[AttnImplementation]),
-        ("workers", Optional[int]), ("shard_pages", int),
-    )),
+    *_ENCODER_PARAMS,
     ("depth", int, lambda: typer.Option(100, "--depth", rich_help_panel=common.PANEL_RUN, help="Pages retrieved per query.")),
     ("macro_average", bool, lambda: typer.Option(
         False, "--macro-average/--no-macro-average", rich_help_panel=common.PANEL_STATS, help="Add a labelled macro-average row across backends.")),
@@ -504,21 +543,6 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
 ]
 
 
-def _signature_from(params: list[tuple[str, Any, Callable[[], Any]]]):
-    """Decorator: give a ``**options`` command the signature ``params`` ((name, annotation, typer
-    Argument/Option factory), in ``--help`` order), which typer reads through ``inspect.signature``."""
-
-    def decorate(func):
-        func.__signature__ = inspect.Signature([
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=factory(), annotation=ann)
-            for name, ann, factory in params
-        ])
-        func.__annotations__ = {name: ann for name, ann, _ in params} | {"return": None}
-        return func
-
-    return decorate
-
-
 @app.command("evaluate")
 @_on_interrupt
 @_signature_from(_EVALUATE_PARAMS)
@@ -532,7 +556,7 @@ def evaluate_command(**o: Any) -> None:
     api = _evaluation_kwargs(o)  # the _EVALUATION_OPTIONS as evaluate() arguments
     rw = _parse_rewrites(o["rewrites"])
     backend_options = _parse_backend_options(o["backend_option"], o["backend"])
-    settings = encoder_settings_from_options(o["model"], **{name: o[name] for name in _ENCODER_OPTIONS})
+    settings = encoder_settings_from_options(o["model"], o)
     res = evaluate(
         o["corpus_dir"],
         queries=o["queries"],
@@ -654,27 +678,19 @@ def mteb_task_command(
         typer.echo(f"wrote {out}: import it to register the MTEB task(s)")
 
 
+_EMBED_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
+    ("corpus_dir", Path, lambda: typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`.")),
+    ("model", str, lambda: typer.Option(..., "--model", rich_help_panel=common.PANEL_ENCODER, help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder.")),
+    ("store", Path, lambda: typer.Option(..., "--store", rich_help_panel=common.PANEL_ENCODER, help="Embedding store folder (vectors go to a sub-folder per model/page settings).")),
+    *_ENCODER_PARAMS,
+    ("json_out", Optional[Path], lambda: typer.Option(None, "--json", rich_help_panel=common.PANEL_RUN, help="Write the embed report as JSON.")),
+    ("quiet", bool, common.OPTIONS["quiet"]),
+]
+
+
 @app.command("embed")
-def embed_command(
-    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
-    model: str = typer.Option(..., "--model", rich_help_panel=common.PANEL_ENCODER, help="Hub name (e.g. vidore/colqwen2.5-v0.2) or local checkpoint folder."),
-    store: Path = typer.Option(..., "--store", rich_help_panel=common.PANEL_ENCODER, help="Embedding store folder (vectors go to a sub-folder per model/page settings)."),
-    batch_size: int = _ENCODER_OPTIONS["batch_size"](),
-    device: Optional[str] = _ENCODER_OPTIONS["device"](),
-    dtype: StoreDtype = _ENCODER_OPTIONS["dtype"](),
-    model_dtype: Optional[ComputeDtype] = _ENCODER_OPTIONS["model_dtype"](),
-    trust_remote_code: bool = _ENCODER_OPTIONS["trust_remote_code"](),
-    revision: Optional[str] = _ENCODER_OPTIONS["revision"](),
-    query_prefix: str = _ENCODER_OPTIONS["query_prefix"](),
-    augmentation_tokens: int = _ENCODER_OPTIONS["augmentation_tokens"](),
-    min_pixels: Optional[int] = _ENCODER_OPTIONS["min_pixels"](),
-    max_pixels: Optional[int] = _ENCODER_OPTIONS["max_pixels"](),
-    attn_implementation: Optional[AttnImplementation] = _ENCODER_OPTIONS["attn_implementation"](),
-    workers: Optional[int] = _ENCODER_OPTIONS["workers"](),
-    shard_pages: int = _ENCODER_OPTIONS["shard_pages"](),
-    json_out: Optional[Path] = typer.Option(None, "--json", rich_help_panel=common.PANEL_RUN, help="Write the embed report as JSON."),
-    quiet: bool = common.OPTIONS["quiet"](),
-) -> None:
+@_signature_from(_EMBED_PARAMS)
+def embed_command(**o: Any) -> None:
     """Encode a corpus' page images into a resumable embedding store (see vdr.embed)."""
     import json
 
@@ -682,11 +698,8 @@ def embed_command(
     from ..encode import embed
     from ..io.atomic import write_text_atomic
 
-    settings = encoder_settings_from_options(
-        model, batch_size=batch_size, device=device, dtype=dtype, model_dtype=model_dtype, trust_remote_code=trust_remote_code,
-        revision=revision, query_prefix=query_prefix, augmentation_tokens=augmentation_tokens, min_pixels=min_pixels,
-        max_pixels=max_pixels, attn_implementation=attn_implementation, workers=workers, shard_pages=shard_pages,
-    )
+    corpus_dir, store, json_out, quiet = o["corpus_dir"], o["store"], o["json_out"], o["quiet"]
+    settings = encoder_settings_from_options(o["model"], o)
     r = embed(corpus_dir, settings, store, progress=not quiet)
     if not D.is_main():
         return

@@ -42,7 +42,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..io.digest import file_sha256
 from ..errors import InputError, ModelLoadError
-from .settings import DEFAULT_QUERY_PREFIX, N_AUGMENTATION_TOKENS, EncoderSettings
+from .settings import DEFAULT_QUERY_PREFIX, N_AUGMENTATION_TOKENS, EncoderSettings, fingerprints
 
 __all__ = [
     "LateInteractionEncoder",
@@ -227,14 +227,6 @@ def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).removeprefix("torch.")
 
 
-def _fingerprints(settings: dict) -> tuple[str, str]:
-    """``(page fingerprint, query fingerprint)`` of an encoder settings record (sha256 hex each)."""
-    page = {k: v for k, v in settings.items() if k != "query_template"}
-    page_fp = hashlib.sha256(json.dumps(page, sort_keys=True).encode("utf-8")).hexdigest()
-    query = {"page_fingerprint": page_fp, "query_template": settings.get("query_template")}
-    return page_fp, hashlib.sha256(json.dumps(query, sort_keys=True).encode("utf-8")).hexdigest()
-
-
 def _read_config(local: Path) -> dict:
     """The checkpoint's ``config.json`` (an adapter's: its base model's).
 
@@ -363,12 +355,12 @@ class LateInteractionEncoder:
         self.dtype = dtype
         self.query_template = query_template
         self.settings = {**settings, "query_template": query_template.to_json()}
-        self.page_fingerprint, self.query_fingerprint = _fingerprints(self.settings)
+        self.page_fingerprint, self.query_fingerprint = fingerprints(self.settings)
         self.fingerprint = self.query_fingerprint
         if encoder_settings is None:
-            encoder_settings = EncoderSettings(str(settings.get("model") or "in-memory model"), device=str(device),
-                                               compute_dtype=_dtype_name(dtype), query_prefix=query_template.prefix,
-                                               n_augmentation=query_template.n_augmentation)
+            encoder_settings = EncoderSettings.from_options(
+                str(settings.get("model") or "in-memory model"), device=str(device), compute_dtype=_dtype_name(dtype),
+                query_prefix=query_template.prefix, n_augmentation=query_template.n_augmentation)
         self.encoder_settings = encoder_settings
         self._pixel_budget = pixel_budget
         self._batch_cap: int | None = None
@@ -379,53 +371,33 @@ class LateInteractionEncoder:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(
-        cls,
-        model: "str | Path | EncoderSettings",
-        *,
-        device: str | None = None,
-        dtype: str | torch.dtype | None = None,
-        trust_remote_code: bool = False,
-        attn_implementation: str | None = None,
-        query_prefix: str = DEFAULT_QUERY_PREFIX,
-        n_augmentation: int = N_AUGMENTATION_TOKENS,
-        min_pixels: int | None = None,
-        max_pixels: int | None = None,
-        revision: str | None = None,
-    ) -> "LateInteractionEncoder":
+    def load(cls, model: "str | Path | EncoderSettings", **options: Any) -> "LateInteractionEncoder":
         """Load a checkpoint (hub name or local folder) with the colpali-engine classes its config names.
 
         Either pass an :class:`EncoderSettings` alone (``load(settings)``, the same as
-        :meth:`from_settings`), or a model name with keyword options, which become the
-        :class:`EncoderSettings` fields of the same meaning (``dtype`` is ``compute_dtype``).
+        :meth:`from_settings`), or a model name with keyword options, the :class:`EncoderSettings`
+        fields (built by :meth:`EncoderSettings.from_options`).
 
         Args:
             model: an :class:`EncoderSettings`, a local checkpoint folder or a hub repository id.
-            device: ``"cuda"``, ``"cuda:N"``, ``"cpu"``; default CUDA when available.
-            dtype: compute dtype; default bfloat16 on CUDA, float32 on CPU.
-            trust_remote_code: allow the checkpoint's own Python code (off unless asked).
-            attn_implementation: ``"flash_attention_2"``, ``"sdpa"``, ``"eager"``; default
-                flash-attention 2 on CUDA when installed, else sdpa (eager when sdpa is unsupported).
-            query_prefix: text before every query (default ``"Query: "``, MTEB's).
-            n_augmentation: number of query-augmentation tokens appended (default 10).
-            min_pixels, max_pixels: resolution budget of the Qwen families' processors (each image is
-                resized so that its area lies in [min_pixels, max_pixels]); default the checkpoint's.
-            revision: hub revision (branch, tag or commit).
+            options: :class:`EncoderSettings` fields, e.g. ``device`` (``"cuda"``, ``"cuda:N"``,
+                ``"cpu"``; default CUDA when available), ``compute_dtype`` (the dtype the model runs
+                in, a name or a ``torch.dtype``; default bfloat16 on CUDA, float32 on CPU),
+                ``trust_remote_code``, ``attn_implementation`` (default flash-attention 2 on CUDA
+                when installed, else sdpa; eager when sdpa is unsupported), ``query_prefix``
+                (default ``"Query: "``, MTEB's), ``n_augmentation`` (default 10), ``min_pixels`` /
+                ``max_pixels`` (resolution budget of the Qwen families), ``revision``. ``dtype`` is
+                the deprecated spelling of ``compute_dtype`` here (:class:`DeprecationWarning`).
 
         Raises:
             ModelLoadError: see :meth:`from_settings`.
-            InputError: keyword options given together with an :class:`EncoderSettings`; invalid values.
+            InputError: keyword options given together with an :class:`EncoderSettings`; unknown
+                options; invalid values.
         """
-        kw = dict(device=device, compute_dtype=_dtype_name(dtype) if isinstance(dtype, torch.dtype) else dtype,
-                  trust_remote_code=trust_remote_code, attn_implementation=attn_implementation, query_prefix=query_prefix,
-                  n_augmentation=n_augmentation, min_pixels=min_pixels, max_pixels=max_pixels, revision=revision)
-        if isinstance(model, EncoderSettings):
-            defaults = EncoderSettings("x")
-            given = sorted(k for k, v in kw.items() if v != getattr(defaults, k))
-            if given:
-                raise InputError(f"give either EncoderSettings or keyword options, not both (got {', '.join(given)})")
-            return cls.from_settings(model)
-        return cls.from_settings(EncoderSettings(model, **kw))
+        given = sorted(k for k, v in options.items() if v is not None)
+        if isinstance(model, EncoderSettings) and given:
+            raise InputError(f"give either EncoderSettings or keyword options, not both (got {', '.join(given)})")
+        return cls.from_settings(EncoderSettings.from_options(model, dtype_means="compute_dtype", **options))
 
     @classmethod
     def from_settings(cls, settings: EncoderSettings) -> "LateInteractionEncoder":

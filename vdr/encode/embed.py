@@ -166,16 +166,14 @@ def _duplicates(ids: list[str], hashes: dict[str, str]) -> dict[str, str]:
 
 
 def _resolve(encoder, overrides: dict) -> tuple[EncoderSettings, "LateInteractionEncoder | None"]:
-    """``(settings to use, the loaded encoder given or None)``."""
+    """``(settings to use, the loaded encoder given or None)``; ``overrides`` (``None``: keep) go
+    through :meth:`EncoderSettings.from_options`."""
     from .colpali import LateInteractionEncoder
 
-    changes = {k: v for k, v in overrides.items() if v is not None}
     if isinstance(encoder, LateInteractionEncoder):
-        return encoder.encoder_settings.replace(**changes), encoder
-    if isinstance(encoder, EncoderSettings):
-        return encoder.replace(**changes), None
-    if isinstance(encoder, (str, Path)):
-        return EncoderSettings(encoder).replace(**changes), None
+        return EncoderSettings.from_options(encoder.encoder_settings, **overrides), encoder
+    if isinstance(encoder, (EncoderSettings, str, Path)):
+        return EncoderSettings.from_options(encoder, **overrides), None
     raise InputError(f"embed needs EncoderSettings, a LateInteractionEncoder or a model name, got {type(encoder).__name__}")
 
 
@@ -231,7 +229,7 @@ def embed(
                                            shard_pages=shard_pages))
     corpus = Corpus.load(corpus_dir)
     if enc is None:
-        enc = LateInteractionEncoder.from_settings(settings.replace(device=D.device_for_rank(settings.device)))
+        enc = LateInteractionEncoder.from_settings(settings.for_this_rank())
     if enc.dim is None:
         raise InputError("the encoder does not report its vector dimension")
     workers = settings.num_workers if settings.num_workers is not None else (2 if str(enc.device).startswith("cuda") else 0)

@@ -49,7 +49,6 @@ them when a current folder is there.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -61,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StoreError
+from .settings import store_key as _settings_store_key
 
 __all__ = ["EmbeddingStore", "store_key", "legacy_folders", "STORE_FORMAT", "KEY_SCHEME"]
 
@@ -94,7 +94,7 @@ def store_key(encoder_fingerprint: str, dtype: str) -> str:
     """
     if dtype not in _DTYPES:
         raise StoreError(f"stored dtype must be one of {_DTYPES}, got {dtype!r}")
-    return hashlib.sha256(json.dumps({"encoder": encoder_fingerprint, "dtype": dtype}, sort_keys=True).encode()).hexdigest()
+    return _settings_store_key(encoder_fingerprint, dtype)
 
 
 def _is_legacy(meta: dict) -> bool:

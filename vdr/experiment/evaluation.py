@@ -718,7 +718,8 @@ def _warn_duplicates(variants: Mapping[str, QuerySet]) -> None:
 
 
 def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, trust_remote_code: bool):
-    """The multimodal encoder's :class:`~vdr.encode.settings.EncoderSettings` (``None``: no model).
+    """The multimodal encoder's :class:`~vdr.encode.settings.EncoderSettings` (``None``: no model),
+    built by :meth:`~vdr.encode.settings.EncoderSettings.from_options`.
 
     Raises:
         InputError: ``encoder`` is not EncoderSettings, or ``model`` names another model.
@@ -726,8 +727,8 @@ def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, tr
     from ..encode.settings import EncoderSettings
 
     if encoder is None:
-        return None if model is None else EncoderSettings(model, batch_size=batch_size, device=device,
-                                                           trust_remote_code=trust_remote_code)
+        return None if model is None else EncoderSettings.from_options(
+            model, batch_size=batch_size, device=device, trust_remote_code=trust_remote_code)
     if not isinstance(encoder, EncoderSettings):
         raise InputError(f"encoder must be EncoderSettings, got {type(encoder).__name__}")
     if model is not None and str(model) != encoder.model:

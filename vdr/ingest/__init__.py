@@ -8,12 +8,13 @@
 """
 
 from .passages import PassageIngestReport, ingest_passages
-from .pdfdir import DocumentReport, IngestReport, ingest_pdfs
-from .vidore import PINNED_REVISIONS, VidoreReport, ingest_vidore
+from .pdfdir import DocumentReport, IngestOptions, IngestReport, ingest_pdfs
+from .vidore import PINNED_REVISIONS, VidoreOptions, VidoreReport, ingest_vidore
 
-__all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "ingest_passages", "PassageIngestReport", "IngestReport", "DocumentReport", "VidoreReport", "PINNED_REVISIONS"]
+__all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "ingest_passages", "PassageIngestReport", "IngestOptions", "IngestReport", "DocumentReport", "VidoreOptions", "VidoreReport", "PINNED_REVISIONS"]
 
 
-def ingest(pdf_dir, out, **options) -> IngestReport:
-    """Ingest every PDF under ``pdf_dir`` into the corpus folder ``out``; see :func:`ingest_pdfs`."""
-    return ingest_pdfs(pdf_dir, out, **options)
+def ingest(pdf_dir, out, *, options: IngestOptions | None = None, **kwargs) -> IngestReport:
+    """Ingest every PDF under ``pdf_dir`` into the corpus folder ``out``; see :func:`ingest_pdfs`
+    (``options``: an :class:`IngestOptions`; ``kwargs``: its fields)."""
+    return ingest_pdfs(pdf_dir, out, options=options, **kwargs)

@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from ..corpus import IMAGES_DIR, image_name, page_id
 from ..errors import VdrError
@@ -85,6 +85,23 @@ IMAGE_ENCODING = {"format": "png", "lossless": True, "png_filter": "up", "deflat
 
 class DocumentError(VdrError):
     """A whole document cannot be ingested; ``str(e)`` is the one-line reason."""
+
+
+class PagePlan(NamedTuple):
+    """How one page is to be rendered (a tuple, so that ``n, w, h, d, problem = plan`` works).
+
+    Attributes:
+        n: 1-based page number.
+        w, h: upright page size in PDF points (1/72 inch).
+        d: the effective DPI (:func:`effective_dpi`); ``None`` when the page is not rendered.
+        problem: why the page is not rendered, or ``None``.
+    """
+
+    n: int
+    w: float
+    h: float
+    d: float | None
+    problem: str | None
 
 
 @dataclass(frozen=True)
@@ -523,26 +540,26 @@ def render_pages(
     path = Path(path)
     out_dir = Path(out_dir)
     (out_dir / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
-    plans: list[tuple[int, float, float, float | None, str | None]] = []
+    plans: list[PagePlan] = []
     for n, (w, h) in zip(pages, page_sizes):
         problem = _page_problem(w, h, opts.dpi)
         d = None
         if problem is None:
             d = effective_dpi(w, h, opts.dpi, opts.max_pixels)
             problem = _page_problem(w, h, d)
-        plans.append((n, w, h, d, problem))
+        plans.append(PagePlan(n, w, h, d, problem))
 
     results: list[dict] = []
     if opts.rasterizer == "pdfium":
         images_texts = _render_pdfium(path, password, plans)
     else:
         images_texts = _render_poppler(path, password, plans)
-    for (n, w, h, d, problem), (im, text) in zip(plans, images_texts):
-        if problem is not None or im is None:
-            results.append({"page": n, "reason": problem or "rendering failed"})
+    for plan, (im, text) in zip(plans, images_texts):
+        if plan.problem is not None or im is None:
+            results.append({"page": plan.n, "reason": plan.problem or "rendering failed"})
             continue
         try:
-            results.append(_finish_page(im, text, n, w, h, d, relative, opts, out_dir))
+            results.append(_finish_page(im, text, plan, relative, opts, out_dir))
         finally:
             if hasattr(im, "close"):  # a PIL image (poppler); pdfium gives arrays
                 im.close()
@@ -564,9 +581,11 @@ def _rgb_array(im):
     return np.ascontiguousarray(im)
 
 
-def _finish_page(im, text: str, n: int, w: float, h: float, d: float, relative: str, opts: RenderOptions, out_dir: Path) -> dict:
-    """Check one rendered page, read its text (OCR when asked), write its PNG; a ``pages.jsonl``
-    record plus ``"notes"``, or ``{"page", "reason"}`` (see :func:`render_pages`)."""
+def _finish_page(im, text: str, plan: PagePlan, relative: str, opts: RenderOptions, out_dir: Path) -> dict:
+    """Check one rendered page (``plan``: its number, size in points and DPI), read its text (OCR
+    when asked), write its PNG; a ``pages.jsonl`` record plus ``"notes"``, or ``{"page", "reason"}``
+    (see :func:`render_pages`)."""
+    n, w, h, d = plan.n, plan.w, plan.h, plan.d
     a = _rgb_array(im)
     height, width = a.shape[:2]
     exp_w, exp_h = w * d / 72, h * d / 72

@@ -5,6 +5,7 @@ See :func:`ingest_pdfs`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -22,7 +23,7 @@ from ..io.atomic import atomic_write
 from . import pdf as _pdf
 from .pdf import DEFAULT_DPI, DEFAULT_MAX_PIXELS, OCR_MODES, RASTERIZERS, RenderOptions
 
-__all__ = ["ingest_pdfs", "IngestReport", "DocumentReport", "DEFAULT_TIMEOUT"]
+__all__ = ["ingest_pdfs", "IngestOptions", "IngestReport", "DocumentReport", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = 300.0
 _CHUNK = 8  # pages per worker task
@@ -243,31 +244,25 @@ def _load_previous(out_dir: Path) -> tuple[dict, dict[str, list[Page]]]:
     return report, by_src
 
 
-def ingest_pdfs(
-    pdf_dir: str | Path,
-    out: str | Path,
-    *,
-    dpi: float = DEFAULT_DPI,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    rasterizer: str = "pdfium",
-    ocr: str = "auto",
-    ocr_lang: str = "eng",
-    password: str | Mapping[str, str] | None = None,
-    workers: int | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    progress: bool = True,
-) -> IngestReport:
-    """Turn every PDF under ``pdf_dir`` (recursively) into corpus pages under ``out``.
+def cli_field(default, flag: str, type_: type, help: str, *, choices: tuple[str, ...] | None = None, panel: str = "rendering"):
+    """A dataclass field that is also a command-line option: its ``metadata`` holds ``flags``
+    (option names), ``type`` (``str``/``int``/``float``), ``choices`` (or ``None``), ``negative``
+    (``None``: not a bool switch), ``panel`` (the ``--help`` group: ``"rendering"``, ``"inputs"``)
+    and ``help``; the option's default is the field's. ``vdr ingest`` builds its options from these
+    fields (the same schema as :meth:`vdr.encode.settings.EncoderSettings.cli_fields`)."""
+    return field(default=default, metadata={"flags": (flag,), "type": type_, "choices": choices, "negative": None, "panel": panel,
+                                            "help": help})
 
-    Writes ``out/pages.jsonl`` (see :class:`vdr.corpus.Page`), one RGB PNG per page under
-    ``out/images/`` and ``out/ingest-report.json``, each atomically. Page ids are
-    ``<relative path>#<page>`` (see :func:`vdr.corpus.page_id`). A re-run skips PDFs whose SHA-256
-    and settings are unchanged and did not fail, ingests new and changed ones, and drops pages
-    (and images) of PDFs that disappeared.
 
-    Args:
-        pdf_dir: folder searched recursively for ``*.pdf`` (any case).
-        out: corpus folder (created).
+@dataclass(frozen=True)
+class IngestOptions:
+    """Every option of :func:`ingest_pdfs` (all but ``pdf_dir`` and ``out``), with its default.
+
+    ``vdr.ingest(pdf_dir, out, dpi=100)`` builds one from its keywords;
+    ``vdr.ingest(pdf_dir, out, options=IngestOptions(...), dpi=100)`` starts from a given one (the
+    keywords override its fields).
+
+    Attributes:
         dpi: requested resolution, dots per inch (> 0).
         max_pixels: per-page pixel budget (width x height); larger pages are rendered at a lower
             DPI, recorded per page. Must not exceed PIL's ``Image.MAX_IMAGE_PIXELS``.
@@ -280,6 +275,67 @@ def ingest_pdfs(
             pages); a document exceeding it is reported ``failed``/``partial`` and the run goes on.
         progress: show a progress bar (pages/s) on stderr.
 
+    The fields with ``metadata`` (all but ``progress``) are ``vdr ingest``'s PDF options
+    (:func:`cli_field`).
+    """
+
+    dpi: float = cli_field(DEFAULT_DPI, "--dpi", float, "Rendering resolution in dots per inch.")
+    max_pixels: int = cli_field(DEFAULT_MAX_PIXELS, "--max-pixels", int,
+                                "Pixel budget per page; larger pages render at a lower, recorded DPI.")
+    rasterizer: str = cli_field("pdfium", "--rasterizer", str, "pdfium (pypdfium2) or poppler (pdf2image + poppler-utils).",
+                                choices=RASTERIZERS)
+    ocr: str = cli_field("auto", "--ocr", str, "auto (Tesseract for pages without a text layer), always or never.", choices=OCR_MODES)
+    ocr_lang: str = cli_field("eng", "--ocr-lang", str, "Tesseract language(s), e.g. eng+deu.")
+    password: str | Mapping[str, str] | None = cli_field(None, "--password", str, "Open password for encrypted PDFs.", panel="inputs")
+    workers: int | None = cli_field(None, "--workers", int, "Worker processes (default: number of CPUs).")
+    timeout: float = cli_field(DEFAULT_TIMEOUT, "--timeout", float, "Seconds allowed to each step of one document.")
+    progress: bool = True
+
+    @classmethod
+    def build(cls, options: "IngestOptions | None", kwargs: Mapping, where: str) -> "IngestOptions":
+        """``options`` (default: all defaults) with ``kwargs`` applied.
+
+        Raises:
+            TypeError: a keyword that is no field (named, with the known ones), as for any
+                Python function called with an unknown keyword; ``options`` of another type.
+        """
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            raise TypeError(f"{where}() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
+        if options is None:
+            return cls(**kwargs)
+        if not isinstance(options, cls):
+            raise TypeError(f"{where}(): options must be {cls.__name__}, got {type(options).__name__}")
+        return dataclasses.replace(options, **kwargs)
+
+    @classmethod
+    def cli_fields(cls) -> list[dataclasses.Field]:
+        """The fields that are ``vdr ingest`` options (see :func:`cli_field`), in ``--help`` order."""
+        return [f for f in dataclasses.fields(cls) if f.metadata]
+
+    def render_options(self) -> RenderOptions:
+        """The rendering part (:class:`~vdr.ingest.pdf.RenderOptions`: dpi, max_pixels, rasterizer, ocr, ocr_lang)."""
+        return RenderOptions(float(self.dpi), int(self.max_pixels), self.rasterizer, self.ocr, self.ocr_lang)
+
+
+def ingest_pdfs(pdf_dir: str | Path, out: str | Path, *, options: IngestOptions | None = None, **kwargs) -> IngestReport:
+    """Turn every PDF under ``pdf_dir`` (recursively) into corpus pages under ``out``.
+
+    Writes ``out/pages.jsonl`` (see :class:`vdr.corpus.Page`), one RGB PNG per page under
+    ``out/images/`` and ``out/ingest-report.json``, each atomically. Page ids are
+    ``<relative path>#<page>`` (see :func:`vdr.corpus.page_id`). A re-run skips PDFs whose SHA-256
+    and settings are unchanged and did not fail, ingests new and changed ones, and drops pages
+    (and images) of PDFs that disappeared.
+
+    Args:
+        pdf_dir: folder searched recursively for ``*.pdf`` (any case).
+        out: corpus folder (created).
+        options: an :class:`IngestOptions` to start from (default: its defaults).
+        **kwargs: any field of :class:`IngestOptions` (``dpi``, ``max_pixels``, ``rasterizer``,
+            ``ocr``, ``ocr_lang``, ``password``, ``workers``, ``timeout``, ``progress``); they
+            override ``options``' fields.
+
     Returns:
         :class:`IngestReport`. Bad documents (empty, not a PDF, truncated, damaged, zero pages,
         encrypted without password, timed out) are reported with status ``failed`` and a reason,
@@ -287,41 +343,54 @@ def ingest_pdfs(
 
     Raises:
         InputError: ``pdf_dir`` is not a folder, or an invalid option.
+        TypeError: an unknown keyword.
     """
-    from pebble import ProcessPool
-    from tqdm.auto import tqdm
-
+    o = IngestOptions.build(options, kwargs, "ingest_pdfs")
     t0 = time.perf_counter()
     pdf_dir, out_dir = Path(pdf_dir), Path(out)
-    _check_options(pdf_dir, rasterizer, ocr, dpi, max_pixels, timeout)
-    workers = max(1, workers or os.cpu_count() or 1)
-    opts = RenderOptions(float(dpi), int(max_pixels), rasterizer, ocr, ocr_lang)
+    _check_options(pdf_dir, o.rasterizer, o.ocr, o.dpi, o.max_pixels, o.timeout)
+    o = dataclasses.replace(o, workers=max(1, o.workers or os.cpu_count() or 1))
+    opts = o.render_options()
     settings = opts.settings()
-    version = _pdf.rasterizer_version(rasterizer)
+    version = _pdf.rasterizer_version(o.rasterizer)
     out_dir.mkdir(parents=True, exist_ok=True)
 
     docs = _find_pdfs(pdf_dir, out_dir)
     prev_report, prev_pages = _load_previous(out_dir)
     prev_docs = {d["source"]: d for d in prev_report.get("documents", []) if isinstance(d, dict) and "source" in d}
     same_settings = prev_report.get("settings") == settings
-    results, pages_of, todo = _reuse_unchanged(docs, prev_docs if same_settings else {}, prev_pages, out_dir, rasterizer, version)
+    results, pages_of, todo = _reuse_unchanged(docs, prev_docs if same_settings else {}, prev_pages, out_dir, o.rasterizer, version)
 
-    threads = ocr_threads(workers)
+    threads = ocr_threads(o.workers)
     start_method = None
     if todo:
-        start_method = _run(todo, opts, password, (workers, threads), timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool)
+        job = _Job(o, opts, threads, out_dir, version)
+        start_method = _run(todo, job, results, pages_of)
 
     ordered = [results[rel] for rel, _ in docs]
     all_pages = [p for rel, _ in docs for p in pages_of.get(rel, [])]
     write_pages(out_dir / PAGES_FILE, all_pages)
     _remove_orphan_images(out_dir, {p.image for p in all_pages})
-    extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": workers,
-             "worker_start_method": start_method, "timeout": timeout,
-             "ocr_threads": {"workers": workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
+    extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": o.workers,
+             "worker_start_method": start_method, "timeout": o.timeout,
+             "ocr_threads": {"workers": o.workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
     extra.update(_page_findings(ordered, all_pages))
     report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
     write_report(out_dir, report.to_json())
     return report
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every document of one :func:`ingest_pdfs` run shares: its options (``workers``
+    resolved), the rendering options, OpenMP threads per worker, the corpus folder and the
+    rasterizer version."""
+
+    options: IngestOptions
+    render: RenderOptions
+    threads: int
+    out_dir: Path
+    version: str
 
 
 MIN_BUDGET = _pdf.MIN_SIDE_PX * _pdf.MIN_SIDE_PX
@@ -441,17 +510,21 @@ def _short(e: BaseException) -> str:
     return " ".join(str(e).split())[:300] or type(e).__name__
 
 
-def _run(todo, opts, password, workers, timeout, out_dir, version, results, pages_of, progress, tqdm, ProcessPool) -> str:
+def _run(todo, job: _Job, results: dict, pages_of: dict) -> str:
     """Probe every document, then render its pages in batches, all in one process pool.
 
-    ``workers`` is ``(processes, OpenMP threads per process)``; each worker process runs with
-    ``OMP_THREAD_LIMIT`` set to the latter (Tesseract's threads, see :func:`ocr_threads`).
-    Returns the workers' start method (``"fork"`` or ``"forkserver"``, see :func:`_pool_context`).
+    ``job.options.workers`` processes; each runs with ``OMP_THREAD_LIMIT`` set to ``job.threads``
+    (Tesseract's threads, see :func:`ocr_threads`). Fills ``results`` and ``pages_of`` (by relative
+    path). Returns the workers' start method (``"fork"`` or ``"forkserver"``, see :func:`_pool_context`).
     """
-    workers, threads = workers
+    from pebble import ProcessPool
+    from tqdm.auto import tqdm
+
+    o, opts, out_dir, version = job.options, job.render, job.out_dir, job.version
+    workers, threads, password, timeout = o.workers, job.threads, o.password, o.timeout
     state: dict[str, dict] = {}
     ctx = _pool_context()  # before the progress bar starts its monitor thread
-    bar = tqdm(total=0, unit="page", desc="ingest", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=0, unit="page", desc="ingest", disable=not o.progress, dynamic_ncols=True)
     try:
         with ProcessPool(max_workers=workers, context=ctx, initializer=_limit_omp_threads, initargs=(threads,)) as pool:
             probes = {

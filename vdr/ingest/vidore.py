@@ -22,7 +22,7 @@ import re
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from collections.abc import Mapping
 
@@ -33,9 +33,9 @@ from ..io.formats import save_qrels
 from ..types import Qrels, to_id
 from .images import ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb
 from .pdf import DEFAULT_MAX_PIXELS
-from .pdfdir import available_cores, duplicate_summary, write_report
+from .pdfdir import available_cores, cli_field, duplicate_summary, write_report
 
-__all__ = ["ingest_vidore", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES"]
+__all__ = ["ingest_vidore", "VidoreOptions", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES"]
 
 #: Dataset revisions MTEB's ViDoRe V2 tasks pin (Vidore2*Retrieval task metadata).
 PINNED_REVISIONS: dict[str, str] = {
@@ -211,19 +211,49 @@ class _PageSink:
         return page
 
 
-def ingest_vidore(
-    dataset: str | Path,
-    out: str | Path,
-    *,
-    revision: str | None = None,
-    language: str | None = None,
-    split: str = "test",
-    ocr: str = "never",
-    ocr_lang: str = "eng",
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-) -> VidoreReport:
+@dataclass(frozen=True)
+class VidoreOptions:
+    """Every option of :func:`ingest_vidore` (all but ``dataset`` and ``out``), with its default.
+
+    ``vdr.ingest_vidore(dataset, out, language="english")`` builds one from its keywords;
+    ``options=VidoreOptions(...)`` starts from a given one (the keywords override its fields).
+
+    Attributes:
+        revision: hub commit/branch; default: the MTEB-pinned commit for known datasets
+            (:data:`PINNED_REVISIONS`), else the default branch. Ignored for local folders.
+        language: keep only queries in this language (``"english"``; ``"eng-Latn"``/``"en"``
+            accepted); judgments of dropped queries are dropped and counted. ``None``: all.
+        split: dataset split.
+        ocr: ``"never"`` (default), ``"auto"``/``"always"``: Tesseract text for each page
+            (``"always"``: a page whose OCR fails is skipped with the reason).
+        ocr_lang: Tesseract language(s).
+        max_pixels: pixel budget per page (width x height); larger images are downscaled.
+        cache_dir: ``datasets`` cache; for local folders a sub-folder keyed by the files'
+            content hash is used, so a changed file is never served stale.
+        progress: progress bar on stderr.
+
+    ``revision``, ``language`` and ``split`` are ``vdr ingest --vidore``'s options
+    (:func:`vdr.ingest.pdfdir.cli_field`); its ``--ocr`` is shared with the PDF path.
+    """
+
+    revision: str | None = cli_field(None, "--revision", str, "ViDoRe dataset revision (default: MTEB's pinned commit).",
+                                        panel="inputs")
+    language: str | None = cli_field(None, "--language", str, "ViDoRe: keep only queries in this language (e.g. english).",
+                                        panel="inputs")
+    split: str = cli_field("test", "--split", str, "ViDoRe dataset split.", panel="inputs")
+    ocr: str = "never"
+    ocr_lang: str = "eng"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    cache_dir: str | Path | None = None
+    progress: bool = True
+
+    @classmethod
+    def cli_fields(cls) -> list:
+        """The fields that are ``vdr ingest --vidore`` options (``revision``, ``language``, ``split``)."""
+        return [f for f in fields(cls) if f.metadata]
+
+
+def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOptions | None = None, **kwargs) -> VidoreReport:
     """Load a ViDoRe dataset and write it as a corpus plus ``queries.jsonl`` and ``qrels.tsv``.
 
     Every page image goes through the checks of every ingest path (:mod:`vdr.ingest.images`):
@@ -238,18 +268,10 @@ def ingest_vidore(
             repository (``README.md`` with ``configs``, parquet files per config).
         out: the corpus folder: ``pages.jsonl``, ``images/``, ``queries.jsonl`` (BEIR, plus a
             ``language`` field), ``qrels.tsv`` (BEIR TSV), ``ingest-report.json``.
-        revision: hub commit/branch; default: the MTEB-pinned commit for known datasets
-            (:data:`PINNED_REVISIONS`), else the default branch. Ignored for local folders.
-        language: keep only queries in this language (``"english"``; ``"eng-Latn"``/``"en"``
-            accepted); judgments of dropped queries are dropped and counted. ``None``: all.
-        split: dataset split.
-        ocr: ``"never"`` (default), ``"auto"``/``"always"``: Tesseract text for each page
-            (``"always"``: a page whose OCR fails is skipped with the reason).
-        ocr_lang: Tesseract language(s).
-        max_pixels: pixel budget per page (width x height); larger images are downscaled.
-        cache_dir: ``datasets`` cache; for local folders a sub-folder keyed by the files'
-            content hash is used, so a changed file is never served stale.
-        progress: progress bar on stderr.
+        options: a :class:`VidoreOptions` to start from (default: its defaults).
+        **kwargs: any field of :class:`VidoreOptions` (``revision``, ``language``, ``split``,
+            ``ocr``, ``ocr_lang``, ``max_pixels``, ``cache_dir``, ``progress``); they override
+            ``options``' fields.
 
     Returns:
         :class:`VidoreReport` (name, resolved revision, content fingerprint, per-language counts,
@@ -260,15 +282,18 @@ def ingest_vidore(
             local folder), missing configs/columns, a language with no queries (the available
             ones are listed), duplicate ids, a duplicate judgment (both rows named, as the qrels
             file loaders do), ids of the wrong type, or no usable page at all.
+        TypeError: an unknown keyword.
     """
     import datasets
 
+    o = _options(options, kwargs)
     t0 = time.perf_counter()
     out_dir = Path(out)
-    src = _Source(dataset, revision, cache_dir, split)
+    src = _Source(dataset, o.revision, o.cache_dir, o.split)
     out_dir.mkdir(parents=True, exist_ok=True)
-    sink = _PageSink(out_dir, ocr, ocr_lang, max_pixels, src.folder, src.notes)
-    layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, progress)
+    sink = _PageSink(out_dir, o.ocr, o.ocr_lang, o.max_pixels, src.folder, src.notes)
+    language, split, ocr, max_pixels = o.language, o.split, o.ocr, o.max_pixels
+    layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, o.progress)
     known = {u["corpus-id"] for u in sink.skipped} | {p.corpus_id for p in sink.pages}
     resolved, fingerprint, pages = src.finish(fp_parts, sink.pages)
     queries, kept = _filter(queries, judgments, language, has_lang, known, src)
@@ -287,6 +312,24 @@ def ingest_vidore(
     )
     write_report(out_dir, report.to_json())
     return report
+
+
+def _options(options: VidoreOptions | None, kwargs: dict) -> VidoreOptions:
+    """``options`` (default: all defaults) with ``kwargs`` applied.
+
+    Raises:
+        TypeError: a keyword that is no field of :class:`VidoreOptions` (named, with the known
+            ones), or ``options`` of another type.
+    """
+    names = [f.name for f in fields(VidoreOptions)]
+    unknown = sorted(set(kwargs) - set(names))
+    if unknown:
+        raise TypeError(f"ingest_vidore() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
+    if options is None:
+        return VidoreOptions(**kwargs)
+    if not isinstance(options, VidoreOptions):
+        raise TypeError(f"ingest_vidore(): options must be VidoreOptions, got {type(options).__name__}")
+    return replace(options, **kwargs)
 
 
 def _read_dataset(src: _Source, sink: _PageSink, progress: bool):

@@ -510,48 +510,35 @@ class VdrColPaliModel(AbsEncoder):
             (every option; then the keyword options below must be left unset), or an already loaded
             :class:`~vdr.encode.colpali.LateInteractionEncoder`.
         name: ModelMeta name (``org/name``); default ``vdr/<folder or repo name>``.
-        device, dtype, trust_remote_code, query_prefix, min_pixels, max_pixels, revision,
-            attn_implementation: as :meth:`LateInteractionEncoder.load`.
         page_store: an :class:`~vdr.encode.store.EmbeddingStore` filled by this encoder: image-only
             inputs whose ``id`` column names stored pages are answered from the store (no forward
             pass; the stored vectors, as vdr's own engine scores them).
-        kwargs: ignored (MTEB passes loader keyword arguments it knows, e.g. ``torch_dtype``).
+        kwargs: encoder options, the keywords of
+            :meth:`~vdr.encode.settings.EncoderSettings.from_options` (``device``,
+            ``compute_dtype``, ``trust_remote_code``, ``query_prefix``, ``min_pixels``,
+            ``max_pixels``, ``revision``, ``attn_implementation``, ...; ``dtype`` is the deprecated
+            spelling of ``compute_dtype``); they must be left unset with an
+            :class:`~vdr.encode.settings.EncoderSettings` or a loaded encoder. Other keywords are
+            ignored (MTEB passes loader keyword arguments it knows, e.g. ``torch_dtype``).
 
     Attributes:
         encoder: the :class:`~vdr.encode.colpali.LateInteractionEncoder`.
         mteb_model_meta: the :class:`mteb.models.ModelMeta` (revision = the encoder fingerprint).
     """
 
-    def __init__(self, model, *, name: str | None = None, device: str | None = None, dtype=None,
-                 trust_remote_code: bool = False, query_prefix: str | None = None, min_pixels: int | None = None,
-                 max_pixels: int | None = None, revision: str | None = None, attn_implementation: str | None = None,
-                 page_store=None, **kwargs: Any) -> None:
-        from ..encode.colpali import DEFAULT_QUERY_PREFIX, LateInteractionEncoder
+    def __init__(self, model, *, name: str | None = None, page_store=None, **kwargs: Any) -> None:
+        from ..encode.colpali import LateInteractionEncoder
         from ..encode.settings import EncoderSettings
 
         if isinstance(model, dict) and "model" in model:  # ModelMeta.load_model(): settings as JSON
             model = EncoderSettings.from_json(model)
         _check_version()
-
+        options = {k: v for k, v in kwargs.items() if k in EncoderSettings.keywords()}
         if isinstance(model, LateInteractionEncoder):
             enc = model
-            loader_kwargs = {"model": enc.encoder_settings.to_json()}
-        elif isinstance(model, EncoderSettings):
-            enc = LateInteractionEncoder.load(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                                              query_prefix=DEFAULT_QUERY_PREFIX if query_prefix is None else query_prefix,
-                                              min_pixels=min_pixels, max_pixels=max_pixels, revision=revision,
-                                              attn_implementation=attn_implementation)
-            loader_kwargs = {"model": model.to_json()}
         else:
-            enc = LateInteractionEncoder.load(
-                model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                query_prefix=DEFAULT_QUERY_PREFIX if query_prefix is None else query_prefix,
-                min_pixels=min_pixels, max_pixels=max_pixels, revision=revision, attn_implementation=attn_implementation,
-            )
-            loader_kwargs = {k: v for k, v in dict(
-                model=str(model), device=device, dtype=None if dtype is None else str(dtype),
-                trust_remote_code=trust_remote_code, query_prefix=query_prefix, min_pixels=min_pixels,
-                max_pixels=max_pixels, revision=revision, attn_implementation=attn_implementation).items() if v is not None}
+            enc = LateInteractionEncoder.load(model, **options)
+        loader_kwargs = {"model": enc.encoder_settings.to_json()}
         self.encoder = enc
         self.page_store = page_store
         self.model = enc.model

@@ -30,35 +30,28 @@ from .base import BackendUnavailable, BuildContext, new_report
 __all__ = ["MultimodalBackend", "QUERY_CACHE_SIZE", "ENCODER_OPTIONS", "load_encoder", "index_pages", "build"]
 
 #: Encoder options accepted as a plain mapping (see :class:`MultimodalBackend`): ``model`` (required)
-#: and the fields of :class:`~vdr.encode.settings.EncoderSettings` (``model_dtype`` and ``dtype`` are
-#: accepted for ``compute_dtype`` and ``store_dtype``).
+#: and the keywords of :meth:`~vdr.encode.settings.EncoderSettings.from_options` (``model_dtype`` is
+#: ``compute_dtype``; the deprecated ``dtype`` is ``store_dtype`` here).
 ENCODER_OPTIONS = ("model", "device", "batch_size", "trust_remote_code", "model_dtype", "compute_dtype", "attn_implementation",
                    "query_prefix", "n_augmentation", "min_pixels", "max_pixels", "revision", "dtype", "store_dtype",
                    "num_workers", "query_batch_size", "shard_pages")
 #: Default bound of :class:`MultimodalBackend`'s query-vector cache (query texts, LRU).
 QUERY_CACHE_SIZE = 4096
-_RENAMED = {"model_dtype": "compute_dtype", "dtype": "store_dtype"}
 
 
 def encoder_settings(encoder: Any):
-    """One :class:`~vdr.encode.settings.EncoderSettings` from settings or a mapping of encoder options.
+    """One :class:`~vdr.encode.settings.EncoderSettings` from settings or a mapping of encoder options
+    (:meth:`~vdr.encode.settings.EncoderSettings.from_options`).
 
     Raises:
         BackendUnavailable: no ``model``.
         InputError: an unknown option or an invalid value (the option is named).
     """
     from ..encode.settings import EncoderSettings
-    from ..errors import InputError
 
-    if isinstance(encoder, EncoderSettings):
-        return encoder
-    s = {k: v for k, v in dict(encoder).items() if v is not None}
-    unknown = sorted(set(s) - set(ENCODER_OPTIONS))
-    if unknown:
-        raise InputError(f"unknown encoder option(s) {unknown}; known: {', '.join(ENCODER_OPTIONS)}")
-    if not s.get("model"):
+    if not isinstance(encoder, EncoderSettings) and not dict(encoder).get("model"):
         raise BackendUnavailable("no --model given (a ColPali-family checkpoint: hub name or local path)")
-    return EncoderSettings(**{_RENAMED.get(k, k): v for k, v in s.items()})
+    return EncoderSettings.from_options(encoder, dtype_means="store_dtype")
 
 
 def load_encoder(settings):
@@ -71,10 +64,9 @@ def load_encoder(settings):
     Raises:
         ModelLoadError, InputError: as :meth:`~vdr.encode.colpali.LateInteractionEncoder.from_settings`.
     """
-    from .. import distributed as D
     from ..encode.colpali import LateInteractionEncoder
 
-    return LateInteractionEncoder.from_settings(settings.replace(device=D.device_for_rank(settings.device)))
+    return LateInteractionEncoder.from_settings(settings.for_this_rank())
 
 
 def index_pages(enc, corpus_dir: str | Path, store_dir: str | Path, *, progress: bool):
