@@ -66,6 +66,7 @@ MODULE_TIERS = {
     "test_distributed": "core",  # the torchrun tests are marked slow
     "test_doctests": "core",
     "test_encoders": "model",  # tiny ColQwen2.5 / ColPali checkpoints
+    "test_gpu": "gpu",
     "test_imports": "core",
     "test_ingest_generated": "core",
     "test_ingest_images": "core",
