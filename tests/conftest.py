@@ -160,6 +160,8 @@ def _cuda_missing() -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the tier marks
 def pytest_collection_modifyitems(config, items):
+    """Give every test its one tier mark (:func:`tier_of`); skip, with the reason, ``gpu`` tests
+    without CUDA and ``shared`` tests without their ``../shared`` folder."""
     tiers = [tier_of(item.path.stem, getattr(item, "originalname", item.name), getattr(item, "fixturenames", ()),
                      {m.name for m in item.iter_markers()}) for item in items]
     # the tier marks written in the modules (on a test, a class or the module) are replaced by the
