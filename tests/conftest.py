@@ -11,7 +11,7 @@ tiers, cheapest first (a test's tier is the last one that applies to it):
   reader) or reads ``../shared`` (trec_eval's expected outputs, real-world PDFs).
 * ``model`` -- builds or loads a torch model (a tiny ColQwen2.5/ColPali, sentence-transformers'
   MiniLM) or imports a model library (colpali-engine, sentence-transformers, mteb).
-* ``slow`` -- long-running (torchrun, Java/pyserini, benchmarks, TRL, subprocess servers).
+* ``slow`` -- long-running (torchrun, Java/pyserini, benchmarks, TRL, Triton's interpreter, browser).
 * ``gpu`` -- needs CUDA: skipped, with the reason, on a machine without one.
 
 The tier marks a test module writes (``@pytest.mark.slow``, ``pytestmark = pytest.mark.model``)
@@ -105,7 +105,7 @@ MODULE_TIERS = {
     "test_safe_outputs": "core",
     "test_sample_assets": "core",
     "test_scoring": "core",  # MaxSim on torch tensors; no model
-    "test_scoring_fused": "core",  # Triton's CPU interpreter
+    "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s
     "test_serve": "core",
     "test_store": "core",  # the tests with a tiny model are model (fixtures)
     "test_text": "core",
@@ -123,6 +123,7 @@ TEST_TIERS = {
     "test_convert::test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval": "crosscheck",
     "test_convert::test_evaluate_drop_missing_judged_is_labelled": "crosscheck",  # pytrec_eval
     "test_judge_fit::test_bt_gradient_and_choix_crosscheck": "crosscheck",
+    "test_judge_sim::test_reversed_windows_cancel_position_bias": "slow",  # a long simulated judge run
     "test_passages::test_pandas_default_quoting_loses_msmarco_passages": "crosscheck",  # pandas' own reader
     "test_protocol::test_rr_full_equals_the_convsearch_r1_evaluation_code": "crosscheck",  # pytrec_eval
       "test_scoring::test_padding_never_scores_and_cannot_flip_a_ranking": "model",  # colpali-engine
