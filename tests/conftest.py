@@ -56,6 +56,7 @@ MODULE_TIERS = {
     "test_benchmark_smoke": "slow",  # runs benchmarks/*.py --quick in subprocesses
     "test_budget_backends": "core",
     "test_cli": "core",
+    "test_cli_help": "core",
     "test_cli_backend_options": "core",
     "test_cli_parity": "core",
     "test_compare": "core",
@@ -82,6 +83,8 @@ MODULE_TIERS = {
     "test_judge_sim": "core",
     "test_layout": "core",
     "test_lexical_scale": "core",
+    "test_llm": "core",
+    "test_metric_plan": "core",
     "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
     "test_mteb": "model",  # mteb imports torch and transformers
     "test_page_images": "core",
@@ -111,6 +114,7 @@ MODULE_TIERS = {
     "test_text": "core",
     "test_text_encoder": "model",
     "test_textscale_smoke": "slow",
+    "test_trec_comments": "core",
     "test_types": "core",
 }
 
