@@ -31,7 +31,7 @@ test: sysdeps $(STAMP)
 	$(PY) -m pytest
 
 # The core tier (tests/conftest.py: no reference implementation, model, ../shared, browser or Java;
-# the hand-computed goldens included): under 2 minutes on 2 cores.
+# the hand-computed goldens included): about 1,000 tests, 2.6 minutes of CPU time.
 test-fast: sysdeps $(STAMP)
 	$(PY) -m pytest -m core
 
