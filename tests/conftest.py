@@ -1,12 +1,29 @@
 """Session fixtures shared by every test module (built once per test session), and the test tiers.
 
-Markers (declared in pyproject.toml, ``--strict-markers``):
+Test tiers: every test has exactly one, given here (:func:`tier_of`) from the table
+:data:`MODULE_TIERS` (each test module's tier), :data:`TEST_TIERS` (single tests above their
+module's tier), the fixtures it uses (:data:`MODEL_FIXTURES`) and the tier marks written on it. The
+tiers, cheapest first (a test's tier is the last one that applies to it):
+
+* ``core`` -- no reference implementation, no model, no ``../shared``, no browser, no Java: what
+  ``make test-fast`` runs (``pytest -m core``). The hand-computed metric goldens are core.
+* ``crosscheck`` -- compares against a reference implementation (pytrec_eval, ranx, choix, pandas'
+  reader) or reads ``../shared`` (trec_eval's expected outputs, real-world PDFs).
+* ``model`` -- builds or loads a torch model (a tiny ColQwen2.5/ColPali, sentence-transformers'
+  MiniLM) or imports a model library (colpali-engine, sentence-transformers, mteb).
+* ``slow`` -- long-running (torchrun, Java/pyserini, benchmarks, TRL, Triton's interpreter, browser).
+* ``gpu`` -- needs CUDA: skipped, with the reason, on a machine without one.
+
+The tier marks a test module writes (``@pytest.mark.slow``, ``pytestmark = pytest.mark.model``)
+only raise a test's tier; after collection each test carries exactly one tier mark, so ``-m core``,
+``-m crosscheck``, ... partition the suite (``tests/test_layout.py`` checks that every test module
+is in the table).
+
+Other markers (declared in pyproject.toml, ``--strict-markers``):
 
 * ``shared("SUBFOLDER")`` -- reads ``../shared/SUBFOLDER`` (see :mod:`shared_data`); skipped, with
-  the path looked at, when it is absent (a skip mark added at collection).
-* ``model`` -- builds or loads a torch model (a tiny ColQwen2.5/ColPali, sentence-transformers'
-  MiniLM) or imports a model library (colpali-engine, sentence-transformers, mteb). Added here to
-  every test that uses a :mod:`tiny_models` fixture; ``make test-fast`` deselects it (and ``slow``).
+  the path looked at, when it is absent (a skip mark added at collection). Tier: at least
+  ``crosscheck``.
 
 Nothing is written inside the repository: the session fails (an error at teardown naming the files)
 when the repository tree gained files during the run.
@@ -29,14 +46,143 @@ from tiny_st import tiny_st_dir  # noqa: F401
 _HYPOTHESIS_HOME = tempfile.TemporaryDirectory(prefix="vdr-hypothesis-")  # removed at exit
 set_hypothesis_home_dir(_HYPOTHESIS_HOME.name)
 
-#: fixtures that build or load a torch model: a test using any of them is marked ``model``
+#: the tiers, cheapest first: a test's tier is the last one that applies to it
+TIERS = ("core", "crosscheck", "model", "slow", "gpu")
+
+#: every test module -> its tier (tests/test_layout.py fails when a test module is missing here)
+MODULE_TIERS = {
+    "test_backends": "core",
+    "test_backends_text": "core",
+    "test_benchmark_smoke": "slow",  # runs benchmarks/*.py --quick in subprocesses
+    "test_budget_backends": "core",
+    "test_cli": "core",
+    "test_cli_help": "core",
+    "test_cli_backend_options": "core",
+    "test_cli_parity": "core",
+    "test_compare": "core",
+    "test_compare_runs": "core",
+    "test_convert": "core",
+    "test_corpus": "core",
+    "test_dense_scale": "model",  # sentence-transformers' MiniLM
+    "test_distributed": "core",  # the torchrun tests are marked slow
+    "test_doctests": "core",
+    "test_encoders": "model",  # tiny ColQwen2.5 / ColPali checkpoints
+    "test_gpu": "gpu",
+    "test_imports": "core",
+    "test_ingest_generated": "core",
+    "test_ingest_images": "core",
+    "test_ingest_out": "core",
+    "test_ingest_pdf": "crosscheck",  # real-world PDFs from ../shared/pdfs
+    "test_ingest_perf": "core",
+    "test_ingest_unavailable": "core",
+    "test_ingest_vidore": "core",
+    "test_io": "core",
+    "test_judge_cli": "core",
+    "test_judge_fit": "core",
+    "test_judge_parse": "core",
+    "test_judge_sim": "core",
+    "test_layout": "core",
+    "test_lexical_scale": "core",
+    "test_llm": "core",
+    "test_metric_plan": "core",
+    "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
+    "test_mteb": "model",  # mteb imports torch and transformers
+    "test_page_images": "core",
+    "test_passages": "core",
+    "test_pipeline": "slow",  # every backend end to end
+    "test_protocol": "core",
+    "test_pyserini_backend": "core",  # the live (Java) tests are marked slow
+    "test_queries_tsv": "core",
+    "test_query_budget": "core",
+    "test_query_cache": "core",
+    "test_rcp_metric": "core",
+    "test_report": "core",
+    "test_report_browser": "slow",  # headless Chromium
+    "test_report_notebook": "model",  # nbclient runs the notebook
+    "test_rerun_qcache": "core",
+    "test_results": "core",
+    "test_rewards": "core",
+    "test_rewards_bench_smoke": "slow",
+    "test_rewards_trl": "slow",  # TRL's GRPO trainer
+    "test_rewrite": "core",
+    "test_safe_outputs": "core",
+    "test_sample_assets": "core",
+    "test_scoring": "core",  # MaxSim on torch tensors; no model
+    "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s
+    "test_serve": "core",
+    "test_store": "core",  # the tests with a tiny model are model (fixtures)
+    "test_text": "core",
+    "test_text_encoder": "model",
+    "test_textscale_smoke": "slow",
+    "test_trec_comments": "core",
+    "test_types": "core",
+}
+
+#: single tests above their module's tier, as ``module::function``
+TEST_TIERS = {
+    "test_backends::test_multimodal_and_mteb_backends_without_a_model_are_unavailable": "model",  # imports mteb
+    "test_backends::test_mteb_disagreement_is_reported_with_its_reason": "model",
+    "test_backends::test_mteb_main_metric_of_vidore_v2_datasets": "model",
+    "test_compare_runs::test_compare_cli_values_hand_computed_and_pytrec_eval": "crosscheck",
+    "test_convert::test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval": "crosscheck",
+    "test_convert::test_evaluate_drop_missing_judged_is_labelled": "crosscheck",  # pytrec_eval
+    "test_judge_fit::test_bt_gradient_and_choix_crosscheck": "crosscheck",
+    "test_judge_sim::test_reversed_windows_cancel_position_bias": "slow",  # a long simulated judge run
+    "test_passages::test_pandas_default_quoting_loses_msmarco_passages": "crosscheck",  # pandas' own reader
+    "test_protocol::test_rr_full_equals_the_convsearch_r1_evaluation_code": "crosscheck",  # pytrec_eval
+      "test_scoring::test_padding_never_scores_and_cannot_flip_a_ranking": "model",  # colpali-engine
+    "test_scoring::test_equals_colpali_engine_where_padding_cannot_matter": "model",
+    "test_text::test_semantic_sees_the_same_text_for_every_encoding": "model",  # sentence-transformers
+}
+
+#: fixtures that build or load a torch model: a test using any of them is at least ``model``
 MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir", "tiny_st_dir"})
 
 
+def tier_of(module: str, function: str, fixtures=(), marks=()) -> str:
+    """The one tier of test ``function`` of test module ``module`` (file stem) that uses
+    ``fixtures`` and carries the marks named ``marks``: the most expensive of its module's tier,
+    its own entry in :data:`TEST_TIERS`, ``model`` for a :data:`MODEL_FIXTURES` fixture,
+    ``crosscheck`` for a ``shared`` mark, and the tier marks written on it. A module missing from
+    :data:`MODULE_TIERS` counts as ``core`` here (and fails tests/test_layout.py)."""
+    found = {MODULE_TIERS.get(module, "core"), TEST_TIERS.get(f"{module}::{function}", "core")}
+    if MODEL_FIXTURES & set(fixtures):
+        found.add("model")
+    if "shared" in marks:
+        found.add("crosscheck")
+    found.update(m for m in marks if m in TIERS)
+    return max(found, key=TIERS.index)
+
+
+def _cuda_missing() -> str | None:
+    """Why a ``gpu`` test cannot run here, or ``None`` when CUDA is available."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return "torch is not installed"
+    return None if torch.cuda.is_available() else "needs CUDA (torch.cuda.is_available() is False)"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the tier marks
 def pytest_collection_modifyitems(config, items):
+    """Give every test its one tier mark (:func:`tier_of`); skip, with the reason, ``gpu`` tests
+    without CUDA and ``shared`` tests without their ``../shared`` folder."""
+    tiers = [tier_of(item.path.stem, getattr(item, "originalname", item.name), getattr(item, "fixturenames", ()),
+                     {m.name for m in item.iter_markers()}) for item in items]
+    # the tier marks written in the modules (on a test, a class or the module) are replaced by the
+    # one tier computed above, so that each test carries exactly one
     for item in items:
-        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.model)
+        for node in item.listchain():
+            if any(m.name in TIERS for m in node.own_markers):
+                node.own_markers[:] = [m for m in node.own_markers if m.name not in TIERS]
+    no_cuda = "unknown"
+    for item, tier in zip(items, tiers):
+        item.add_marker(getattr(pytest.mark, tier))
+        if tier == "gpu":
+            if no_cuda == "unknown":
+                no_cuda = _cuda_missing()
+            if no_cuda:
+                item.add_marker(pytest.mark.skip(reason=f"gpu tier: {no_cuda}"))
         for mark in item.iter_markers("shared"):
             reason = missing_reason(*mark.args)
             if reason:

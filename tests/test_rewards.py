@@ -9,7 +9,6 @@ import pytest
 from rewards_fixtures import make_passages, write_corpus
 from vdr.errors import InputError
 from vdr.metrics import evaluate_run
-from vdr.retrieve.lexical import BM25Backend
 from vdr.rewards.rewarder import (
     CompletionReward,
     Extractor,

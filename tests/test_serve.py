@@ -15,7 +15,6 @@ pytest.importorskip("fastapi", reason="vdr serve needs fastapi + uvicorn (pip in
 httpx = pytest.importorskip("httpx")
 
 from rewards_fixtures import free_port, make_passages, running, write_corpus  # noqa: E402
-from vdr.retrieve.lexical import BM25Backend  # noqa: E402
 from vdr.rewards.rewarder import build_backend, CompletionReward, RemoteScorer, Rewarder, RewardError, UnknownQueryError  # noqa: E402
 from vdr.rewards.serve import ServeLimits, create_app  # noqa: E402
 

@@ -20,7 +20,6 @@ import importlib as _importlib
 import importlib.abc as _importlib_abc
 import importlib.util as _importlib_util
 import sys as _sys
-import types as _types
 import warnings as _warnings
 
 #: Module paths of 0.1 that moved in 0.2 -> where they live now. ``import vdr.scoring`` and the like

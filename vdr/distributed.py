@@ -38,7 +38,7 @@ from .errors import VdrError
 __all__ = [
     "launched_by_torchrun", "init", "shutdown", "is_distributed", "rank", "world_size", "local_rank", "is_main",
     "barrier", "shard_bounds", "shard", "shard_batches", "all_gather_object", "gather_object", "broadcast_object",
-    "device_for_rank", "run_on_main", "sharded_maxsim_topk", "RankFailed",
+    "device_for_rank", "run_on_main", "RankFailed",
 ]
 
 T = TypeVar("T")
@@ -228,33 +228,3 @@ def device_for_rank(device: str | None) -> str | None:
     if (device is None or device == "cuda") and torch.cuda.is_available():
         return f"cuda:{local_rank()}"
     return device
-
-
-def sharded_maxsim_topk(queries, source, k: int, *, device=None, budget_bytes: int | None = None, dst: int = 0):
-    """:func:`vdr.retrieve.maxsim.maxsim_topk` with the pages partitioned across ranks.
-
-    Every rank calls it with the same queries and source. Rank ``r`` scores its contiguous part of
-    ``source.ids()`` (:func:`shard`, store order, so each rank reads its own region of the shards),
-    keeps its own top ``k``, and rank ``dst`` merges them with :func:`vdr.retrieve.maxsim.merge_topk` (score
-    descending, then page id descending): exactly the single-process top-k when the scores agree,
-    which they do bit for bit on the CPU.
-
-    Returns:
-        :class:`~vdr.retrieve.maxsim.TopK` (indices are positions in ``source.ids()``) on rank ``dst``, ``None``
-        on the others; in a single process, ``maxsim_topk(queries, source, k)``.
-    """
-    from .retrieve.maxsim import DEFAULT_BUDGET_BYTES, SubsetSource, TopK, maxsim_topk, merge_topk
-
-    budget = DEFAULT_BUDGET_BYTES if budget_bytes is None else budget_bytes
-    if not is_distributed():
-        return maxsim_topk(queries, source, k, device=device, budget_bytes=budget)
-    ids = source.ids()
-    a, b = shard_bounds(len(ids))
-    part = None
-    if b > a:
-        top = maxsim_topk(queries, SubsetSource(source, ids[a:b]), min(k, b - a), device=device, budget_bytes=budget)
-        part = TopK(top.scores, top.indices + a, top.ids)
-    parts = gather_object(part, dst=dst)
-    if rank() != dst:
-        return None
-    return merge_topk(parts, min(k, len(ids)))

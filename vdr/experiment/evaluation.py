@@ -39,17 +39,15 @@ single process' on the CPU.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import inspect
-import io
 import json
 import math
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -57,7 +55,7 @@ from typing import Any
 from ..io.digest import file_sha256
 from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
-from .inputs import CONCAT, ORIGINAL, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
+from .inputs import Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
 from ..io.atomic import write_text_atomic
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
 from ..metrics.plan import EVALUATE_DEFAULTS

@@ -63,6 +63,7 @@ class DocumentReport:
     password: str | None = None
 
     def to_json(self) -> dict:
+        """The document's entry in ``ingest.json``: source, status, pages, page count, reason, sha256, rasterizer..."""
         return {
             "source": self.source,
             "status": self.status,
@@ -122,6 +123,7 @@ class IngestReport:
         return out
 
     def to_json(self) -> dict:
+        """The report as written to ``ingest.json`` (``kind: "pdf"``, settings, counts per status, one entry per document)."""
         return {
             "kind": "pdf",
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

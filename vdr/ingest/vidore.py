@@ -95,6 +95,7 @@ class VidoreReport:
     extra: Mapping = field(default_factory=dict)
 
     def to_json(self) -> dict:
+        """The report as written to ``ingest.json`` (``kind: "vidore"``, dataset, revision, fingerprint, layout, pages...)."""
         return {
             "kind": "vidore",
             "dataset": self.dataset,

@@ -33,7 +33,7 @@ from ..llm import (
     AnswerCache,
     AnswerTruncated,
     BudgetExhausted,
-    CallStats,
+    CallStats,  # noqa: F401 - re-exported: vdr.judge.client.CallStats, its name before vdr.llm
     ChatClient,
     LLMCallError,
     LLMConfigError,
@@ -103,6 +103,7 @@ class Window:
     reversed: bool = False
 
     def describe(self) -> str:
+        """The window in words, for error messages: query id, stage, phase, index, reversed or not."""
         return f"query {self.query_id!r}, {self.stage} {self.phase} window {self.index}{' (reversed)' if self.reversed else ''}"
 
 
@@ -125,6 +126,12 @@ class TextPages:
         self.max_chars = int(max_chars)
 
     def content(self, corpus_id: str, modality: str) -> tuple[str, str]:
+        """``(content_hash, text)`` of a page, its text cut to ``max_chars``.
+
+        Raises:
+            JudgeConfigError: ``modality`` is not ``"text"``.
+            KeyError: an unknown ``corpus_id``.
+        """
         if modality != "text":
             raise JudgeConfigError("TextPages holds page texts only; use modality 'text'")
         t = self.texts[corpus_id][: self.max_chars]
@@ -144,6 +151,7 @@ class CorpusPages:
         self._lock = threading.Lock()
 
     def content(self, corpus_id: str, modality: str) -> tuple[str, str]:
+        """``(content_hash, payload)`` of a page (memoised): its text cut to ``max_chars`` for ``"text"``, its PNG as a data URL otherwise."""
         key = (corpus_id, modality)
         with self._lock:
             if key in self._memo:

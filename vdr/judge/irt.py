@@ -67,6 +67,7 @@ class ItemParams:
     beta: np.ndarray
 
     def to_dict(self) -> dict:
+        """``{"gamma": [...], "beta": [...]}`` as JSON floats."""
         return {"gamma": [float(x) for x in self.gamma], "beta": [float(x) for x in self.beta]}
 
 

@@ -59,6 +59,7 @@ class Schedule:
         return cls(**base)
 
     def to_dict(self) -> dict:
+        """Every field by name (JSON-ready: ints, floats, bools)."""
         return dict(self.__dict__)
 
 

@@ -219,6 +219,7 @@ class MultimodalBackend:
             BackendUnavailable: encoding or scoring failed.
         """
         from .. import distributed as D
+        from .maxsim_sharded import sharded_maxsim_topk
         from ..errors import InputError
 
         if self.store is None:
@@ -229,7 +230,7 @@ class MultimodalBackend:
             vecs, n_new = self._query_vectors(texts)
             device = self.settings.device
             score_device = D.device_for_rank(device) if device and str(device).startswith("cuda") else None
-            top = D.sharded_maxsim_topk(vecs, self.store, min(depth, len(self.store)), device=score_device)
+            top = sharded_maxsim_topk(vecs, self.store, min(depth, len(self.store)), device=score_device)
         except VdrError as e:
             raise self._unavailable(e) from e
         variant = queries.name

@@ -47,7 +47,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -137,6 +137,7 @@ class RankIncentive:
         return np.where(inside, np.interp(r, xs, ys), 0.0)
 
     def __call__(self, rank: int) -> float:
+        """The reward of one rank (``-1``: not retrieved), as :meth:`values` gives it."""
         return float(self.values(np.array([rank]))[0])
 
 
