@@ -111,6 +111,7 @@ MODULE_TIERS = {
     "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s
     "test_serve": "core",
     "test_store": "core",  # the tests with a tiny model are model (fixtures)
+    "test_encoder_settings": "core",  # the tests with the tiny ColQwen2.5 are marked model
     "test_text": "core",
     "test_text_encoder": "model",
     "test_textscale_smoke": "slow",
