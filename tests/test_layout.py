@@ -36,7 +36,7 @@ def _rel(path: Path) -> str:
 #: the report renders, and the report). On top the composers: rewards (metric as reward), rewrite,
 #: the experiment (vdr.evaluate), the MTEB integration, the public API ``vdr`` and the CLI.
 STAGE_ORDER = (
-    "errors", "types", "text", "progress", "distributed", "io", "corpus", "llm",
+    "errors", "types", "options", "text", "progress", "distributed", "io", "corpus", "llm",
     "ingest", "encode", "retrieve", "metrics", "stats", "results", "judge", "report",
     "rewards", "rewrite", "experiment", "integrations", "vdr", "cli", "__main__",
 )

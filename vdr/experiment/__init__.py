@@ -8,7 +8,8 @@ package (``vdr.experiment.inputs``) does not import the others."""
 _EXPORTS = {
     "evaluate": "evaluation", "EvaluateOptions": "evaluation", "stage_lines": "evaluation", "BACKENDS": "evaluation",
     "ENGINES": "evaluation", "CACHE_DIR_NAME": "evaluation", "compare_runs": "compare_runs",
-    "load_inputs": "inputs", "Inputs": "inputs", "build_variants": "inputs", "check_inputs": "inputs",
+    "load_inputs": "inputs", "Inputs": "inputs", "InputSettings": "inputs", "RetrievalSettings": "evaluation",
+    "MetricSettings": "evaluation", "StatisticsSettings": "evaluation", "RunSettings": "evaluation", "build_variants": "inputs", "check_inputs": "inputs",
 }
 
 

@@ -47,15 +47,17 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from ..io.digest import file_sha256
+from ..options import Grouped, keyword_signature
+from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS
 from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
-from .inputs import Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
+from .inputs import InputSettings, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
 from ..io.atomic import write_text_atomic
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
 from ..metrics.plan import EVALUATE_DEFAULTS
@@ -278,19 +280,20 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
 # --------------------------------------------------------------------------------------------- metrics, statistics
 
 
-def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan, out: Path, *,
-             relevance_level: int, macro_average: bool, queries_without_relevant: str = "zero") -> list[RunResult]:
-    """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when asked.
-    ``queries_without_relevant``: ``"zero"`` or ``"exclude"`` (see :func:`vdr.metrics.evaluate_run`)."""
+def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan,
+             settings: MetricSettings) -> list[RunResult]:
+    """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when
+    ``settings.macro_average``. ``settings.queries_without_relevant``: ``"zero"`` or ``"exclude"``
+    (see :func:`vdr.metrics.evaluate_run`)."""
     results: list[RunResult] = []
     for b in order:
         for name, run in runs[b].items():
             # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
             run = run.renamed(f"{b}/{name}")
-            res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=relevance_level, allow_unjudged=True,
-                               queries_without_relevant=queries_without_relevant)
+            res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=settings.relevance_level, allow_unjudged=True,
+                               queries_without_relevant=settings.queries_without_relevant)
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
-    if macro_average and len(order) > 1:
+    if settings.macro_average and len(order) > 1:
         for name in inputs.variants:
             parts = [r.metrics for r in results if r.variant == name and r.backend in order]
             vals = {m: sum(p.values[m] for p in parts) / len(parts) for m in plan.metric_names}
@@ -299,7 +302,7 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
     return results
 
 
-def _statistics(results: list[RunResult], plan: _Plan, *, n_permutations: int, n_bootstrap: int, seed: int) -> list:
+def _statistics(results: list[RunResult], plan: _Plan, settings: StatisticsSettings) -> list:
     """Each rewrite variant against the originals, per backend (and macro) and compared metric;
     Holm over all variants x metrics of a backend (:func:`vdr.stats.compare_variants`)."""
     from ..stats import compare_variants
@@ -307,41 +310,41 @@ def _statistics(results: list[RunResult], plan: _Plan, *, n_permutations: int, n
     by_backend: dict[str, dict[str, MetricsResult]] = {}
     for r in results:
         by_backend.setdefault(r.backend, {})[r.variant] = r.metrics
-    return compare_variants(by_backend, plan.compared_metrics, n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                            seed=seed)
+    return compare_variants(by_backend, plan.compared_metrics, n_permutations=settings.n_permutations,
+                            n_bootstrap=settings.n_bootstrap, seed=settings.seed)
 
 
 # --------------------------------------------------------------------------------------------- config, timing
 
 
-def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], *, rewrites, model, encoder, engine, depth, seed, relevance_level,
-            n_permutations, n_bootstrap, macro_average, vidore, cache_dir, queries_without_relevant: str = "zero",
-            protocol: str | None = None) -> dict:
+def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "EvaluateOptions", *, encoder, cache_dir) -> dict:
+    """results.json's ``config``: the inputs, the settings of ``o`` that were used and each backend's
+    config (the schema of results.json; every key kept across versions)."""
     return {
         "protocol": None if plan.metrics.protocol is None else plan.metrics.protocol.to_json(),
         "corpus_dir": str(inputs.corpus_dir.resolve()),
         "corpus_kind": inputs.corpus.kind,
         "queries": str(inputs.queries_path.resolve()),
         "qrels": str(inputs.qrels_path.resolve()),
-        "rewrites": {n: str(Path(p).resolve()) for n, p in (rewrites or {}).items()},
+        "rewrites": {n: str(Path(p).resolve()) for n, p in (o.rewrites or {}).items()},
         "variants": list(inputs.variants),
         "backends": plan.wanted,
-        "model": model,
+        "model": None if encoder is None else encoder.model,
         "encoder": None if encoder is None else encoder.to_json(),
-        "engine": engine,
+        "engine": o.engine,
         "k": plan.ks,
-        "depth": depth,
-        "seed": seed,
-        "relevance_level": relevance_level,
-        "queries_without_relevant": queries_without_relevant,
-        "n_permutations": n_permutations,
-        "n_bootstrap": n_bootstrap,
+        "depth": o.depth,
+        "seed": o.seed,
+        "relevance_level": o.relevance_level,
+        "queries_without_relevant": o.queries_without_relevant,
+        "n_permutations": o.n_permutations,
+        "n_bootstrap": o.n_bootstrap,
         "metrics": plan.metric_names,
         "table_metrics": plan.table_metrics,
         "primary_metric": plan.table_metrics[0],
         "compared_metrics": plan.compared_metrics,
-        "macro_average": macro_average,
-        "vidore": vidore,
+        "macro_average": o.macro_average,
+        "vidore": o.vidore,
         "cache_dir": None if cache_dir is None else str(Path(cache_dir).resolve()),
         "backend_config": {b: m.config for b, m in backends.items()},
         **({"judged_passages": inputs.judged} if inputs.judged else {}),
@@ -439,50 +442,19 @@ def stage_lines(timing: Mapping[str, Any]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class EvaluateOptions:
-    """Every option of :func:`evaluate` (all but ``corpus_dir`` and ``out``), with its default.
-
-    ``vdr.evaluate(corpus_dir, out=..., k=(3, 10))`` builds one from its keywords;
-    ``vdr.evaluate(corpus_dir, out=..., options=EvaluateOptions(...), k=...)`` starts from a given
-    one (the keywords override its fields, :func:`dataclasses.replace`).
+class RetrievalSettings:
+    """Which backends run and how (group ``retrieval`` of :class:`EvaluateOptions`).
 
     Attributes:
-        queries: BEIR ``queries.jsonl`` of the original queries (``history`` optional); default
-            ``corpus_dir/queries.jsonl`` when it exists (ViDoRe corpora).
-        qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
-        rewrites: ``{variant name: queries.jsonl}``; each must have exactly the originals' ids.
         backends: backend names (comma-separated or a list): the built-in ``multimodal, lexical,
             semantic, hybrid`` or any registered one (entry-point group ``vdr.backends``, see
             :mod:`vdr.retrieve.base`). ``hybrid`` is reciprocal rank fusion (constant ``rrf_k``) of
             the other built-in backends that ran.
-        model: ColPali-family model (hub name or local path) for ``multimodal``; without one, or
-            when it cannot be loaded, the backend is reported as skipped with the reason.
-        encoder: every option of the multimodal encoder
-            (:class:`~vdr.encode.settings.EncoderSettings`, the same object ``vdr embed`` uses, so
-            the store written by ``embed`` with the same settings is found and reused); replaces
-            ``model``, ``batch_size`` and ``trust_remote_code``.
-        k: cutoffs of the metrics (default 3, 5, 10); nDCG@3 is the primary metric.
-        seed: seed of the randomization test and the bootstrap.
+        backend_options: ``{backend: {option: value}}`` for any backend (the one general spelling,
+            checked against the backend's options record; they override the dedicated settings
+            below, which are aliases of backend options; a third-party backend gets its options
+            only from here).
         depth: pages retrieved per query and written to each run.
-        vidore: a ViDoRe dataset (hub name or local folder) used instead of ``corpus_dir``/
-            ``queries``/``qrels``; it is ingested into ``out/corpus`` first.
-        store: embedding store folder for ``multimodal`` (default ``corpus_dir/embeddings``); page
-            embeddings are computed once per model and corpus and reused.
-        batch_size, device, trust_remote_code: for the multimodal encoder (``device`` also for the
-            semantic backend).
-        semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
-        bm25: BM25 parameters (``k1``, ``b``, ``method``, ``stemmer``, ``stopwords``).
-        rrf_k: the RRF constant of ``hybrid`` (default 60).
-        concat: add the history-concatenation baseline (default: when queries carry history).
-        concat_max_tokens: the ``concat`` variant's query budget in whitespace tokens (default 512,
-            ConvSearch-R1's; the oldest history dropped first, the question kept:
-            :func:`vdr.experiment.inputs.concat_variant`); ``None``: none. Recorded as ``config.concat``.
-        macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
-        relevance_level: minimum grade counted as relevant for the binary metrics.
-        queries_without_relevant: ``"zero"`` (default: a query whose qrels hold no grade > 0 counts
-            as 0 on every metric) or ``"exclude"`` (left out of every mean and test); see
-            :func:`vdr.metrics.evaluate_run`.
-        n_permutations, n_bootstrap: sizes of the randomization test and the bootstrap.
         engine: ``"vdr"`` (default) runs the multimodal backend with vdr's store and streaming
             MaxSim; ``"mteb"`` runs it through ``mteb.evaluate``
             (:class:`vdr.integrations.mteb.MtebBackend`: one MTEB task per variant over the inputs
@@ -491,69 +463,121 @@ class EvaluateOptions:
         cache_dir: root of the backends' index cache (BM25 index, semantic page vectors); default
             ``corpus_dir/.vdr-cache``; ``False``: no cache (the multimodal backend always uses its
             page store).
-        runs: ``{name: run file}`` (TREC or JSON, or ``{variant: run file}``): runs of other systems
-            evaluated and compared as backends named ``name``.
-        backend_options: ``{backend: {option: value}}`` for any backend's factory (they override the
-            options above; a third-party backend gets its options only from here).
+        device: ``"cuda"``, ``"cpu"``, ... for the model backends (default: they decide).
+        model: ColPali-family model (hub name or local path) for ``multimodal``; without one, or
+            when it cannot be loaded, the backend is reported as skipped with the reason.
+        encoder: every option of the multimodal encoder
+            (:class:`~vdr.encode.settings.EncoderSettings`, the same object ``vdr embed`` uses, so
+            the store written by ``embed`` with the same settings is found and reused); replaces
+            ``model``, ``batch_size`` and ``trust_remote_code``.
+        batch_size, trust_remote_code: for the multimodal encoder (without ``encoder``).
+        store: embedding store folder for ``multimodal`` (default ``corpus_dir/embeddings``); page
+            embeddings are computed once per model and corpus and reused.
+        semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
+        bm25: BM25 parameters (``k1``, ``b``, ``method``, ``stemmer``, ``stopwords``, ...).
+        rrf_k: the RRF constant of ``hybrid`` (default 60).
+    """
+
+    backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid")
+    backend_options: Mapping[str, Mapping[str, Any]] | None = None
+    depth: int = 100
+    engine: str = "vdr"
+    cache_dir: str | Path | bool | None = None
+    device: str | None = None
+    model: str | None = None
+    encoder: Any = None
+    batch_size: int = 8
+    trust_remote_code: bool = False
+    store: str | Path | None = None
+    semantic_model: str | None = None
+    bm25: Mapping | None = None
+    rrf_k: int = 60
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    """What is measured (group ``metrics`` of :class:`EvaluateOptions`; parsed once into a
+    :class:`~vdr.metrics.plan.MetricPlan`).
+
+    Attributes:
+        k: cutoffs of the metrics (default :data:`vdr.metrics.EVALUATE_CUTOFFS`); nDCG@3 is the
+            primary metric.
         primary_metric: the metric of the table's first column, the change columns and the report's
             headline (default ``ndcg@3``; any registry name or alias, e.g. ``nDCG@10``, ``RR@10``);
             evaluated and compared even when ``k`` lacks its cutoff; recorded as
             ``config.primary_metric``.
+        protocol: ``"convsearch"`` (:data:`vdr.metrics.plan.PROTOCOLS`): cutoffs 3, 10, 100 are
+            added and the summary table shows MRR@3 (primary), NDCG@3, R@10, R@100 and, labelled,
+            the paper-compatible ``rr_full`` (not compared). ``None``: vdr's default table (nDCG@3
+            primary). Needs ``depth >= 100``.
+        relevance_level: minimum grade counted as relevant for the binary metrics.
+        queries_without_relevant: ``"zero"`` (default: a query whose qrels hold no grade > 0 counts
+            as 0 on every metric) or ``"exclude"`` (left out of every mean and test); see
+            :func:`vdr.metrics.evaluate_run`.
+        macro_average: add a labelled ``macro`` row per variant (mean over the backends that ran).
+    """
+
+    k: str | Sequence[int] = EVALUATE_CUTOFFS
+    primary_metric: str | None = None
+    protocol: str | None = None
+    relevance_level: int = 1
+    queries_without_relevant: str = "zero"
+    macro_average: bool = False
+
+
+@dataclass(frozen=True)
+class StatisticsSettings:
+    """The paired tests (group ``statistics`` of :class:`EvaluateOptions`; :mod:`vdr.stats`).
+
+    Attributes:
+        seed: seed of the randomization test and the bootstrap.
+        n_permutations, n_bootstrap: sizes of the randomization test and the bootstrap.
+    """
+
+    seed: int = 0
+    n_permutations: int = 10_000
+    n_bootstrap: int = 10_000
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How this run behaves (group ``run`` of :class:`EvaluateOptions`).
+
+    Attributes:
+        progress: show progress bars.
         overwrite: replace an ``out`` folder that holds another experiment's results (another
             corpus, queries, qrels or dataset) or files vdr did not write; without it they are
             refused before any work. The folder is locked for the run (a second run into it fails
             at once); results are staged and replace the folder's content at the end (stale runs
             and reports of earlier runs removed), so an interrupted run leaves it unchanged
             (:mod:`vdr.io.outdir`).
-        drop_missing_judged: passage corpora: remove the judgments of judged passages that are absent
-            from the collection or empty (labelled in ``config.judged_passages``). Default
-            ``False``: they stay relevant-but-unretrievable and count in IDCG and recall, as in
-            trec_eval, and are reported.
-        protocol: ``"convsearch"`` (:data:`PROTOCOLS`): cutoffs 3, 10, 100 are added and the summary
-            table shows MRR@3 (primary), NDCG@3, R@10, R@100 and, labelled, the paper-compatible
-            ``rr_full`` (full-list reciprocal rank over the queries present in the run, as the
-            released ConvSearch-R1 evaluation code computes its "MRR"; not compared). ``None``:
-            vdr's default table (nDCG@3 primary). Needs ``depth >= 100``.
     """
 
-    queries: str | Path | None = None
-    qrels: str | Path | None = None
-    rewrites: Mapping[str, str | Path] | None = None
-    backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid")
-    model: str | None = None
-    encoder: Any = None
-    k: str | Sequence[int] = EVALUATE_CUTOFFS
-    seed: int = 0
-    depth: int = 100
-    vidore: str | None = None
-    vidore_revision: str | None = None
-    vidore_language: str | None = None
-    store: str | Path | None = None
-    batch_size: int = 8
-    device: str | None = None
-    trust_remote_code: bool = False
-    semantic_model: str | None = None
-    bm25: Mapping | None = None
-    rrf_k: int = 60
-    concat: bool | None = None
-    macro_average: bool = False
-    relevance_level: int = 1
-    queries_without_relevant: str = "zero"
-    n_permutations: int = 10_000
-    n_bootstrap: int = 10_000
     progress: bool = True
-    engine: str = "vdr"
-    cache_dir: str | Path | bool | None = None
-    runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None
-    backend_options: Mapping[str, Mapping[str, Any]] | None = None
-    primary_metric: str | None = None
     overwrite: bool = False
-    drop_missing_judged: bool = False
-    protocol: str | None = None
-    concat_max_tokens: int | None = 512
 
 
-_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(EvaluateOptions))
+@dataclass(frozen=True, init=False)
+class EvaluateOptions(Grouped):
+    """Every option of :func:`evaluate` (all but ``corpus_dir`` and ``out``), in five groups:
+    :class:`InputSettings` (``inputs``), :class:`RetrievalSettings` (``retrieval``),
+    :class:`MetricSettings` (``metrics``), :class:`StatisticsSettings` (``statistics``) and
+    :class:`RunSettings` (``run``). Each setting also has one flat name (:mod:`vdr.options`):
+    ``EvaluateOptions(k=(3, 10), backends="lexical")``, ``opts.k``, ``opts.replace(seed=1)``.
+
+    ``vdr.evaluate(corpus_dir, out=..., k=(3, 10))`` builds one from its keywords;
+    ``vdr.evaluate(corpus_dir, out=..., options=EvaluateOptions(...), k=...)`` starts from a given
+    one (the keywords override its settings).
+
+    Raises:
+        TypeError: an unknown keyword (named, with the known ones).
+    """
+
+    inputs: InputSettings = field(default_factory=InputSettings)
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    metrics: MetricSettings = field(default_factory=MetricSettings)
+    statistics: StatisticsSettings = field(default_factory=StatisticsSettings)
+    run: RunSettings = field(default_factory=RunSettings)
 
 
 def evaluate(corpus_dir: str | Path | None = None, *, out: str | Path, options: EvaluateOptions | None = None,
@@ -566,9 +590,10 @@ def evaluate(corpus_dir: str | Path | None = None, *, out: str | Path, options: 
             :func:`vdr.corpus.load_corpus`); the multimodal backend is skipped on passages.
         out: the results folder.
         options: an :class:`EvaluateOptions` (default: all defaults).
-        **kwargs: any field of :class:`EvaluateOptions` (``queries``, ``qrels``, ``rewrites``,
-            ``backends``, ``k``, ``depth``, ``vidore``, ``protocol``, ...: documented there, with
-            their defaults); they override ``options``' fields.
+        **kwargs: any setting of :class:`EvaluateOptions` by its flat name (``queries``, ``qrels``,
+            ``rewrites``, ``backends``, ``k``, ``depth``, ``vidore``, ``protocol``, ...: documented
+            in its groups, with their defaults) or a whole group (``metrics=MetricSettings(...)``);
+            they override ``options``' settings.
 
     Returns:
         :class:`~vdr.results.Results` (also written to ``out``); under torchrun, on rank 0 only
@@ -579,24 +604,21 @@ def evaluate(corpus_dir: str | Path | None = None, *, out: str | Path, options: 
             variant names, misaligned or empty rewrites, no backend that could run, a bad
             ``queries_without_relevant``; an ``out`` that cannot be written, is locked by another
             run or holds another experiment (see ``overwrite``).
-        TypeError: a keyword that is not an :class:`EvaluateOptions` field (named, with the known ones).
+        TypeError: a keyword that is not an :class:`EvaluateOptions` setting (named, with the known ones).
     """
-    unknown = sorted(set(kwargs) - set(_OPTION_NAMES))
-    if unknown:
-        raise TypeError(f"evaluate() got unknown option(s) {', '.join(map(repr, unknown))}; "
-                        f"known: {', '.join(_OPTION_NAMES)}")
-    opts = dataclasses.replace(options, **kwargs) if options is not None else EvaluateOptions(**kwargs)
+    try:
+        opts = EvaluateOptions.of(options, **kwargs)
+    except TypeError as e:
+        raise TypeError(str(e).replace("EvaluateOptions()", "evaluate()", 1)) from None
     return _evaluate(corpus_dir, Path(out), opts)
 
 
 # help(evaluate) and inspect.signature(evaluate) list every option with its default
-evaluate.__signature__ = inspect.Signature(
+evaluate.__signature__ = keyword_signature(
+    EvaluateOptions,
     [inspect.Parameter("corpus_dir", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="str | Path | None"),
-     inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation="str | Path"),
-     inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="EvaluateOptions | None"),
-     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
-       for f in dataclasses.fields(EvaluateOptions))],
-    return_annotation="Results | None",
+     inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation="str | Path")],
+    "Results | None",
 )
 
 
@@ -612,15 +634,11 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
                           inputs=[o.store, o.cache_dir, *(o.rewrites or {}).values(), *runs.values()])
     with folder if folder is not None else nullcontext():
         with timer.stage("load", unit="page") as st:
-            inputs = load_inputs(corpus_dir, queries=o.queries, qrels=o.qrels, rewrites=dict(o.rewrites or {}), concat=o.concat,
-                                 vidore=o.vidore, vidore_dir=out / "corpus", vidore_revision=o.vidore_revision,
-                                 vidore_language=o.vidore_language, progress=progress,
-                                 drop_missing_judged=o.drop_missing_judged, concat_max_tokens=o.concat_max_tokens)
+            inputs = load_inputs(corpus_dir, options=o.inputs, vidore_dir=out / "corpus", progress=progress)
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
             st.unit = inputs.corpus.kind
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
-        model = None if encoder is None else encoder.model
         specs = _specs(plan, inputs, encoder=encoder, store=o.store, device=o.device, engine=o.engine, semantic_model=o.semantic_model,
                        bm25=o.bm25, rrf_k=o.rrf_k, runs=runs, backend_options=o.backend_options, out=out, vidore=o.vidore)
         built, run_map, skipped = _run_backends(specs, inputs, depth=o.depth, cache_dir=cache, device=o.device, progress=progress,
@@ -628,15 +646,10 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
         if folder is None:
             return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
         order = [s for s in sorted(run_map, key=_result_order(plan.wanted))]
-        run_results, comparisons = _score(run_map, order, inputs, plan, out, skipped, timer, relevance_level=o.relevance_level,
-                                          macro_average=o.macro_average, queries_without_relevant=o.queries_without_relevant,
-                                          n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
+        run_results, comparisons = _score(run_map, order, inputs, plan, skipped, timer, o)
         ran = {b: built[b] for b in order}
         with timer.stage("results"):  # config, versions (file hashes), the Results object
-            config = _config(inputs, plan, ran, rewrites=o.rewrites, model=model, encoder=encoder, engine=o.engine, depth=o.depth,
-                             seed=o.seed, relevance_level=o.relevance_level, n_permutations=o.n_permutations,
-                             n_bootstrap=o.n_bootstrap, macro_average=o.macro_average, vidore=o.vidore, cache_dir=cache,
-                             queries_without_relevant=o.queries_without_relevant, protocol=o.protocol)
+            config = _config(inputs, plan, ran, o, encoder=encoder, cache_dir=cache)
         _warn_duplicates(inputs.variants)
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
@@ -647,21 +660,19 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
     return results
 
 
-def _score(run_map, order, inputs, plan, out, skipped, timer: "_Timer", *, relevance_level, macro_average,
-           queries_without_relevant, n_permutations, n_bootstrap, seed):
+def _score(run_map, order, inputs, plan, skipped, timer: "_Timer", o: "EvaluateOptions"):
     """The metrics of every run, then the paired comparisons (stages ``metrics`` and ``statistics``).
 
     Raises:
         InputError: no backend ran (each skipped backend's reason named).
     """
     with timer.stage("metrics", unit="run") as st:
-        run_results = _metrics(run_map, order, inputs, plan, out, relevance_level=relevance_level, macro_average=macro_average,
-                               queries_without_relevant=queries_without_relevant)
+        run_results = _metrics(run_map, order, inputs, plan, o.metrics)
         st.count = len(run_results)
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
     with timer.stage("statistics", unit="comparison") as st:
-        comparisons = _statistics(run_results, plan, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        comparisons = _statistics(run_results, plan, o.statistics)
         st.count = len(comparisons)
     return run_results, comparisons
 

@@ -6,6 +6,7 @@ the MTEB engine, the metrics) works on these objects and never reads the files a
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 from collections.abc import Mapping
@@ -20,10 +21,49 @@ from ..io.formats import load_qrels, load_queries, load_rewrites
 from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
 from ..types import ORIGINAL, Qrels, Query, QuerySet, duplicate_texts
 
-__all__ = ["Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
+__all__ = ["InputSettings", "Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
 
 CONCAT = "concat"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """What is evaluated (group ``inputs`` of :class:`EvaluateOptions`).
+
+    Attributes:
+        queries: BEIR ``queries.jsonl`` of the original queries (``history`` optional); default
+            ``corpus_dir/queries.jsonl`` when it exists (ViDoRe corpora).
+        qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
+        rewrites: ``{variant name: queries.jsonl}``; each must have exactly the originals' ids.
+        runs: ``{name: run file}`` (TREC or JSON, or ``{variant: run file}``): runs of other systems
+            evaluated and compared as backends named ``name``.
+        vidore: a ViDoRe dataset (hub name or local folder) used instead of ``corpus_dir``/
+            ``queries``/``qrels``; it is ingested into ``out/corpus`` first.
+        vidore_revision, vidore_language: with ``vidore``: the dataset revision (default: MTEB's
+            pinned commit) and the one query language kept.
+        concat: add the history-concatenation baseline (default: when queries carry history).
+        concat_max_tokens: the ``concat`` variant's query budget in whitespace tokens (default
+            :data:`vdr.retrieve.budget.DEFAULT_MAX_QUERY_TOKENS`, ConvSearch-R1's evaluation cut; the
+            oldest history dropped first, the question kept: :func:`vdr.experiment.inputs.concat_variant`);
+            ``None``: none. Recorded as ``config.concat``.
+        drop_missing_judged: passage corpora: remove the judgments of judged passages that are absent
+            from the collection or empty (labelled in ``config.judged_passages``). Default
+            ``False``: they stay relevant-but-unretrievable and count in IDCG and recall, as in
+            trec_eval, and are reported.
+    """
+
+    queries: str | Path | None = None
+    qrels: str | Path | None = None
+    rewrites: Mapping[str, str | Path] | None = None
+    runs: Mapping[str, str | Path | Mapping[str, str | Path]] | None = None
+    vidore: str | None = None
+    vidore_revision: str | None = None
+    vidore_language: str | None = None
+    concat: bool | None = None
+    concat_max_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS
+    drop_missing_judged: bool = False
+
 
 
 @dataclass(frozen=True)
@@ -254,32 +294,31 @@ def drop_judged(qrels: Qrels, ids: set[str]) -> tuple[Qrels, dict]:
     return Qrels.from_checked(kept, name=qrels.name), {"judgments_dropped": n, "queries_dropped": [q for q in qrels if q not in kept]}
 
 
-def load_inputs(
-    corpus_dir: str | Path | None,
-    *,
-    queries: str | Path | None,
-    qrels: str | Path | None,
-    rewrites: Mapping[str, str | Path],
-    concat: bool | None,
-    vidore: str | None = None,
-    vidore_dir: Path | None = None,
-    vidore_revision: str | None = None,
-    vidore_language: str | None = None,
-    progress: bool = False,
-    drop_missing_judged: bool = False,
-    concat_max_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS,
-) -> Inputs:
+def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None = None, vidore_dir: Path | None = None,
+                progress: bool = False, **keywords) -> Inputs:
     """Read and check the corpus, queries, qrels and rewrite variants (a ViDoRe dataset is first
     ingested into ``vidore_dir`` -- on rank 0 only under torchrun).
+
+    Args:
+        corpus_dir: the corpus folder (``None`` with ``vidore``).
+        options: the :class:`InputSettings` (queries, qrels, rewrites, vidore, concat, ...);
+            ``keywords`` override its fields (``load_inputs(dir, queries=..., qrels=...)``).
+        vidore_dir: where a ViDoRe dataset is ingested.
+        progress: show progress bars.
 
     Raises:
         InputError: both or neither of a corpus and a ViDoRe dataset; missing or malformed files
             (file, line and id named); the checks of :func:`check_inputs` and :func:`build_variants`.
+        TypeError: a keyword that is no field of :class:`InputSettings`.
 
     With a passage corpus, judged passages missing from the collection or empty are reported
     (``Inputs.judged``, a warning) and kept; ``drop_missing_judged=True`` (labelled, non-default)
     removes their judgments instead, and queries left without judgments.
     """
+    o = dataclasses.replace(options or InputSettings(), **keywords)
+    queries, qrels, rewrites, concat, vidore = o.queries, o.qrels, dict(o.rewrites or {}), o.concat, o.vidore
+    vidore_revision, vidore_language = o.vidore_revision, o.vidore_language
+    drop_missing_judged, concat_max_tokens = o.drop_missing_judged, o.concat_max_tokens
     from .. import distributed as D
 
     vidore_info = None
