@@ -170,7 +170,7 @@ def test_semantic_reward_equals_vdr_evaluate_whatever_the_cache(world, tmp_path)
 
 
 def test_empty_and_overlong_rewrites_are_handled_and_counted(world):
-    rw = rewarder(world, max_words=20)
+    rw = rewarder(world, max_query_tokens=20)
     noise = " ".join(["qwxz"] * 30)  # a word in no passage
     texts = [None, "   ", noise + " volcano lava eruption", "volcano lava eruption " + noise]
     got = rw.evaluate(["q0"] * 4, texts)
@@ -181,7 +181,7 @@ def test_empty_and_overlong_rewrites_are_handled_and_counted(world):
     tail = rw.score(["q0"], [" ".join((noise + " volcano lava eruption").split()[-20:])])[0]
     assert got.rewards[2] == tail > 0.0
     assert got.rewards[3] == 0.0
-    head = rewarder(world, max_words=20, keep="head")
+    head = rewarder(world, max_query_tokens=20, keep="head")
     assert head.score(["q0"], ["volcano lava eruption " + noise])[0] > 0.0
 
 

@@ -23,7 +23,7 @@ import typer
 
 from . import common
 from .common import (
-    Bm25Analyzer, Bm25Method, Bm25Preset, Engine, FillFailed, Modality, PassageFormat, Protocol, ServeBackend,
+    Bm25Analyzer, Bm25Method, Bm25Preset, Engine, FillFailed, Modality, PassageFormat, Protocol,
 )
 from ..errors import InputError, VdrError, VdrWarning
 from ..metrics.registry import EVALUATE_CUTOFFS, METRICS_CUTOFFS
@@ -111,16 +111,18 @@ def _on_interrupt(command):
 
 
 _BACKEND_OPTION_HELP = (
-    "A backend option BACKEND.KEY=VALUE, passed to the backend's factory (repeatable; VALUE is read as JSON when it parses"
-    " -- 512, 0.9, true, null, [\"a\"] -- else as text). Common keys: lexical.k1 / .b / .preset / .analyzer /"
+    "A backend option BACKEND.KEY=VALUE (repeatable; VALUE is converted by the option's type -- 512, 0.9, true, null,"
+    " [\"a\"]; a bad key or value is refused with the allowed ones). Common keys: lexical.k1 / .b / .preset / .analyzer /"
     " .max_query_tokens (default 512, null: none) / .method / .stemmer / .stopwords; semantic.long_text (maxp|truncate) /"
     " .passage_max_length / .query_max_length / .window / .stride / .batch_size / .search; pyserini.index_dir (an existing"
     " Lucene index) / .preset / .k1 / .b / .threads / .max_query_tokens; hybrid.rrf_k / .fuse. Overrides the dedicated options.")
 
 
 def _parse_backend_options(items: list[str] | None, backends: str) -> dict[str, dict]:
-    """``--backend-option BACKEND.KEY=VALUE`` items -> ``{BACKEND: {KEY: VALUE}}`` (VALUE parsed as
-    JSON when it parses, else kept as a str), the ``backend_options`` of :func:`vdr.evaluate`.
+    """``--backend-option BACKEND.KEY=VALUE`` items -> ``{BACKEND: {KEY: VALUE}}``, the
+    ``backend_options`` of :func:`vdr.evaluate` and :func:`vdr.rewards.serve.serve`. VALUE is
+    converted by the type of the option's field (:func:`vdr.retrieve.options.parse_option`; a
+    backend without an options dataclass gets JSON when it parses, else the text).
 
     Args:
         items: the option values as given.
@@ -128,18 +130,16 @@ def _parse_backend_options(items: list[str] | None, backends: str) -> dict[str, 
 
     Raises:
         InputError: an item not of the form ``BACKEND.KEY=VALUE``, a key given twice, a backend
-            that is not registered (the known names are listed) or not among ``--backend``. Unknown
-            KEYs are refused by the backend's factory (which lists the known ones).
+            that is not registered (the known names are listed) or not among ``--backend``, an
+            unknown KEY or a VALUE of the wrong type (:func:`vdr.retrieve.base.check_backend_options`).
     """
-    import json
-
-    from ..retrieve.base import available_backends
+    from ..retrieve.base import available_backends, check_backend_options
 
     known = available_backends()
     wanted = [b.strip() for b in backends.split(",") if b.strip()]
-    out: dict[str, dict] = {}
+    raw: dict[str, dict] = {}
     for item in items or []:
-        target, sep, raw = item.partition("=")
+        target, sep, value = item.partition("=")
         name, dot, key = target.partition(".")
         if not sep or not dot or not name or not key:
             raise InputError(f"--backend-option takes BACKEND.KEY=VALUE (e.g. lexical.k1=0.9), got {item!r}")
@@ -147,13 +147,13 @@ def _parse_backend_options(items: list[str] | None, backends: str) -> dict[str, 
             raise InputError(f"--backend-option {item!r}: unknown backend {name!r}; known: {', '.join(known)}")
         if name not in wanted:
             raise InputError(f"--backend-option {item!r}: backend {name!r} is not among --backend {','.join(wanted)}")
-        if key in out.get(name, {}):
+        if key in raw.get(name, {}):
             raise InputError(f"--backend-option {name}.{key} given twice")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        out.setdefault(name, {})[key] = value
+        raw.setdefault(name, {})[key] = value
+    out: dict[str, dict] = {}
+    for name, given in raw.items():
+        checked = check_backend_options(name, given, strings=True)
+        out[name] = dict(checked) if isinstance(checked, dict) else {k: getattr(checked, k) for k in given}
     return out
 
 
@@ -289,32 +289,41 @@ _EVALUATION_OPTIONS = {
     ),
     "vidore_revision": lambda: typer.Option(None, "--vidore-revision", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: dataset revision (default: MTEB's pinned commit)."),
     "vidore_language": lambda: typer.Option(None, "--vidore-language", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: keep only queries in this language (e.g. english)."),
-    "semantic_model": lambda: typer.Option(
-        None, "--semantic-model", rich_help_panel=_PANEL_TEXT,
-        help="sentence-transformers model (name or folder) of the semantic backend (default: all-MiniLM-L6-v2, offline).",
-    ),
-    "rrf_k": lambda: typer.Option(
-        60.0, "--rrf-k", min=0.0, rich_help_panel=_PANEL_TEXT, help="RRF constant of the hybrid backend: score = sum 1 / (rrf_k + rank).",
-    ),
-    "bm25_k1": lambda: typer.Option(None, "--bm25-k1", min=0.0, rich_help_panel=_PANEL_TEXT, help="BM25 term-frequency saturation k1 (default 1.5)."),
-    "bm25_b": lambda: typer.Option(None, "--bm25-b", min=0.0, max=1.0, rich_help_panel=_PANEL_TEXT, help="BM25 length normalisation b (default 0.75)."),
-    "bm25_method": lambda: typer.Option(None, "--bm25-method", rich_help_panel=_PANEL_TEXT, help="BM25 variant (bm25s; default lucene)."),
-    "bm25_delta": lambda: typer.Option(None, "--bm25-delta", rich_help_panel=_PANEL_TEXT, help="Delta of the bm25l and bm25+ variants (default 0.5)."),
-    "bm25_stemmer": lambda: typer.Option(
-        None, "--bm25-stemmer", rich_help_panel=_PANEL_TEXT,
-        help="auto (English when PyStemmer is installed), none, or a PyStemmer language (english, porter, german ...).",
-    ),
-    "bm25_stopwords": lambda: typer.Option(
-        None, "--bm25-stopwords", rich_help_panel=_PANEL_TEXT, help="Stopword list: a language code or name (en, de, french ...) or none (default en).",
-    ),
-    "bm25_lower": lambda: typer.Option(None, "--bm25-lower/--bm25-no-lower", rich_help_panel=_PANEL_TEXT, help="Lower-case before tokenising (default: yes)."),
-    "bm25_preset": lambda: typer.Option(
-        None, "--bm25-preset", rich_help_panel=_PANEL_TEXT, help="Published BM25 k1/b: topiocqa (0.9/0.4), qrecc or msmarco (0.82/0.68); --bm25-k1/-b override it.",
-    ),
-    "bm25_analyzer": lambda: typer.Option(
-        None, "--bm25-analyzer", rich_help_panel=_PANEL_TEXT, help="BM25 analyzer: default, or lucene (Lucene's EnglishAnalyzer, as Pyserini).",
-    ),
+    # the convenience flags: aliases of backend options (vdr.retrieve.options.CLI_ALIASES), help from the option's field
+    "semantic_model": lambda: _alias_option("semantic_model"),
+    "rrf_k": lambda: _alias_option("rrf_k", _alias_field("rrf_k").default, min=0.0),
+    "bm25_k1": lambda: _alias_option("bm25_k1", min=0.0),
+    "bm25_b": lambda: _alias_option("bm25_b", min=0.0, max=1.0),
+    "bm25_method": lambda: _alias_option("bm25_method"),
+    "bm25_delta": lambda: _alias_option("bm25_delta"),
+    "bm25_stemmer": lambda: _alias_option("bm25_stemmer"),
+    "bm25_stopwords": lambda: _alias_option("bm25_stopwords"),
+    "bm25_lower": lambda: _alias_option("bm25_lower", flag="--bm25-lower/--bm25-no-lower"),
+    "bm25_preset": lambda: _alias_option("bm25_preset"),
+    "bm25_analyzer": lambda: _alias_option("bm25_analyzer"),
 }
+
+
+def _alias_field(param: str):
+    """The options-dataclass field a convenience flag is an alias of."""
+    import dataclasses
+
+    from ..retrieve.options import BUILTIN_OPTIONS, CLI_ALIASES
+
+    backend, key, _ = CLI_ALIASES[param]
+    return next(f for f in dataclasses.fields(BUILTIN_OPTIONS[backend]) if f.name == key)
+
+
+def _alias_option(param: str, default: Any = None, *, flag: str | None = None, **extra: Any):
+    """The typer option of convenience flag ``param`` (``--bm25-k1`` is ``--backend-option
+    lexical.k1``): its help text and default come from the backend's options dataclass."""
+    from ..retrieve.options import CLI_ALIASES
+
+    backend, key, name = CLI_ALIASES[param]
+    help_text = f"{_alias_field(param).metadata['help']} (= --backend-option {backend}.{key}=VALUE)."
+    return typer.Option(default, flag or name, rich_help_panel=_PANEL_TEXT, help=help_text, **extra)
+
+
 _BM25_KEYS = ("k1", "b", "method", "delta", "stemmer", "stopwords", "lower", "preset", "analyzer")
 
 
@@ -741,14 +750,19 @@ def judge_command(
 @app.command("serve")
 def serve_command(
     corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages or passages); text backends use the text, multimodal the page images."),
-    backend: ServeBackend = typer.Option(ServeBackend.lexical, "--backend", rich_help_panel=common.PANEL_BACKENDS, help="lexical (BM25), semantic (sentence-transformers), hybrid (RRF of both) or multimodal (--model: a ColPali-family model over the page images)."),
+    backend: str = typer.Option("lexical", "--backend", rich_help_panel=common.PANEL_BACKENDS, help="lexical (BM25), semantic (sentence-transformers), hybrid (RRF of both), multimodal (--model: a ColPali-family model over the page images), pyserini, or any registered backend: built as vdr evaluate builds it."),
     qrels: Path = typer.Option(..., "--qrels", rich_help_panel=common.PANEL_INPUTS, help="Qrels (BEIR TSV, TREC or JSON): the query ids that can be rewarded."),
     host: str = typer.Option("127.0.0.1", "--host", rich_help_panel=common.PANEL_SERVER, help="Address to listen on (0.0.0.0 exposes the server to the network)."),
     port: int = typer.Option(8000, "--port", rich_help_panel=common.PANEL_SERVER, help="Port to listen on."),
     token_env: Optional[str] = typer.Option(None, "--token-env", rich_help_panel=common.PANEL_SERVER, help="Environment variable holding a bearer token that POST requests must send (never written)."),
     metric: str = typer.Option("ndcg@3", "--metric", rich_help_panel=common.PANEL_REWARD, help="Default reward metric: any vdr metric (ndcg@3, hit@5, mrr@10, recall@10 ...) or rank_incentive."),
     depth: int = typer.Option(100, "--depth", rich_help_panel=common.PANEL_REWARD, help="Pages retrieved per rewrite (>= every metric cutoff)."),
-    max_words: int = typer.Option(1024, "--max-words", rich_help_panel=common.PANEL_REWARD, help="Word budget of a rewrite; longer ones are cut (oldest words dropped first) and counted."),
+    max_query_tokens: Optional[int] = typer.Option(
+        None, "--max-query-tokens", "--max-words", rich_help_panel=common.PANEL_REWARD,
+        help="A tighter query budget in whitespace tokens (oldest words dropped first; default: the backend's own, as vdr evaluate: 512 for BM25)."),
+    budget_preset: Optional[str] = typer.Option(
+        None, "--budget-preset", rich_help_panel=common.PANEL_REWARD,
+        help="A named query budget instead: convsearch-train (ConvSearch-R1's training cut, the first 1,024 words; recorded)."),
     cache_size: int = typer.Option(100_000, "--cache-size", rich_help_panel=common.PANEL_SERVER, help="LRU cache entries of (backend, query id, rewrite) rankings."),
     batch_wait_ms: float = typer.Option(0.0, "--batch-wait-ms", rich_help_panel=common.PANEL_SERVER, help="Extra wait (ms) for more requests before scoring a batch (0: requests arriving during a batch form the next one)."),
     max_items: int = typer.Option(4096, "--max-items", rich_help_panel=common.PANEL_SERVER, help="Most rewrites per request."),
@@ -756,8 +770,7 @@ def serve_command(
     model: Optional[str] = typer.Option(None, "--model", rich_help_panel=common.PANEL_BACKENDS, help="Semantic backend model (default all-MiniLM-L6-v2, offline), or the multimodal backend's ColPali-family model."),
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_BACKENDS, help="Device of the semantic model (cpu, cuda)."),
     backend_option: Optional[list[str]] = typer.Option(
-        None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help="BACKEND.KEY=VALUE (repeatable; VALUE as JSON when it parses): an option of the lexical or semantic"
-        " backend or the hybrid's rrf_k, e.g. lexical.k1=0.9, lexical.analyzer=lucene, semantic.long_text=truncate, hybrid.rrf_k=60."),
+        None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help=_BACKEND_OPTION_HELP),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
     from ..rewards.serve import ServeLimits, serve
@@ -767,7 +780,7 @@ def serve_command(
 
     limits = ServeLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, batch_wait_ms=batch_wait_ms)
     serve(corpus_dir, backend=backend, qrels=qrels, host=host, port=port, token_env=token_env, metric=metric, depth=depth,
-          max_words=max_words, cache_size=cache_size, limits=limits, model=model, device=device,
+          max_query_tokens=max_query_tokens, budget_preset=budget_preset, cache_size=cache_size, limits=limits, model=model, device=device,
           backend_options=options or None, ready=lambda line: typer.echo(line, err=True))
 
 

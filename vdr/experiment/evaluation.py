@@ -63,7 +63,8 @@ from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
 from ..metrics.plan import EVALUATE_DEFAULTS
 from ..metrics.plan import PROTOCOLS as _PROTOCOLS
 from ..results import Results, RunResult
-from ..retrieve.base import Backend, BackendUnavailable, BuildContext, available_backends, backend_factory
+from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS
+from ..retrieve.base import Backend, BackendUnavailable, available_backends, create_backend
 from ..types import QuerySet, Run
 
 __all__ = ["evaluate", "BACKENDS", "ENGINES", "build_variants", "check_inputs"]
@@ -231,14 +232,16 @@ def _collective(spec: _Spec) -> bool:
     return spec.factory == "multimodal"
 
 
-def _run_backend(spec: _Spec, ctx: BuildContext, inputs: Inputs, depth: int, timer: "_Timer") -> tuple[_Memo, dict[str, Run]]:
-    """Build, index and search one backend over every variant.
+def _run_backend(spec: _Spec, context: dict, inputs: Inputs, depth: int, timer: "_Timer") -> tuple[_Memo, dict[str, Run]]:
+    """Build (through the registry, :func:`vdr.retrieve.base.create_backend`: the path of the rewards
+    and ``vdr serve`` too), index and search one backend over every variant; ``context``: the other
+    :class:`~vdr.retrieve.base.BuildContext` fields.
 
     Raises:
         BackendUnavailable: the backend cannot run (the caller records it as skipped).
     """
     with timer.stage("build", spec.name):  # model loading
-        backend = _Memo(backend_factory(spec.factory)(ctx))
+        backend = _Memo(create_backend(spec.name, spec.options, factory=spec.factory, **context))
     unit = inputs.corpus.kind
     with timer.stage("index", spec.name, count=len(inputs.corpus), unit=unit) as st:  # page encoding
         backend.index(inputs.corpus)
@@ -268,10 +271,9 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
     for spec in specs:
         if not D.is_main() and not _collective(spec):
             continue
-        ctx = BuildContext(name=spec.name, options=spec.options, cache_dir=cache_dir, corpus_dir=inputs.corpus_dir,
-                           device=device, progress=progress, built=dict(built))
+        context = {"cache_dir": cache_dir, "corpus_dir": inputs.corpus_dir, "device": device, "progress": progress, "built": dict(built)}
         try:
-            built[spec.name], runs[spec.name] = _run_backend(spec, ctx, inputs, depth, timer)
+            built[spec.name], runs[spec.name] = _run_backend(spec, context, inputs, depth, timer)
         except BackendUnavailable as e:
             skipped[spec.name] = str(e)
     return built, runs, skipped

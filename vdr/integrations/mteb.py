@@ -52,6 +52,7 @@ from typing import Any
 
 from ..corpus import PAGES_FILE, Corpus
 from ..errors import InputError
+from ..retrieve.options import MtebOptions
 from ..io.formats import load_qrels, load_queries, load_rewrites
 from ..metrics.registry import EVALUATE_CUTOFFS, PRIMARY_CUTOFF, parse_cutoffs
 from ..types import ORIGINAL, Qrels, QuerySet, Run
@@ -934,23 +935,21 @@ class MtebBackend:
 
 def build(ctx) -> MtebBackend:
     """Registry factory of the ``mteb`` entry (``vdr evaluate --engine mteb`` builds it under the
-    name ``multimodal``). Options: ``encoder`` (see :class:`vdr.retrieve.multimodal.MultimodalBackend`;
-    its ``device`` defaults to ``ctx.device``), ``store``, ``qrels`` (required), ``out_dir``
-    (default ``mteb``), ``ks``, ``dataset``.
+    name ``multimodal``). Options (:class:`vdr.retrieve.options.MtebOptions`): ``encoder`` (see
+    :class:`vdr.retrieve.multimodal.MultimodalBackend`; its ``device`` defaults to ``ctx.device``),
+    ``store``, ``qrels`` (required), ``out_dir`` (default ``mteb``), ``ks``, ``dataset``.
 
     Raises:
         BackendUnavailable: no model.
-        InputError: no qrels, an unknown option.
+        InputError: no qrels.
     """
-    opts = dict(ctx.options)
-    encoder = opts.pop("encoder", {})
-    if isinstance(encoder, Mapping):
-        encoder = dict(encoder)
-        encoder.setdefault("device", ctx.device)
-    if "qrels" not in opts:
+    from ..retrieve.multimodal import encoder_option
+
+    o = ctx.options
+    if o.qrels is None:
         raise InputError("the mteb backend needs the qrels (option qrels)")
-    unknown = sorted(set(opts) - {"store", "qrels", "out_dir", "ks", "dataset"})
-    if unknown:
-        raise InputError(f"unknown mteb option(s) {unknown}; known: dataset, encoder, ks, out_dir, qrels, store")
-    opts.setdefault("out_dir", "mteb")
-    return MtebBackend(encoder, progress=ctx.progress, name=ctx.name, **opts)
+    return MtebBackend(encoder_option(o.encoder, ctx.device), qrels=o.qrels, out_dir=o.out_dir, ks=o.ks, dataset=o.dataset,
+                       store=o.store, progress=ctx.progress, name=ctx.name)
+
+
+build.Options = MtebOptions

@@ -49,6 +49,9 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "register_backend",
     "backend_factory",
+    "options_class",
+    "check_backend_options",
+    "create_backend",
     "available_backends",
     "fingerprint",
     "content_digest",
@@ -127,7 +130,10 @@ class BuildContext:
     Attributes:
         name: the backend's name in results (the registry name, or e.g. ``"anserini_bm25"`` for a run
             file given as ``runs={"pyserini": path}``).
-        options: the backend's own options (``backend_options[name]`` of :func:`vdr.evaluate`).
+        options: the backend's own options (``backend_options[name]`` of :func:`vdr.evaluate`):
+            an instance of the factory's options dataclass (its ``Options`` attribute; the
+            built-in ones are in :mod:`vdr.retrieve.options`) checked by :func:`create_backend`,
+            or the plain mapping for a factory that declares none.
         cache_dir: root of the index cache (default ``CORPUS_DIR/.vdr-cache``); ``None``: no cache.
         corpus_dir: the corpus folder.
         device: ``"cuda"``, ``"cpu"``, ... or ``None`` (the backend decides).
@@ -136,7 +142,7 @@ class BuildContext:
     """
 
     name: str
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Any = field(default_factory=dict)
     cache_dir: Path | None = None
     corpus_dir: Path | None = None
     device: str | None = None
@@ -204,6 +210,53 @@ def backend_factory(name: str) -> BackendFactory:
             except Exception as e:  # a broken third-party package: say which
                 raise InputError(f"backend {name!r}: cannot load entry point {ep.value!r}: {type(e).__name__}: {e}") from e
     raise InputError(f"unknown backend {name!r}; choose from {', '.join(available_backends())}")
+
+
+def options_class(name: str) -> type | None:
+    """The options dataclass of backend ``name``: a built-in's (:data:`vdr.retrieve.options.BUILTIN_OPTIONS`,
+    read without importing the backend), else the factory's ``Options`` attribute, else ``None``
+    (options pass through unchecked).
+
+    Raises:
+        InputError, BackendUnavailable: see :func:`backend_factory`.
+    """
+    from .options import BUILTIN_OPTIONS
+
+    if name in BUILTIN_OPTIONS:
+        return BUILTIN_OPTIONS[name]
+    return getattr(backend_factory(name), "Options", None)
+
+
+def check_backend_options(name: str, options: Mapping[str, Any] | Any = None, *, strings: bool = False) -> Any:
+    """Backend ``name``'s options, checked once (:func:`vdr.retrieve.options.check_options`).
+
+    Raises:
+        InputError: an unknown backend, an unknown key, a value of the wrong type.
+    """
+    from .options import check_options
+
+    return check_options(options_class(name), options, backend=name, strings=strings)
+
+
+def create_backend(name: str, options: Mapping[str, Any] | Any = None, *, factory: str | None = None, **context: Any) -> Backend:
+    """THE construction path of every backend, built-in or registered (``evaluate``, ``compare``,
+    ``serve``, the rewards and the MTEB engine all build through it).
+
+    Args:
+        name: the backend's name in results.
+        options: its options (a mapping, or an instance of its options dataclass).
+        factory: the registry name of the factory (default ``name``; e.g. ``"run"`` for a run file
+            named ``anserini_bm25``, ``"mteb"`` for the multimodal backend run through MTEB).
+        **context: the other :class:`BuildContext` fields (``cache_dir``, ``corpus_dir``, ``device``,
+            ``progress``, ``built``).
+
+    Raises:
+        InputError: an unknown backend or a bad option (named once, here); what the factory raises.
+        BackendUnavailable: the backend cannot run (no model, a missing optional dependency).
+    """
+    key = factory or name
+    checked = check_backend_options(key, options)
+    return backend_factory(key)(BuildContext(name=name, options=checked, **context))
 
 
 # --------------------------------------------------------------------------------------------- cache

@@ -21,6 +21,12 @@ whitespace tokens. vdr applies ONE rule, the same in the bm25s ``lexical`` backe
 * **Within budget the text is returned unchanged**; a cut text is the kept tokens joined by single
   spaces (then history and question joined by ``separator``).
 
+The reward path uses the SAME rule and the SAME default: :func:`cut_words` is this tail cut on a
+flat text, and the rewards add no cut of their own unless a named, recorded preset asks
+(:data:`BUDGET_PRESETS`: ``"convsearch-train"``, ConvSearch-R1's training-time cut of 1,024 words
+keeping the first words, while its evaluation cuts at 512), so a reward equals ``vdr evaluate``'s
+value by construction.
+
 Backends record :func:`budget_config` in their ``config`` and count cut queries in their
 ``report`` (:func:`apply_budget` returns the per-query records). A query that still fails in the
 engine (e.g. a budget configured above Lucene's clause limit) is a counted failure with an empty
@@ -41,6 +47,10 @@ __all__ = [
     "apply_budget",
     "budget_config",
     "check_max_tokens",
+    "cut_words",
+    "QueryBudget",
+    "BUDGET_PRESETS",
+    "query_budget",
 ]
 
 #: Default query budget in whitespace tokens (ConvSearch-R1's cut; below Lucene's 1,024 clauses).
@@ -191,3 +201,75 @@ def budget_config(max_tokens: int | None) -> dict:
         "rule": "question kept; oldest history tokens dropped first; a flat text keeps its last tokens",
         "source": "ConvSearch-R1 512-token query cut (arXiv 2505.15776), as a tail cut (vdr issue 18.3)",
     }
+
+
+def cut_words(text: str, max_tokens: int | None, keep: str = "tail") -> tuple[str, bool]:
+    """The budget on one flat text: ``(text, False)`` within ``max_tokens`` whitespace tokens, else
+    ``(the kept tokens joined by spaces, True)``. ``keep="tail"`` is :func:`fit_query_budget` with
+    no history (the rule of every backend: the oldest words go first); ``keep="head"`` keeps the
+    first tokens (ConvSearch-R1's training server; only through the ``convsearch-train`` preset).
+
+    >>> cut_words("a b c d", 2)
+    ('c d', True)
+    >>> cut_words("a b c d", 2, keep="head")
+    ('a b', True)
+
+    Raises:
+        InputError: a bad ``max_tokens`` or ``keep``.
+    """
+    max_tokens = check_max_tokens(max_tokens)
+    if keep not in ("tail", "head"):
+        raise InputError(f"keep must be 'tail' (drop the oldest words first) or 'head', got {keep!r}")
+    if max_tokens is None:
+        return text, False
+    if keep == "tail":
+        b = fit_query_budget(text, (), max_tokens)
+        return b.text, b.cut
+    words = text.split()
+    if len(words) <= max_tokens:
+        return text, False
+    return " ".join(words[:max_tokens]), True
+
+
+@dataclass(frozen=True)
+class QueryBudget:
+    """A named query budget of the reward path (:data:`BUDGET_PRESETS`).
+
+    Attributes:
+        name: the preset's name (recorded in the reward config).
+        max_query_tokens: whitespace tokens kept (``None``: the backend's own budget only).
+        keep: ``"tail"`` (the one rule) or ``"head"``.
+        source: where the numbers come from.
+    """
+
+    name: str
+    max_query_tokens: int | None
+    keep: str = "tail"
+    source: str = ""
+
+    def to_json(self) -> dict:
+        """The budget as recorded in configs."""
+        return {"preset": self.name, "max_query_tokens": self.max_query_tokens, "keep": self.keep, "source": self.source}
+
+
+#: Named budgets of the reward path. ``"evaluate"`` (the default) adds nothing to the backend's own
+#: budget (:data:`DEFAULT_MAX_QUERY_TOKENS` for the BM25 backends), so rewards equal ``vdr evaluate``.
+BUDGET_PRESETS: dict[str, QueryBudget] = {
+    "evaluate": QueryBudget("evaluate", None, "tail", "the backend's own budget, as vdr evaluate (no extra cut)"),
+    "convsearch-train": QueryBudget(
+        "convsearch-train", 1024, "head",
+        "ConvSearch-R1 (arXiv 2505.15776; BeastyZ/ConvSearch-R1) training-time retrieval server: the first 1,024 words"
+        " (Lucene's clause limit), while its evaluation cuts at 512; the BM25 backends' budget is raised to 1,024 to match"),
+}
+
+
+def query_budget(preset: str | None) -> QueryBudget:
+    """The preset ``preset`` (``None``: ``"evaluate"``).
+
+    Raises:
+        InputError: an unknown preset (the known ones are listed).
+    """
+    name = "evaluate" if preset is None else preset
+    if name not in BUDGET_PRESETS:
+        raise InputError(f"unknown query budget preset {name!r}; known: {', '.join(BUDGET_PRESETS)}")
+    return BUDGET_PRESETS[name]

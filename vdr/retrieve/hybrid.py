@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..types import QuerySet, Run
 from ._common import check_depth
+from .options import HybridOptions
 from .base import Backend, BackendUnavailable, BuildContext, new_report
 
 __all__ = ["reciprocal_rank_fusion", "HybridBackend", "RRF_K", "DEFAULT_FUSED"]
@@ -166,25 +167,25 @@ class HybridBackend:
 def build(ctx: BuildContext) -> HybridBackend:
     """Registry factory: fuse the backends built before this one.
 
-    Options: ``rrf_k`` (default 60), ``fuse`` (names of the backends to fuse; default those of
-    :data:`DEFAULT_FUSED` that were built), ``depth`` (per-run ranking depth).
+    Options (:class:`~vdr.retrieve.options.HybridOptions`): ``rrf_k`` (default 60), ``fuse`` (names
+    of the backends to fuse; default those of :data:`DEFAULT_FUSED` that were built), ``depth``
+    (per-run ranking depth).
 
     Raises:
         BackendUnavailable: fewer than two of the backends to fuse were built.
-        InputError: an unknown option, a bad value, or a name in ``fuse`` that names no backend.
+        InputError: a bad value, or a name in ``fuse`` that names no backend.
     """
-    opts = dict(ctx.options)
-    unknown = sorted(set(opts) - {"rrf_k", "fuse", "depth"})
-    if unknown:
-        raise InputError(f"unknown hybrid option(s) {unknown}; known: depth, fuse, rrf_k")
-    names = opts.get("fuse")
-    if names is None:
+    o = ctx.options
+    if o.fuse is None:
         ran = [b for b in DEFAULT_FUSED if b in ctx.built]
     else:
-        ran = list(names)
+        ran = list(o.fuse)
         missing = [n for n in ran if n not in ctx.built]
         if missing:
             raise BackendUnavailable(f"cannot fuse {missing}: not among the backends that ran ({list(ctx.built) or 'none'})")
     if len(ran) < 2:
         raise BackendUnavailable(f"needs at least two backends that ran, got {ran or 'none'}")
-    return HybridBackend([ctx.built[n] for n in ran], rrf_k=opts.get("rrf_k", RRF_K), depth=opts.get("depth"), name=ctx.name)
+    return HybridBackend([ctx.built[n] for n in ran], rrf_k=o.rrf_k, depth=o.depth, name=ctx.name)
+
+
+build.Options = HybridOptions

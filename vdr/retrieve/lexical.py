@@ -58,6 +58,7 @@ import re
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +69,8 @@ from ..types import Run, to_id
 from ._common import check_depth, id_order, version_of
 from .analyzers import ANALYZERS, Analyzer, LuceneEnglishAnalyzer
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, read_json, search_inputs, write_cache_dir
-from .budget import DEFAULT_MAX_QUERY_TOKENS, apply_budget, budget_config, check_max_tokens
+from .budget import apply_budget, budget_config, check_max_tokens
+from .options import LexicalOptions, options_from
 
 __all__ = ["BM25Backend", "BM25_PRESETS", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN", "bm25_matrix", "top_depth"]
 
@@ -179,7 +181,8 @@ def _resolve_params(k1, b, delta, method, preset) -> tuple[float, float, dict | 
 class BM25Backend:
     """BM25 retrieval over page or passage text (bm25s): a :class:`~vdr.retrieve.base.Backend`.
 
-    Args:
+    Args (the fields of :class:`~vdr.retrieve.options.LexicalOptions`, given as ``options`` or as
+    keywords, plus ``cache_dir`` and ``name``):
         k1: term-frequency saturation, >= 0 (default: the preset's, else 1.5, bm25s's default).
         b: length normalisation in [0, 1] (default: the preset's, else 0.75).
         method: bm25s variant, one of :data:`BM25_METHODS` (default ``"lucene"``).
@@ -220,23 +223,13 @@ class BM25Backend:
             language or stemmer language, or a stemmer language without PyStemmer.
     """
 
-    def __init__(
-        self,
-        *,
-        k1: float | None = None,
-        b: float | None = None,
-        method: str = "lucene",
-        delta: float = 0.5,
-        stemmer: str | None = "auto",
-        stopwords: str | Sequence[str] | None = "en",
-        lower: bool = True,
-        analyzer: str = "default",
-        preset: str | None = None,
-        cache_dir: str | Path | None = None,
-        name: str = "lexical",
-        batch_size: int = 8192,
-        max_query_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS,
-    ) -> None:
+    def __init__(self, options: LexicalOptions | None = None, *, cache_dir: str | Path | None = None, name: str = "lexical",
+                 **kwargs: Any) -> None:
+        o = options_from(LexicalOptions, options, kwargs, backend=name)
+        self.options = o
+        k1, b, method, delta, stemmer, stopwords, lower, analyzer, preset = (
+            o.k1, o.b, o.method, o.delta, o.stemmer, o.stopwords, o.lower, o.analyzer, o.preset)
+        batch_size, max_query_tokens = o.batch_size, o.max_query_tokens
         k1, b, preset_record = _resolve_params(k1, b, delta, method, preset)
         self.max_query_tokens = check_max_tokens(max_query_tokens)
         if analyzer not in ANALYZERS:
@@ -765,17 +758,16 @@ def bm25_matrix(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int, *, method
 
 
 def build(ctx: BuildContext) -> BM25Backend:
-    """Registry factory: ``BM25Backend(**ctx.options)`` with the experiment's cache folder.
+    """Registry factory: ``BM25Backend(ctx.options)`` (checked :class:`LexicalOptions`) with the
+    experiment's cache folder.
 
     Raises:
-        InputError: an unknown option or a bad value (see :class:`BM25Backend`).
+        InputError: a bad value (see :class:`BM25Backend`).
     """
-    opts = dict(ctx.options)
-    allowed = {"k1", "b", "method", "delta", "stemmer", "stopwords", "lower", "analyzer", "preset", "max_query_tokens"}
-    unknown = sorted(set(opts) - allowed)
-    if unknown:
-        raise InputError(f"unknown BM25 option(s) {unknown}; known: {', '.join(sorted(allowed))}")
-    return BM25Backend(**opts, cache_dir=ctx.cache_dir, name=ctx.name)
+    return BM25Backend(ctx.options, cache_dir=ctx.cache_dir, name=ctx.name)
+
+
+build.Options = LexicalOptions
 
 
 _CACHE_FORMAT = 2

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import VdrError
 from ..types import QuerySet, Run
 from ._common import check_depth
+from .options import MultimodalOptions
 from .base import BackendUnavailable, BuildContext, new_report
 
 __all__ = ["MultimodalBackend", "QUERY_CACHE_SIZE", "ENCODER_OPTIONS", "load_encoder", "index_pages", "build"]
@@ -242,25 +243,27 @@ class MultimodalBackend:
         return Run.from_checked({qid: dict(by_text[q.text]) for qid, q in queries.items()}, f"{self.name}-{variant}")
 
 
+def encoder_option(encoder: Any, device: str | None) -> Any:
+    """The ``encoder`` option with the experiment's ``device`` as its default (a mapping is copied)."""
+    if encoder is None or isinstance(encoder, Mapping):
+        encoder = dict(encoder or {})
+        encoder.setdefault("device", device)
+    return encoder
+
+
 def build(ctx: BuildContext) -> MultimodalBackend:
-    """Registry factory. Options: ``encoder`` (the encoder options mapping, see
-    :class:`MultimodalBackend`; its ``device`` defaults to ``ctx.device``), ``store`` and
-    ``query_cache_size``. (The MTEB
-    engine is the registry entry ``mteb``: :func:`vdr.integrations.mteb.build`.)
+    """Registry factory. Options (:class:`~vdr.retrieve.options.MultimodalOptions`): ``encoder``
+    (the encoder options mapping, see :class:`MultimodalBackend`; its ``device`` defaults to
+    ``ctx.device``), ``store`` and ``query_cache_size``. (The MTEB engine is the registry entry
+    ``mteb``: :func:`vdr.integrations.mteb.build`.)
 
     Raises:
         BackendUnavailable: no model.
-        InputError: an unknown option.
+        InputError: a bad encoder option.
     """
-    from ..errors import InputError
+    o = ctx.options
+    return MultimodalBackend(encoder_option(o.encoder, ctx.device), store=o.store, progress=ctx.progress, name=ctx.name,
+                             query_cache_size=o.query_cache_size)
 
-    opts = dict(ctx.options)
-    encoder = opts.pop("encoder", {})
-    if isinstance(encoder, Mapping):
-        encoder = dict(encoder)
-        encoder.setdefault("device", ctx.device)
-    store = opts.pop("store", None)
-    cache_size = opts.pop("query_cache_size", QUERY_CACHE_SIZE)
-    if opts:
-        raise InputError(f"unknown multimodal option(s) {sorted(opts)}; known: encoder, store, query_cache_size")
-    return MultimodalBackend(encoder, store=store, progress=ctx.progress, name=ctx.name, query_cache_size=cache_size)
+
+build.Options = MultimodalOptions

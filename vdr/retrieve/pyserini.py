@@ -45,12 +45,14 @@ import time
 from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError, VdrError
 from ..types import Run, to_id
 from ._common import check_depth, check_texts, version_of
 from .base import BackendUnavailable, BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, read_json, search_inputs, write_cache_dir
-from .budget import DEFAULT_MAX_QUERY_TOKENS, apply_budget, budget_config, check_max_tokens
+from .options import PyseriniOptions, options_from
+from .budget import apply_budget, budget_config, check_max_tokens
 
 __all__ = ["PyseriniBackend", "PRESETS", "MIN_JAVA", "find_java", "unavailable_reason", "build"]
 
@@ -187,7 +189,8 @@ def _load_searcher_class():
 class PyseriniBackend:
     """BM25 through Pyserini's ``LuceneSearcher``: a :class:`~vdr.retrieve.base.Backend`.
 
-    Args:
+    Args (the fields of :class:`~vdr.retrieve.options.PyseriniOptions`, given as ``options`` or as
+    keywords, plus ``cache_dir`` and ``name``):
         index_dir: an existing Lucene index (e.g. Pyserini's prebuilt TopiOCQA / QReCC indexes);
             ``None`` (default): build one from the corpus in :meth:`index`.
         preset: a name in :data:`PRESETS` (``topiocqa``, ``qrecc``, ``msmarco``, ``pyserini``);
@@ -216,10 +219,12 @@ class PyseriniBackend:
             unknown stemmer, or an ``index_dir`` that is not a Lucene index.
     """
 
-    def __init__(self, *, index_dir: str | Path | None = None, preset: str | None = None, k1: float | None = None,
-                 b: float | None = None, threads: int = 2, max_query_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS,
-                 stemmer: str = "porter", keep_stopwords: bool = False, index_threads: int | None = None,
-                 cache_dir: str | Path | None = None, name: str = "pyserini") -> None:
+    def __init__(self, options: PyseriniOptions | None = None, *, cache_dir: str | Path | None = None, name: str = "pyserini",
+                 **kwargs: Any) -> None:
+        o = options_from(PyseriniOptions, options, kwargs, backend=name)
+        self.options = o
+        index_dir, preset, k1, b, threads = o.index_dir, o.preset, o.k1, o.b, o.threads
+        max_query_tokens, stemmer, keep_stopwords, index_threads = o.max_query_tokens, o.stemmer, o.keep_stopwords, o.index_threads
         k1, b = _parameters(preset, k1, b)
         if stemmer not in _STEMMERS:
             raise InputError(f"unknown pyserini stemmer {stemmer!r}; known: {', '.join(_STEMMERS)}")
@@ -487,14 +492,13 @@ def run_indexer(cmd: list[str]) -> None:
 
 
 def build(ctx: BuildContext) -> PyseriniBackend:
-    """Registry factory: ``PyseriniBackend(**ctx.options)`` with the experiment's cache folder.
+    """Registry factory: ``PyseriniBackend(ctx.options)`` (checked :class:`PyseriniOptions`) with the
+    experiment's cache folder.
 
     Raises:
-        InputError: an unknown option or a bad value.
+        InputError: a bad value.
     """
-    opts = dict(ctx.options)
-    allowed = {"index_dir", "preset", "k1", "b", "threads", "max_query_tokens", "stemmer", "keep_stopwords", "index_threads"}
-    unknown = sorted(set(opts) - allowed)
-    if unknown:
-        raise InputError(f"unknown pyserini option(s) {unknown}; known: {', '.join(sorted(allowed))}")
-    return PyseriniBackend(**opts, cache_dir=ctx.cache_dir, name=ctx.name)
+    return PyseriniBackend(ctx.options, cache_dir=ctx.cache_dir, name=ctx.name)
+
+
+build.Options = PyseriniOptions

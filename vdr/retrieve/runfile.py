@@ -16,6 +16,7 @@ from ..io.digest import file_sha256
 from ..errors import InputError
 from ..types import QuerySet, Run
 from ._common import check_depth
+from .options import RunOptions
 from .base import BuildContext, new_report
 
 __all__ = ["RunFileBackend", "build"]
@@ -94,12 +95,15 @@ class RunFileBackend:
 
 
 def build(ctx: BuildContext) -> RunFileBackend:
-    """Registry factory: option ``path`` (a run file, or ``{variant: run file}``).
+    """Registry factory: option ``path`` (a run file, or ``{variant: run file}``;
+    :class:`~vdr.retrieve.options.RunOptions`).
 
     Raises:
-        InputError: no ``path`` option, or an unknown option.
+        InputError: no ``path`` option.
     """
-    opts = dict(ctx.options)
-    if "path" not in opts or set(opts) != {"path"}:
-        raise InputError(f"run backend {ctx.name!r} needs exactly one option, path (a run file or {{variant: run file}}), got {sorted(opts)}")
-    return RunFileBackend(ctx.name, opts["path"])
+    if ctx.options.path is None:
+        raise InputError(f"run backend {ctx.name!r} needs the option path (a run file or {{variant: run file}})")
+    return RunFileBackend(ctx.name, ctx.options.path)
+
+
+build.Options = RunOptions

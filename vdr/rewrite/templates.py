@@ -9,7 +9,7 @@ is read from the answer: ``plain``, ``rewrite``, ``answer`` or a regex with one 
 History: the earlier turns, oldest first, rendered one per line as ``1. ...``; ``(no earlier
 turns)`` when there are none. A word budget (``max_history_words``) drops the OLDEST turns first and
 always keeps the current question; when the newest turn alone is over budget, its last words are
-kept (the same rule as the rewards' word budget, :func:`vdr.rewards.cut_words` with ``keep="tail"``).
+kept (the one query-budget rule, :func:`vdr.retrieve.budget.cut_words`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..llm import Extractor
+from ..retrieve.budget import cut_words
 from ..types import Query
 
 __all__ = ["Template", "load_template", "builtin_templates", "render_history", "NO_HISTORY"]
@@ -74,8 +75,7 @@ def render_history(history: tuple[str, ...], max_words: int | None) -> tuple[str
     if max_words is not None:
         while turns and sum(len(t.split()) for t in turns) > max_words:
             if len(turns) == 1:
-                # cut_words(turns[0], max_words, "tail")[0] of the word budget (rewrite imports no rewards)
-                turns[0] = " ".join(turns[0].split()[-max_words:])
+                turns[0] = cut_words(turns[0], max_words)[0] if max_words else turns[0]  # the one budget rule (its last words)
                 dropped += 1
                 break
             turns.pop(0)
