@@ -52,7 +52,7 @@ from typing import Any
 
 from ..corpus import PAGES_FILE, Corpus
 from ..errors import InputError
-from ..retrieve.options import MtebOptions
+from ..retrieve.options import MtebOptions, check_options
 from ..io.formats import load_qrels, load_queries, load_rewrites
 from ..metrics.registry import EVALUATE_CUTOFFS, PRIMARY_CUTOFF, parse_cutoffs
 from ..types import ORIGINAL, Qrels, QuerySet, Run
@@ -945,7 +945,7 @@ def build(ctx) -> MtebBackend:
     """
     from ..retrieve.multimodal import encoder_option
 
-    o = ctx.options
+    o = check_options(MtebOptions, ctx.options, backend=ctx.name)
     if o.qrels is None:
         raise InputError("the mteb backend needs the qrels (option qrels)")
     return MtebBackend(encoder_option(o.encoder, ctx.device), qrels=o.qrels, out_dir=o.out_dir, ks=o.ks, dataset=o.dataset,

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..types import QuerySet, Run
 from ._common import check_depth
-from .options import HybridOptions
+from .options import HybridOptions, check_options
 from .base import Backend, BackendUnavailable, BuildContext, new_report
 
 __all__ = ["reciprocal_rank_fusion", "HybridBackend", "RRF_K", "DEFAULT_FUSED"]
@@ -175,7 +175,7 @@ def build(ctx: BuildContext) -> HybridBackend:
         BackendUnavailable: fewer than two of the backends to fuse were built.
         InputError: a bad value, or a name in ``fuse`` that names no backend.
     """
-    o = ctx.options
+    o = check_options(HybridOptions, ctx.options, backend=ctx.name)
     if o.fuse is None:
         ran = [b for b in DEFAULT_FUSED if b in ctx.built]
     else:

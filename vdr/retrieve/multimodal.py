@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import VdrError
 from ..types import QuerySet, Run
 from ._common import check_depth
-from .options import MultimodalOptions
+from .options import MultimodalOptions, check_options
 from .base import BackendUnavailable, BuildContext, new_report
 
 __all__ = ["MultimodalBackend", "QUERY_CACHE_SIZE", "ENCODER_OPTIONS", "load_encoder", "index_pages", "build"]
@@ -261,7 +261,7 @@ def build(ctx: BuildContext) -> MultimodalBackend:
         BackendUnavailable: no model.
         InputError: a bad encoder option.
     """
-    o = ctx.options
+    o = check_options(MultimodalOptions, ctx.options, backend=ctx.name)
     return MultimodalBackend(encoder_option(o.encoder, ctx.device), store=o.store, progress=ctx.progress, name=ctx.name,
                              query_cache_size=o.query_cache_size)
 

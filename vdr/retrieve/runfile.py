@@ -16,7 +16,7 @@ from ..io.digest import file_sha256
 from ..errors import InputError
 from ..types import QuerySet, Run
 from ._common import check_depth
-from .options import RunOptions
+from .options import RunOptions, check_options
 from .base import BuildContext, new_report
 
 __all__ = ["RunFileBackend", "build"]
@@ -101,9 +101,10 @@ def build(ctx: BuildContext) -> RunFileBackend:
     Raises:
         InputError: no ``path`` option.
     """
-    if ctx.options.path is None:
+    o = check_options(RunOptions, ctx.options, backend=ctx.name)
+    if o.path is None:
         raise InputError(f"run backend {ctx.name!r} needs the option path (a run file or {{variant: run file}})")
-    return RunFileBackend(ctx.name, ctx.options.path)
+    return RunFileBackend(ctx.name, o.path)
 
 
 build.Options = RunOptions
