@@ -228,7 +228,7 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
             the backend raises for bad texts.
         BackendUnavailable: ``multimodal`` without a model, or a model that cannot be loaded.
     """
-    from ..retrieve.base import check_backend_options, create_backend
+    from ..retrieve.base import BackendUnavailable, check_backend_options, create_backend
     from ..retrieve.hybrid import DEFAULT_FUSED
 
     opts = dict(options or {})
@@ -236,8 +236,13 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
     context = {"device": opts.get("device")}
     built = {}
     if name == "hybrid":
-        fuse = check_backend_options("hybrid", per.get("hybrid")).fuse or DEFAULT_FUSED
-        built = {n: create_backend(n, per.get(n), **context) for n in fuse}
+        fuse = check_backend_options("hybrid", per.get("hybrid")).fuse
+        for n in fuse or DEFAULT_FUSED:  # as vdr evaluate: by default the fused backends that can run
+            try:
+                built[n] = create_backend(n, per.get(n), **context)
+            except BackendUnavailable:
+                if fuse is not None:
+                    raise
     backend = create_backend(name, per.get(name), built=built, **context)
     if index:
         backend.index(corpus)
