@@ -63,7 +63,6 @@ from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
 from ..metrics.plan import EVALUATE_DEFAULTS
 from ..metrics.plan import PROTOCOLS as _PROTOCOLS
 from ..results import Results, RunResult
-from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS
 from ..retrieve.base import Backend, BackendUnavailable, available_backends, create_backend
 from ..types import QuerySet, Run
 
@@ -175,21 +174,24 @@ class _Spec:
     options: dict
 
 
-def _specs(plan: _Plan, inputs: Inputs, *, encoder, store, device, engine, semantic_model, bm25, rrf_k, runs,
-           backend_options, out: Path, vidore) -> list[_Spec]:
+def _specs(plan: _Plan, inputs: Inputs, o: "EvaluateOptions", *, encoder, runs, out: Path) -> list[_Spec]:
     """The backends to build, in build order: every backend but ``hybrid`` (defaults first, in
-    :data:`BACKENDS` order, then the others as given), then ``hybrid`` (it fuses what was built)."""
+    :data:`BACKENDS` order, then the others as given), then ``hybrid`` (it fuses what was built).
+    Each spec's options are the mapping the registry checks (:func:`vdr.retrieve.base.create_backend`):
+    the dedicated options of ``o`` (``bm25``, ``semantic_model``, ``rrf_k``, ``store``: aliases of
+    backend options, :data:`vdr.retrieve.options.CLI_ALIASES`), then ``o.backend_options`` (which win)."""
     defaults: dict[str, dict] = {
-        "multimodal": {"encoder": encoder if encoder is not None else {}, "store": store},
-        "lexical": dict(bm25 or {}),
-        "semantic": {"model": semantic_model} if semantic_model is not None else {},
-        "hybrid": {"rrf_k": rrf_k},
+        "multimodal": {"encoder": encoder if encoder is not None else {}, "store": o.store},
+        "lexical": dict(o.bm25 or {}),
+        "semantic": {"model": o.semantic_model} if o.semantic_model is not None else {},
+        "hybrid": {"rrf_k": o.rrf_k},
     }
-    if engine == "mteb":
-        defaults["multimodal"].update(qrels=inputs.qrels, out_dir=out / "mteb", ks=plan.ks, dataset=vidore)
+    backend_options = o.backend_options
+    if o.engine == "mteb":
+        defaults["multimodal"].update(qrels=inputs.qrels, out_dir=out / "mteb", ks=plan.ks, dataset=o.vidore)
     specs = []
     for name in plan.wanted:
-        factory = "run" if name in runs else "mteb" if name == "multimodal" and engine == "mteb" else name
+        factory = "run" if name in runs else "mteb" if name == "multimodal" and o.engine == "mteb" else name
         opts = {"path": runs[name]} if name in runs else dict(defaults.get(name, {}))
         opts.update(dict((backend_options or {}).get(name, {})))
         specs.append(_Spec(name, factory, opts))
@@ -641,8 +643,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             st.unit = inputs.corpus.kind
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
-        specs = _specs(plan, inputs, encoder=encoder, store=o.store, device=o.device, engine=o.engine, semantic_model=o.semantic_model,
-                       bm25=o.bm25, rrf_k=o.rrf_k, runs=runs, backend_options=o.backend_options, out=out, vidore=o.vidore)
+        specs = _specs(plan, inputs, o, encoder=encoder, runs=runs, out=out)
         built, run_map, skipped = _run_backends(specs, inputs, depth=o.depth, cache_dir=cache, device=o.device, progress=progress,
                                                 timer=timer)
         if folder is None:

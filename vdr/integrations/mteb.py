@@ -48,11 +48,12 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from ..corpus import PAGES_FILE, Corpus
 from ..errors import InputError
-from ..retrieve.options import MtebOptions, check_options
+from ..retrieve.options import MtebOptions, check_options, option, options_from
 from ..io.formats import load_qrels, load_queries, load_rewrites
 from ..metrics.registry import EVALUATE_CUTOFFS, PRIMARY_CUTOFF, parse_cutoffs
 from ..types import ORIGINAL, Qrels, QuerySet, Run
@@ -216,27 +217,28 @@ def _data_loader(corpus: Corpus, queries: QuerySet, qrels: Qrels):
     return load_data
 
 
-def _build_task_class(
-    *,
-    name: str,
-    variant: str,
-    corpus: Corpus,
-    queries: QuerySet,
-    qrels: Qrels,
-    revision: str,
-    main_score: str,
-    languages: Sequence[str],
-    k_values: Sequence[int],
-    description: str | None,
-    sources: dict,
-):
+@dataclass(frozen=True)
+class TaskSettings:
+    """What an MTEB task declares besides its data (:func:`make_tasks`)."""
+
+    label: ClassVar[str] = "MTEB task"
+
+    main_score: str = option(DEFAULT_MAIN_SCORE, "MTEB score key of the main score (default ndcg_at_3)")
+    languages: Sequence[str] = option(("eng-Latn",), "The tasks' eval_langs (ISO 639-3 + script)")
+    k_values: Sequence[int] = option(DEFAULT_K_VALUES, "Cutoffs MTEB computes (the main score's cutoff must be among them)")
+    description: str | None = option(None, "Task description (default: generated from the corpus and variant)", scores=False)
+
+
+def _build_task_class(*, name: str, variant: str, corpus: Corpus, queries: QuerySet, qrels: Qrels, revision: str,
+                      settings: TaskSettings, sources: dict):
     """An AbsTaskRetrieval subclass whose ``load_data`` builds the split from the objects given."""
     _mteb()
     from mteb.abstasks.retrieval import AbsTaskRetrieval
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    ks = tuple(sorted({int(k) for k in k_values}))
-    main = _main_score(main_score, ks)
+    languages, description = settings.languages, settings.description
+    ks = tuple(sorted({int(k) for k in settings.k_values}))
+    main = _main_score(settings.main_score, ks)
     full = task_name(name, variant)
     desc = description or (
         f"vdr corpus {corpus.root} ({len(corpus)} pages), {'original queries' if variant == ORIGINAL else f'rewrite variant {variant!r}'}"
@@ -317,11 +319,9 @@ def make_tasks(
     queries: str | Path | QuerySet | None = None,
     qrels: str | Path | Qrels | None = None,
     rewrites: Mapping[str, str | Path | QuerySet] | None = None,
-    main_score: str = DEFAULT_MAIN_SCORE,
-    languages: Sequence[str] = ("eng-Latn",),
-    k_values: Sequence[int] = DEFAULT_K_VALUES,
-    description: str | None = None,
     register: bool = True,
+    settings: TaskSettings | None = None,
+    **kwargs: Any,
 ) -> dict[str, type]:
     """MTEB retrieval task classes for the originals and each rewrite variant of a vdr corpus.
 
@@ -335,6 +335,7 @@ def make_tasks(
         qrels: qrels file (BEIR TSV, TREC or JSON; or a :class:`~vdr.types.Qrels`); default
             ``corpus_dir/qrels.tsv``.
         rewrites: ``{variant: queries.jsonl or QuerySet}``; each must have the originals' ids.
+        settings: :class:`TaskSettings`, or its fields as keywords:
         main_score: MTEB score key of the main score (default ``ndcg_at_3``).
         languages: the tasks' ``eval_langs`` (ISO 639-3 + script, default ``["eng-Latn"]``).
         k_values: cutoffs MTEB computes (MTEB's defaults; the main score's cutoff must be among them).
@@ -351,6 +352,7 @@ def make_tasks(
     """
     from ..experiment.inputs import check_inputs
 
+    settings = options_from(TaskSettings, settings, kwargs, backend=name)
     _check_name(name, "task name")
     corpus = corpus_dir if isinstance(corpus_dir, Corpus) else Corpus.load(corpus_dir)
     corpus_dir = Path(corpus.root)
@@ -373,8 +375,7 @@ def make_tasks(
             "rewrite": str(Path(src).resolve()) if v != ORIGINAL and not isinstance(src, QuerySet) else None,
         }
         cls = _build_task_class(
-            name=name, variant=v, corpus=corpus, queries=qs, qrels=qrels_obj, revision=revision,
-            main_score=main_score, languages=languages, k_values=k_values, description=description, sources=sources,
+            name=name, variant=v, corpus=corpus, queries=qs, qrels=qrels_obj, revision=revision, settings=settings, sources=sources,
         )
         if register:
             register_task(cls)
@@ -892,8 +893,8 @@ class MtebBackend:
         rdigest = hashlib.sha256(json.dumps(self.qrels.to_dict(), sort_keys=True).encode()).hexdigest()
         revision = hashlib.sha256("\n".join([self._base, rdigest, qdigest]).encode()).hexdigest()
         cls = _build_task_class(name=self._base, variant=variant, corpus=self._corpus, queries=queries, qrels=self.qrels,
-                                revision=revision, main_score=self._main, languages=("eng-Latn",), k_values=self.k_values,
-                                description=None, sources={"corpus_dir": str(Path(self._corpus.root).resolve())})
+                                revision=revision, settings=TaskSettings(self._main, ("eng-Latn",), self.k_values),
+                                sources={"corpus_dir": str(Path(self._corpus.root).resolve())})
         return cls()
 
     def search(self, queries: QuerySet, depth: int) -> Run:
