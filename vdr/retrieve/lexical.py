@@ -57,7 +57,6 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Sequence
 from typing import Any
 from pathlib import Path
 
