@@ -51,6 +51,7 @@ TIERS = ("core", "crosscheck", "model", "slow", "gpu")
 
 #: every test module -> its tier (tests/test_layout.py fails when a test module is missing here)
 MODULE_TIERS = {
+    "test_backend_conformance": "core",  # model/slow params and tests marked in the module
     "test_backends": "core",
     "test_backends_text": "core",
     "test_benchmark_smoke": "slow",  # runs benchmarks/*.py --quick in subprocesses

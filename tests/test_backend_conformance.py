@@ -178,7 +178,7 @@ def _setup(name: str, request, tmp_path) -> tuple[dict, dict]:
 
 
 BACKENDS = ["lexical", pytest.param("semantic", marks=pytest.mark.model), pytest.param("hybrid", marks=pytest.mark.model),
-            pytest.param("multimodal", marks=[pytest.mark.model, pytest.mark.slow]), "toy", "pyserini"]
+            pytest.param("multimodal", marks=pytest.mark.model), "toy", pytest.param("pyserini", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -246,6 +246,7 @@ def _conforms(backend, res, name: str) -> None:
 # ------------------------------------------------------------------------------------------ one construction path
 
 
+@pytest.mark.model  # loads every factory (mteb's imports mteb)
 def test_every_builtin_declares_its_options_once():
     for name, cls in BUILTIN_OPTIONS.items():
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen

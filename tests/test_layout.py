@@ -281,7 +281,6 @@ def test_default_cutoffs_are_written_in_one_module_of_vdr_metrics():
         f"cutoff lists written in {len(sites)} modules:\n  {_where(sites)}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23: fixed by the backends branch (one query budget module)")
 def test_query_budget_is_written_in_one_module():
     """The query budget (ConvSearch-R1's 512 and its 1,024-word training preset) is written in one
     module; every parameter, field and CLI option default refers to it."""

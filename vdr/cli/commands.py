@@ -26,6 +26,7 @@ from .common import (
     Bm25Analyzer, Bm25Method, Bm25Preset, Engine, FillFailed, Modality, PassageFormat, Protocol,
 )
 from ..errors import InputError, VdrError, VdrWarning
+from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS
 from ..metrics.registry import EVALUATE_CUTOFFS, METRICS_CUTOFFS
 
 
@@ -284,7 +285,7 @@ _EVALUATION_OPTIONS = {
         None, "--concat/--no-concat", rich_help_panel=common.PANEL_INPUTS, help="Add the history-concatenation baseline variant, or not (default: when the queries carry history).",
     ),
     "concat_max_tokens": lambda: typer.Option(
-        512, "--concat-max-tokens", min=0,
+        DEFAULT_MAX_QUERY_TOKENS, "--concat-max-tokens", min=0,
         rich_help_panel=common.PANEL_INPUTS, help="Whitespace-token budget of the concat variant: the oldest history goes first, the question stays (0: none).",
     ),
     "vidore_revision": lambda: typer.Option(None, "--vidore-revision", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: dataset revision (default: MTEB's pinned commit)."),

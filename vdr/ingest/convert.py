@@ -44,7 +44,7 @@ from ..cli.common import HistoryOrder, PassageFormat
 from ..errors import InputError, VdrWarning
 from ..io.atomic import write_text_atomic
 from ..io.formats import load_qrels, load_queries, save_qrels, save_queries
-from ..retrieve.budget import BudgetedQuery, budget_config, fit_query_budget
+from ..text import DEFAULT_MAX_QUERY_TOKENS, BudgetedQuery, budget_config, fit_query_budget
 from ..types import Qrels, Query, QuerySet
 
 __all__ = ["EMPTY_ANSWER", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc", "convert_msmarco",
@@ -76,7 +76,7 @@ class ConcatSpec:
     answers: bool
     order: str = "oldest-first"
     separator: str = " "
-    budget: int | None = 512
+    budget: int | None = DEFAULT_MAX_QUERY_TOKENS
 
     def __post_init__(self) -> None:
         if self.order not in ("oldest-first", "newest-first"):
@@ -105,7 +105,7 @@ def concat_text(q: Query, spec: ConcatSpec) -> tuple[str, int]:
     return b.text, b.dropped_turns
 
 
-def default_specs(order: str = "oldest-first", separator: str = " ", budget: int | None = 512) -> list[ConcatSpec]:
+def default_specs(order: str = "oldest-first", separator: str = " ", budget: int | None = DEFAULT_MAX_QUERY_TOKENS) -> list[ConcatSpec]:
     """The two built-in concatenations: ``concat-q`` (questions) and ``concat-qa`` (with answers)."""
     return [ConcatSpec("concat-q", False, order, separator, budget), ConcatSpec("concat-qa", True, order, separator, budget)]
 
@@ -452,7 +452,7 @@ app = typer.Typer(help="Convert public passage benchmarks (TopiOCQA, QReCC, MS M
 
 _ORDER = typer.Option(HistoryOrder("oldest-first"), "--history-order", help="Concatenated history: oldest-first (h1..hn q) or newest-first (q hn..h1).")
 _SEP = typer.Option(" ", "--history-separator", help="Separator between concatenated pieces.")
-_BUDGET = typer.Option(512, "--history-budget", help="Whitespace-token budget of concatenations (oldest turns dropped first, question kept); 0: none.")
+_BUDGET = typer.Option(DEFAULT_MAX_QUERY_TOKENS, "--history-budget", help="Whitespace-token budget of concatenations (oldest turns dropped first, question kept); 0: none.")
 
 
 def _specs(order: str, separator: str, budget: int) -> list[ConcatSpec]:

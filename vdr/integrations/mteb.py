@@ -949,7 +949,8 @@ def build(ctx) -> MtebBackend:
     o = check_options(MtebOptions, ctx.options, backend=ctx.name)
     if o.qrels is None:
         raise InputError("the mteb backend needs the qrels (option qrels)")
-    return MtebBackend(encoder_option(o.encoder, ctx.device), qrels=o.qrels, out_dir=o.out_dir, ks=o.ks, dataset=o.dataset,
+    return MtebBackend(encoder_option(o.encoder, ctx.device), qrels=o.qrels, out_dir=o.out_dir, ks=EVALUATE_CUTOFFS if o.ks is None else o.ks,
+                       dataset=o.dataset,
                        store=o.store, progress=ctx.progress, name=ctx.name)
 
 

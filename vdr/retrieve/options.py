@@ -323,7 +323,7 @@ class MtebOptions:
     store: Path | None = option(None, "Embedding store folder (default CORPUS_DIR/embeddings)", scores=False)
     qrels: Any = option(None, "The qrels (required)")
     out_dir: Path = option("mteb", "Folder of MTEB's TaskResult JSON and predictions", scores=False)
-    ks: Sequence[int] = option((3, 5, 10), "Cutoffs compared with MTEB's scores")
+    ks: Sequence[int] | None = option(None, "Cutoffs compared with MTEB's scores (default: vdr evaluate's, vdr.metrics.registry)")
     dataset: str | None = option(None, "The ViDoRe dataset name (MTEB's main metric)")
 
 
