@@ -170,8 +170,6 @@ def functions_over_the_limit() -> list[str]:
             for name, line, n in parameter_counts(p.read_text(encoding="utf-8"), str(p)) if n > MAX_PARAMETERS]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23: fixed by the backends and encoder branches (option records); "
-                   "19 functions on main 423849b")
 def test_no_function_takes_more_than_8_parameters():
     """Group more settings into an option record (a dataclass: its generated ``__init__`` is exempt,
     being no ``def`` in the source); typer commands are exempt."""
