@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vdr.cli.commands import main
+from vdr.cli import main
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
-    """``vdr ARGS`` through :func:`vdr.cli.commands.main` (errors become exit status 2): ``(status, stdout, stderr)``."""
+    """``vdr ARGS`` through :func:`vdr.cli.main` (errors become exit status 2): ``(status, stdout, stderr)``."""
     rc = main([str(a) for a in args])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err

@@ -15,7 +15,6 @@ import json
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -334,7 +333,7 @@ def test_serve_semantic_model_option_through_the_cli(data, tiny_st_dir, monkeypa
     backend (it stopped with a TypeError traceback when the model came twice)."""
     import uvicorn
 
-    from vdr.cli.commands import main
+    from vdr.cli import main
 
     apps = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))

@@ -279,7 +279,7 @@ def test_register_backend_refuses_taken_names():
 
 
 def test_timing_per_stage_profile_and_duplicate_texts(data, tmp_path, capsys):
-    from vdr.cli.commands import main
+    from vdr.cli import main
 
     out = tmp_path / "r"
     rc = main(["evaluate", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),

@@ -1,4 +1,4 @@
-"""The `vdr` command line, in-process (vdr.cli.commands.main) and as installed console script / python -m vdr."""
+"""The `vdr` command line, in-process (vdr.cli.main) and as installed console script / python -m vdr."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vdr.cli.commands import main
+from vdr.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "assets" / "sample"
@@ -438,7 +438,7 @@ def test_python_m_vdr_writes_and_exit_codes(tmp_path):
 def test_entry_freezes_gc_on_every_exit_path(monkeypatch, outcome):
     import gc
 
-    import vdr.cli.commands as cli
+    import vdr.cli.root as cli
 
     def fake_main():
         assert gc.isenabled()  # the command itself runs with the collector on

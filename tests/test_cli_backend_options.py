@@ -9,7 +9,7 @@ import json
 import pytest
 
 import vdr.experiment.evaluation
-from vdr.cli.commands import main
+from vdr.cli import main
 from vdr.retrieve.budget import budget_config
 
 from test_convert import COLLECTION, DATASET, GOLD

@@ -2,7 +2,7 @@
 nothing cut at 80 columns -- every option name (short, long, both sides of a flag pair), value type,
 choice list, ``[default: ...]`` and help text shown whole, no line wider than the terminal, no ``…``.
 
-Fast: no model, no input files; the help is rendered in-process (:func:`vdr.cli.commands.main`)
+Fast: no model, no input files; the help is rendered in-process (:func:`vdr.cli.main`)
 with ``COLUMNS`` set, output captured (not a terminal, so no colours)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from vdr.cli import common
-from vdr.cli.commands import app, main
+from vdr.cli import app, main
 
 WIDTHS = (80, 120)
 COLOR_ENV = ("FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS", "TERMINAL_WIDTH", "NO_COLOR", "_TYPER_FORCE_DISABLE_TERMINAL")

@@ -17,7 +17,7 @@ import typer.main
 import vdr
 import vdr.experiment.evaluation
 from vdr.cli import common
-from vdr.cli.commands import app, main
+from vdr.cli import app, main
 
 _API_EVALUATE = vdr.experiment.evaluation.evaluate  # before any test replaces it
 
@@ -187,7 +187,7 @@ def test_output_settings_are_restored(capsys):
 
 
 def test_quiet_option_on_a_command_registered_late(capsys):
-    """A command added after vdr.cli.commands was imported (another module, a plugin) gets the common options too."""
+    """A command added after vdr.cli was imported (another module, a plugin) gets the common options too."""
     @app.command("zz-probe")
     def probe(flag: bool = typer.Option(False, "--flag/--no-flag", help="A flag.")) -> None:
         typer.echo(f"flag={flag} tqdm={os.environ.get('TQDM_DISABLE')}")

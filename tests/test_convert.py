@@ -185,7 +185,7 @@ def test_beir(tmp_path):
 def test_cli_convert_topiocqa(tmp_path):
     from typer.testing import CliRunner
 
-    from vdr.cli.commands import app
+    from vdr.cli import app
 
     (tmp_path / "w.tsv").write_text(COLLECTION, encoding="utf-8")
     (tmp_path / "d.json").write_text(json.dumps(DATASET), encoding="utf-8")
@@ -328,7 +328,7 @@ def test_multimodal_refuses_a_passage_corpus(topiocqa):
 def test_cli_evaluate_on_passages_with_drop_flag(topiocqa, tmp_path):
     from typer.testing import CliRunner
 
-    from vdr.cli.commands import app
+    from vdr.cli import app
 
     out, _ = topiocqa
     r = CliRunner().invoke(app, ["evaluate", str(out), "--backend", "lexical", "--k", "3,10", "--depth", "10", "-q",
@@ -352,7 +352,7 @@ def test_vdr_compare_on_passage_runs(topiocqa, tmp_path):
     """Runs over a passage corpus go through `vdr compare` like page runs (qrels and runs only)."""
     from typer.testing import CliRunner
 
-    from vdr.cli.commands import app
+    from vdr.cli import app
     from vdr.experiment.evaluation import evaluate
 
     out, report = topiocqa

@@ -204,7 +204,7 @@ _KILL_RANK1 = textwrap.dedent("""
     from vdr.encode.store import EmbeddingStore
     if os.environ.get("RANK") == "1":
         EmbeddingStore._after_commit_hook = lambda self, name: os.kill(os.getpid(), signal.SIGKILL)
-    from vdr.cli.commands import main
+    from vdr.cli import main
     sys.exit(main())
 """)
 

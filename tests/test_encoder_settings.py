@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import vdr  # noqa: E402
 import vdr.encode  # noqa: E402
 import vdr.experiment.evaluation  # noqa: E402
-from vdr.cli import commands  # noqa: E402
-from vdr.cli.commands import app, main  # noqa: E402
+from vdr.cli import params as cli_params  # noqa: E402
+from vdr.cli import app, main  # noqa: E402
 from vdr.encode.settings import EncoderSettings, fingerprints, store_key  # noqa: E402
 from vdr.errors import InputError  # noqa: E402
 from vdr.ingest import IngestOptions, VidoreOptions, ingest_pdfs, ingest_vidore  # noqa: E402
@@ -109,8 +109,8 @@ def test_cli_choices_are_the_field_choices(tmp_path, capsys):
 
 def test_api_keywords_are_the_cli_flags():
     fields = {f.name for f in dataclasses.fields(EncoderSettings)}
-    assert {name for name, _, _ in commands._ENCODER_PARAMS} == (fields - {"model"}) | {"dtype"}
-    assert [f.name for f in EncoderSettings.cli_fields()] == [n for n, _, _ in commands._ENCODER_PARAMS if n != "dtype"]
+    assert {name for name, _, _ in cli_params.ENCODER_PARAMS} == (fields - {"model"}) | {"dtype"}
+    assert [f.name for f in EncoderSettings.cli_fields()] == [n for n, _, _ in cli_params.ENCODER_PARAMS if n != "dtype"]
     assert set(EncoderSettings.keywords()) == fields | {"model_dtype", "dtype"}
     group = typer.main.get_command(app)
     for cmd in ("embed", "evaluate"):
@@ -148,7 +148,7 @@ def test_from_options_is_the_one_path():
 def test_evaluate_api_keywords_build_the_same_settings(tmp_path, monkeypatch):
     seen = {}
 
-    def specs(plan, inputs, **kw):
+    def specs(plan, inputs, options, **kw):
         seen.update(kw)
         raise _Captured("captured")
 

@@ -275,7 +275,7 @@ def test_encoder_settings_from_json_rejects_unknown():
 def test_cli_evaluate_finds_the_store_embed_wrote(colqwen_dir, tmp_path):
     """`vdr evaluate` takes the same encoder options as `vdr embed`: with non-default options it
     reuses every page vector `embed` stored; another query prefix still reuses them."""
-    from vdr.cli.commands import main
+    from vdr.cli import main
 
     corpus = make_corpus(tmp_path / "c", [(100, 80), (56, 56), (300, 200)])
     (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "revenue"}\n{"_id": "q2", "text": "carbon"}\n')
@@ -322,7 +322,7 @@ def test_import_vdr_stays_light():
 
 
 def test_cli_embed(colqwen_dir, tmp_path):
-    from vdr.cli.commands import main
+    from vdr.cli import main
     from vdr.encode.store import EmbeddingStore
 
     corpus = make_corpus(tmp_path / "c", [(100, 80), (56, 56)])

@@ -360,7 +360,7 @@ def test_effective_dpi_and_bad_options(tmp_path):
 
 
 def test_cli_ingest_strict_and_errors(tmp_path, capsys):
-    from vdr.cli.commands import main
+    from vdr.cli import main
 
     pf.text_pdf(tmp_path / "in" / "a.pdf", ["x"])
     pf.empty_file(tmp_path / "in" / "empty-file.pdf")

@@ -241,7 +241,7 @@ def test_effective_dpi_and_bad_options(tmp_path):
 
 
 def test_cli_ingest_strict_and_errors(tmp_path, capsys):
-    from vdr.cli.commands import main
+    from vdr.cli import main
 
     src = _link(tmp_path / "in", ["minimal-document.pdf", "empty-file.pdf"])
     args = ["ingest", str(src), "--out", str(tmp_path / "out"), "--dpi", "36", "--ocr", "never", "-q", "--workers", "1"]

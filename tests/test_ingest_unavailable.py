@@ -16,7 +16,7 @@ pytest.importorskip("pikepdf")
 
 import pdf_factory as pf  # noqa: E402
 
-from vdr.cli.commands import main  # noqa: E402
+from vdr.cli import main  # noqa: E402
 from vdr.ingest import ingest_pdfs  # noqa: E402
 
 

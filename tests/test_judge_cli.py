@@ -9,7 +9,7 @@ from PIL import Image
 
 from cli_helpers import lock_held_elsewhere, snapshot
 from judge_sim import SimJudge
-from vdr.cli.commands import main
+from vdr.cli import main
 from vdr.corpus import Page, write_pages
 from vdr.judge import judge
 from vdr.experiment.evaluation import evaluate

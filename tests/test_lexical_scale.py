@@ -194,7 +194,7 @@ def test_cli_bm25_preset_and_analyzer_recorded(tmp_path):
     from tiny_models import make_corpus
 
     import vdr
-    from vdr.cli.commands import main
+    from vdr.cli import main
     from vdr.corpus import Page, write_pages
 
     corpus = make_corpus(tmp_path / "corpus", [(56, 56), (56, 56), (56, 56)])

@@ -161,7 +161,7 @@ def test_evaluate_run_takes_the_plan_as_parsed():
 
 
 def test_every_default_cutoff_reads_the_registry_constant():
-    from vdr.cli import commands
+    from vdr.cli import evaluate as commands
     from vdr.experiment.compare_runs import CompareOptions, compare_runs
     from vdr.experiment.evaluation import EvaluateOptions, evaluate
     from vdr.integrations.mteb import MtebBackend

@@ -276,7 +276,7 @@ def test_mteb_scores_are_vdr_encoder_scores(data, model, mteb_run):
 
 
 def test_cli_mteb_task_writes_a_registering_module(data, tmp_path, capsys):
-    from vdr.cli.commands import main
+    from vdr.cli import main
 
     mod = tmp_path / "tiny_tasks.py"
     rc = main(["mteb-task", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),
@@ -299,7 +299,7 @@ def test_cli_mteb_task_writes_a_registering_module(data, tmp_path, capsys):
 def test_evaluate_engine_mteb_stores_task_results(data, colqwen_dir, tmp_path):  # noqa: F811
     from mteb.results import TaskResult
 
-    from vdr.cli.commands import main
+    from vdr.cli import main
     from vdr.experiment.evaluation import evaluate
 
     out = tmp_path / "res"

@@ -190,7 +190,7 @@ def test_page_corpus_kind_and_load_corpus_dispatch(tmp_path):
 def test_cli_ingest_passages(tmp_path):
     from typer.testing import CliRunner
 
-    from vdr.cli.commands import app
+    from vdr.cli import app
 
     src = _write(tmp_path / "collection.tsv", MSMARCO)
     r = CliRunner().invoke(app, ["ingest", "--passages", str(src), "--format", "msmarco", "--out", str(tmp_path / "c")])

@@ -96,7 +96,7 @@ def test_evaluate_with_the_convsearch_protocol(data, tmp_path):  # noqa: F811
 
 
 def test_cli_protocol_option(data, tmp_path, capsys):  # noqa: F811
-    from vdr.cli.commands import main
+    from vdr.cli import main
 
     rc = main(["evaluate", str(data["corpus"]), "--queries", str(data["queries"]), "--qrels", str(data["qrels"]),
                "--backend", "lexical", "--out", str(tmp_path / "c"), "--quiet", "--protocol", "convsearch"])

@@ -15,7 +15,7 @@ import pytest
 from report_fixtures import EVIL, EVIL_HISTORY, ROOT, copy_results  # noqa: F401
 
 import vdr
-from vdr.cli.commands import main
+from vdr.cli import main
 from vdr.errors import InputError
 
 SECTIONS = ["summary", "metrics", "changes", "length", "cases", "holes"]

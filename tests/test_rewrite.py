@@ -8,7 +8,7 @@ import pytest
 
 from judge_sim import SimJudge
 from rewards_fixtures import build_tiny_causal_lm
-from vdr.cli.commands import main
+from vdr.cli import main
 from vdr.errors import InputError
 from vdr.io import load_queries
 from vdr.rewrite import load_template, rewrite

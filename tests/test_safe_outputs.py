@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import vdr
 from cli_helpers import cli, lock_held_elsewhere, snapshot
 from rewards_fixtures import make_passages, write_corpus
-from vdr.cli.commands import app
+from vdr.cli import app
 from vdr.io.outdir import LOCK_FILE, ResultsFolder
 
 FAST = ["--backend", "lexical", "-q", "--no-cache"]

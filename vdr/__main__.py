@@ -1,5 +1,5 @@
 """``python -m vdr`` (also ``torchrun -m vdr``): the same as the ``vdr`` command."""
 
-from .cli.commands import entry
+from .cli import entry
 
 entry()

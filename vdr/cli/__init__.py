@@ -1,7 +1,9 @@
-"""The ``vdr`` command line (typer): one module per command group, options generated from the
-option records of the API (:mod:`vdr.cli.commands`), and the shared output/option handling
-(:mod:`vdr.cli.common`)."""
+"""The ``vdr`` command line (typer): :mod:`.root` (the root group, :func:`main`, :func:`entry`), one
+module per command group (:mod:`.evaluate`: metrics, evaluate, compare, report, mteb-task;
+:mod:`.ingest`: ingest, embed, convert; :mod:`.llm`: judge, rewrite; :mod:`.serve`: serve), the
+shared parameters (:mod:`.params`: encoder options generated from the option records, parsers)
+and the shared output/option handling and help renderer (:mod:`.common`)."""
 
-from .commands import app, entry, main
+from .root import app, entry, main
 
 __all__ = ["app", "entry", "main"]

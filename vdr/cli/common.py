@@ -592,3 +592,19 @@ def install(app: typer.Typer) -> None:
         for p in inspect.signature(root.callback, eval_str=True).parameters.values():
             tidy_help(p)
 
+
+
+#: ``[(name, function)]`` of every command module's commands, in registration order (:func:`command`);
+#: :mod:`vdr.cli.root` adds them to the app.
+COMMANDS: list[tuple[str, Callable[..., Any]]] = []
+
+
+def command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: declare ``function`` as the command ``vdr NAME`` (registered on the app by
+    :mod:`vdr.cli.root`, in the order the command modules are imported); returns it unchanged."""
+
+    def declare(function: Callable[..., Any]) -> Callable[..., Any]:
+        COMMANDS.append((name, function))
+        return function
+
+    return declare

@@ -39,7 +39,6 @@ single process' on the CPU.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import math
@@ -54,7 +53,6 @@ from typing import Any
 
 from ..io.digest import file_sha256
 from ..options import Grouped, keyword_signature
-from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS
 from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
 from .inputs import InputSettings, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs

@@ -36,11 +36,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-import typer
 
-from ..cli.common import HistoryOrder, PassageFormat
 from ..errors import InputError, VdrWarning
 from ..io.atomic import write_text_atomic
 from ..io.formats import load_qrels, load_queries, save_qrels, save_queries
@@ -48,7 +45,7 @@ from ..text import DEFAULT_MAX_QUERY_TOKENS, BudgetedQuery, budget_config, fit_q
 from ..types import Qrels, Query, QuerySet
 
 __all__ = ["EMPTY_ANSWER", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc", "convert_msmarco",
-           "convert_beir", "app"]
+           "convert_beir"]
 
 #: Placeholder for an empty answer in a conversation's history (the turn stays, its answer is marked).
 EMPTY_ANSWER = "[no answer]"
@@ -443,75 +440,3 @@ def convert_beir(beir_dir: str | Path, out: str | Path, *, split: str = "test", 
     manifest = _corpus(d / "corpus.jsonl" if corpus else None, out, "beir")
     report = {"benchmark": "beir", "split": split, "counts": counts, "collection": None if manifest is None else manifest["source"]}
     return write_layout(out, kept, Qrels.from_checked({k: dict(qr[k]) for k in kept}, name="qrels.tsv"), human=None, specs=(), report=report)
-
-
-# --------------------------------------------------------------------------------------------- CLI
-
-app = typer.Typer(help="Convert public passage benchmarks (TopiOCQA, QReCC, MS MARCO, BEIR) into vdr's layout.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-
-_ORDER = typer.Option(HistoryOrder("oldest-first"), "--history-order", help="Concatenated history: oldest-first (h1..hn q) or newest-first (q hn..h1).")
-_SEP = typer.Option(" ", "--history-separator", help="Separator between concatenated pieces.")
-_BUDGET = typer.Option(DEFAULT_MAX_QUERY_TOKENS, "--history-budget", help="Whitespace-token budget of concatenations (oldest turns dropped first, question kept); 0: none.")
-
-
-def _specs(order: str, separator: str, budget: int) -> list[ConcatSpec]:
-    return default_specs(order, separator, budget if budget > 0 else None)
-
-
-def _echo(report: dict, out: Path) -> None:
-    c = report["counts"]
-    typer.echo(f"{c['queries']} queries -> {out}" + (f"; {c['dropped_without_gold']} turns without gold dropped (kept in history)"
-                                                    if "dropped_without_gold" in c else ""))
-    g = report.get("gold_without_turn", {})
-    if g.get("count"):
-        typer.echo(f"note: {g['count']} gold entries without a dataset turn, e.g. {', '.join(g['examples'][:5])}")
-    if report.get("variants"):
-        typer.echo("evaluate with: " + report["evaluate"])
-
-
-@app.command("topiocqa")
-def topiocqa_command(
-    dataset: Path = typer.Option(..., "--dataset", help="TopiOCQA dataset JSON (e.g. topiocqa_dev.json)."),
-    gold: Path = typer.Option(..., "--gold", help="Gold passages (DPR JSON with positive_ctxs[].passage_id, conv_id, turn_id)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
-    collection: Optional[Path] = typer.Option(None, "--collection", help="full_wiki_segments.tsv (omit to reuse a corpus ingested elsewhere)."),
-    order: HistoryOrder = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
-) -> None:
-    """TopiOCQA -> corpus, queries.jsonl (with history), qrels.tsv, variants/."""
-    _echo(convert_topiocqa(dataset, gold, out, collection=collection, specs=_specs(order, separator, budget)), out)
-
-
-@app.command("qrecc")
-def qrecc_command(
-    dataset: Path = typer.Option(..., "--dataset", help="QReCC dataset JSON (e.g. qrecc_test.json)."),
-    qrels: Path = typer.Option(..., "--qrels", help="TREC qrels with query ids {Conversation_no}_{Turn_no}."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
-    collection: Optional[Path] = typer.Option(None, "--collection", help="Passage collection (Pyserini jsonl folder, ...)."),
-    collection_format: PassageFormat = typer.Option(PassageFormat.auto, "--collection-format", help="Collection format (auto: by file name and content)."),
-    order: HistoryOrder = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
-) -> None:
-    """QReCC -> corpus, queries.jsonl (with history), qrels.tsv, variants/ (human rewrite included)."""
-    _echo(convert_qrecc(dataset, qrels, out, collection=collection, collection_format=collection_format,
-                        specs=_specs(order, separator, budget)), out)
-
-
-@app.command("msmarco")
-def msmarco_command(
-    queries: Path = typer.Option(..., "--queries", help="queries.*.tsv (qid<TAB>text)."),
-    qrels: Path = typer.Option(..., "--qrels", help="qrels (MS MARCO 'qid 0 pid grade', TREC or BEIR TSV)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
-    collection: Optional[Path] = typer.Option(None, "--collection", help="collection.tsv (pid<TAB>text, no quoting)."),
-) -> None:
-    """MS MARCO passage ranking -> corpus, queries.jsonl, qrels.tsv."""
-    _echo(convert_msmarco(queries, qrels, out, collection=collection), out)
-
-
-@app.command("beir")
-def beir_command(
-    beir_dir: Path = typer.Argument(..., help="BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
-    split: str = typer.Option("test", "--split", help="Qrels split."),
-) -> None:
-    """A BEIR dataset -> corpus, queries.jsonl, qrels.tsv."""
-    _echo(convert_beir(beir_dir, out, split=split), out)

@@ -1,0 +1,350 @@
+"""Commands of the evaluation stage: ``vdr metrics``, ``vdr evaluate``, ``vdr compare``, ``vdr report``,
+``vdr mteb-task``; each calls the Python function of the same name and prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from . import common
+from .common import (
+    Bm25Analyzer, Bm25Method, Bm25Preset, Engine, Protocol,
+)
+from ..text import DEFAULT_MAX_QUERY_TOKENS
+from ..metrics.registry import EVALUATE_CUTOFFS, METRICS_CUTOFFS
+from .params import (
+    BACKEND_OPTION_HELP, ENCODER_PARAMS, cutoffs_text, encoder_settings_from_options, list_metrics,
+    metric_help, on_interrupt, parse_backend_options, parse_rewrites, parse_runs, signature_from,
+)
+
+
+# ---------------------------------------------------------------------------------- evaluation options
+# Options of `vdr evaluate` that map onto arguments of vdr.evaluate() (the BM25 ones onto its `bm25`
+# dict); _evaluation_kwargs turns their values into those arguments. None: the API's default.
+_PANEL_STATS, _PANEL_TEXT = common.PANEL_STATS, common.PANEL_TEXT
+
+
+_EVALUATION_OPTIONS = {
+    "relevance_level": lambda: typer.Option(
+        1, "--relevance-level", min=0, rich_help_panel=_PANEL_STATS,
+        help="Minimum grade counted as relevant by the binary metrics (recall, precision, hit, MRR, MAP); nDCG uses the grades.",
+    ),
+    "exclude_no_relevant": lambda: typer.Option(
+        False, "--exclude-queries-without-relevant/--keep-all-queries", rich_help_panel=_PANEL_STATS,
+        help="Leave out of every mean and test the queries whose qrels hold no grade > 0 (default: keep them, scoring 0).",
+    ),
+    "permutations": lambda: typer.Option(
+        10_000, "--permutations", min=1, rich_help_panel=_PANEL_STATS, help="Random sign assignments of the paired randomization test.",
+    ),
+    "bootstrap": lambda: typer.Option(
+        10_000, "--bootstrap", min=1, rich_help_panel=_PANEL_STATS, help="Resamples of the bootstrap confidence interval of the mean change.",
+    ),
+    "concat": lambda: typer.Option(
+        None, "--concat/--no-concat", rich_help_panel=common.PANEL_INPUTS, help="Add the history-concatenation baseline variant, or not (default: when the queries carry history).",
+    ),
+    "concat_max_tokens": lambda: typer.Option(
+        DEFAULT_MAX_QUERY_TOKENS, "--concat-max-tokens", min=0,
+        rich_help_panel=common.PANEL_INPUTS, help="Whitespace-token budget of the concat variant: the oldest history goes first, the question stays (0: none).",
+    ),
+    "vidore_revision": lambda: typer.Option(None, "--vidore-revision", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: dataset revision (default: MTEB's pinned commit)."),
+    "vidore_language": lambda: typer.Option(None, "--vidore-language", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: keep only queries in this language (e.g. english)."),
+    # the convenience flags: aliases of backend options (vdr.retrieve.options.CLI_ALIASES), help from the option's field
+    "semantic_model": lambda: _alias_option("semantic_model"),
+    "rrf_k": lambda: _alias_option("rrf_k", _alias_field("rrf_k").default, min=0.0),
+    "bm25_k1": lambda: _alias_option("bm25_k1", min=0.0),
+    "bm25_b": lambda: _alias_option("bm25_b", min=0.0, max=1.0),
+    "bm25_method": lambda: _alias_option("bm25_method"),
+    "bm25_delta": lambda: _alias_option("bm25_delta"),
+    "bm25_stemmer": lambda: _alias_option("bm25_stemmer"),
+    "bm25_stopwords": lambda: _alias_option("bm25_stopwords"),
+    "bm25_lower": lambda: _alias_option("bm25_lower", flag="--bm25-lower/--bm25-no-lower"),
+    "bm25_preset": lambda: _alias_option("bm25_preset"),
+    "bm25_analyzer": lambda: _alias_option("bm25_analyzer"),
+}
+
+
+def _alias_field(param: str):
+    """The options-dataclass field a convenience flag is an alias of."""
+    import dataclasses
+
+    from ..retrieve.options import BUILTIN_OPTIONS, CLI_ALIASES
+
+    backend, key, _ = CLI_ALIASES[param]
+    return next(f for f in dataclasses.fields(BUILTIN_OPTIONS[backend]) if f.name == key)
+
+
+def _alias_option(param: str, default: Any = None, *, flag: str | None = None, **extra: Any):
+    """The typer option of convenience flag ``param`` (``--bm25-k1`` is ``--backend-option
+    lexical.k1``): its help text and default come from the backend's options dataclass."""
+    from ..retrieve.options import CLI_ALIASES
+
+    backend, key, name = CLI_ALIASES[param]
+    help_text = f"{_alias_field(param).metadata['help']} (= --backend-option {backend}.{key}=VALUE)."
+    return typer.Option(default, flag or name, rich_help_panel=_PANEL_TEXT, help=help_text, **extra)
+
+
+_BM25_KEYS = ("k1", "b", "method", "delta", "stemmer", "stopwords", "lower", "preset", "analyzer")
+
+
+def _evaluation_kwargs(values: dict) -> dict:
+    """The :data:`_EVALUATION_OPTIONS` values of ``vdr evaluate`` (``values``: the command's
+    parameters by name) as keyword arguments of :func:`vdr.evaluate`: ``bm25`` holds only the BM25
+    parameters given (``none`` for stemmer or stopwords means ``None``), or is ``None``."""
+    bm25 = {key: values[f"bm25_{key}"] for key in _BM25_KEYS if values[f"bm25_{key}"] is not None}
+    for key in ("stemmer", "stopwords"):
+        if isinstance(bm25.get(key), str) and bm25[key].lower() == "none":
+            bm25[key] = None
+    return {
+        "relevance_level": values["relevance_level"],
+        "queries_without_relevant": "exclude" if values["exclude_no_relevant"] else "zero",
+        "n_permutations": values["permutations"],
+        "n_bootstrap": values["bootstrap"],
+        "concat": values["concat"],
+        "concat_max_tokens": values["concat_max_tokens"] or None,
+        "vidore_revision": values["vidore_revision"],
+        "vidore_language": values["vidore_language"],
+        "semantic_model": values["semantic_model"],
+        "rrf_k": values["rrf_k"],
+        "bm25": bm25 or None,
+    }
+
+
+@common.command("metrics")
+def metrics_command(
+    qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
+    run: Path = typer.Argument(..., help="Run file: TREC (qid Q0 docid rank score tag) or JSON."),
+    k: str = typer.Option(cutoffs_text(METRICS_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Comma-separated cutoffs for the default metric families and ties@k."),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", rich_help_panel=common.PANEL_STATS, help=metric_help()),
+    relevance_level: int = typer.Option(1, "--relevance-level", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics)."),
+    exclude_no_relevant: bool = typer.Option(
+        False, "--exclude-queries-without-relevant/--keep-all-queries",
+        rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0).",
+    ),
+    allow_unjudged: bool = typer.Option(
+        False, "--allow-unjudged/--refuse-unjudged",
+        rich_help_panel=common.PANEL_STATS, help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
+    ),
+    json_out: Optional[Path] = typer.Option(None, "--json", rich_help_panel=common.PANEL_RUN, help="Write aggregate, per-query values and policy as JSON."),
+    per_query: Optional[Path] = typer.Option(None, "--per-query", rich_help_panel=common.PANEL_RUN, help="Write per-query values as CSV."),
+    list_metrics: bool = typer.Option(
+        False, "--list-metrics", callback=list_metrics, is_eager=True, rich_help_panel=common.PANEL_STATS, help="List the metrics, their aliases and definitions, and exit."
+    ),
+) -> None:
+    """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
+    from .. import distributed as D
+    from ..metrics import metrics
+
+    if not D.is_main():
+        return
+
+    res = metrics(
+        qrels,
+        run,
+        k=k,
+        metric_names=metric or None,
+        relevance_level=relevance_level,
+        queries_without_relevant="exclude" if exclude_no_relevant else "zero",
+        allow_unjudged=allow_unjudged,
+        json_path=json_out,
+        per_query_path=per_query,
+    )
+    typer.echo(res.table())
+    for p in (json_out, per_query):
+        if p is not None:
+            typer.echo(f"wrote {p}")
+
+
+# ---------------------------------------------------------------------------------- evaluate
+# Every parameter of `vdr evaluate`, in --help order: (name, annotation, option factory). The command's
+# signature is built from it by signature_from (typer reads inspect.signature, hence __signature__).
+_EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
+    ("corpus_dir", Optional[Path], lambda: typer.Argument(None, help="Corpus folder from `vdr ingest` (omit with --vidore).")),
+    ("queries", Optional[Path], lambda: typer.Option(
+        None, "--queries", rich_help_panel=common.PANEL_INPUTS, help="Original queries (BEIR queries.jsonl; `history` optional); default CORPUS_DIR/queries.jsonl.")),
+    ("qrels", Optional[Path], lambda: typer.Option(None, "--qrels", rich_help_panel=common.PANEL_INPUTS, help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv.")),
+    ("rewrites", Optional[list[str]], lambda: typer.Option(None, "--rewrites", rich_help_panel=common.PANEL_INPUTS, help="A rewrite variant NAME=FILE (repeatable).")),
+    ("backend", str, lambda: typer.Option("multimodal,lexical,semantic,hybrid", "--backend", rich_help_panel=common.PANEL_BACKENDS, help="Comma-separated backends.")),
+    ("model", Optional[str], lambda: typer.Option(
+        None, "--model", rich_help_panel=common.PANEL_ENCODER, help="ColPali-family model (hub name or local path) for the multimodal backend.")),
+    ("k", str, lambda: typer.Option(cutoffs_text(EVALUATE_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Metric cutoffs; nDCG@3 is the primary metric.")),
+    ("seed", int, lambda: typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap.")),
+    ("out", Path, lambda: typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder (results.json, per_query.csv, runs/).")),
+    ("vidore", Optional[str], lambda: typer.Option(
+        None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR.")),
+    ("store", Optional[Path], lambda: typer.Option(None, "--store", rich_help_panel=common.PANEL_ENCODER, help="Embedding store folder (default CORPUS_DIR/embeddings).")),
+    *ENCODER_PARAMS,
+    ("depth", int, lambda: typer.Option(100, "--depth", rich_help_panel=common.PANEL_RUN, help="Pages retrieved per query.")),
+    ("macro_average", bool, lambda: typer.Option(
+        False, "--macro-average/--no-macro-average", rich_help_panel=common.PANEL_STATS, help="Add a labelled macro-average row across backends.")),
+    ("quiet", bool, common.OPTIONS["quiet"]),
+    ("engine", Engine, lambda: typer.Option(
+        Engine.vdr, "--engine",
+        rich_help_panel=common.PANEL_BACKENDS, help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/).")),
+    ("cache_dir", Optional[Path], lambda: typer.Option(
+        None, "--cache-dir", rich_help_panel=common.PANEL_BACKENDS, help="Index cache of the text backends (default CORPUS_DIR/.vdr-cache).")),
+    ("use_cache", bool, lambda: typer.Option(
+        True, "--cache/--no-cache", rich_help_panel=common.PANEL_BACKENDS, help="--no-cache: build the BM25 index and semantic page vectors afresh, keep nothing.")),
+    ("profile", bool, lambda: typer.Option(
+        False, "--profile/--no-profile", rich_help_panel=common.PANEL_RUN, help="Print where the time went (RESULTS_DIR/timing.json, per stage).")),
+    *((name, ann, _EVALUATION_OPTIONS[name]) for name, ann in (
+        ("relevance_level", int), ("exclude_no_relevant", bool), ("permutations", int), ("bootstrap", int),
+        ("concat", Optional[bool]), ("concat_max_tokens", int), ("vidore_revision", Optional[str]),
+        ("vidore_language", Optional[str]), ("semantic_model", Optional[str]), ("rrf_k", float),
+        ("bm25_k1", Optional[float]), ("bm25_b", Optional[float]), ("bm25_method", Optional[Bm25Method]),
+        ("bm25_delta", Optional[float]), ("bm25_stemmer", Optional[str]), ("bm25_stopwords", Optional[str]),
+        ("bm25_lower", Optional[bool]), ("bm25_preset", Optional[Bm25Preset]), ("bm25_analyzer", Optional[Bm25Analyzer]),
+    )),
+    ("backend_option", Optional[list[str]], lambda: typer.Option(None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help=BACKEND_OPTION_HELP)),
+    ("run", Optional[list[str]], lambda: typer.Option(
+        None, "--run", rich_help_panel=common.PANEL_INPUTS, help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME.")),
+    ("primary_metric", Optional[str], lambda: typer.Option(
+        None, "--primary-metric",
+        rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
+    ("overwrite", bool, lambda: typer.Option(
+        False, "--overwrite/--no-overwrite",
+        rich_help_panel=common.PANEL_RUN, help="Replace an --out folder holding another experiment's results or other files (refused otherwise).")),
+    ("protocol", Optional[Protocol], lambda: typer.Option(
+        None, "--protocol",
+        rich_help_panel=common.PANEL_STATS, help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),
+    ("drop_missing_judged", bool, lambda: typer.Option(
+        False, "--drop-missing-judged/--keep-missing-judged",
+        rich_help_panel=common.PANEL_INPUTS, help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the"
+             " denominators, as trec_eval, and reported).")),
+]
+
+
+@common.command("evaluate")
+@on_interrupt
+@signature_from(_EVALUATE_PARAMS)
+def evaluate_command(**o: Any) -> None:
+    """Evaluate original vs rewritten queries per backend (see vdr.evaluate)."""
+    import json
+
+    from ..experiment.evaluation import evaluate, stage_lines
+
+    out = o["out"]
+    api = _evaluation_kwargs(o)  # the _EVALUATION_OPTIONS as evaluate() arguments
+    rw = parse_rewrites(o["rewrites"])
+    backend_options = parse_backend_options(o["backend_option"], o["backend"])
+    settings = encoder_settings_from_options(o["model"], o)
+    res = evaluate(
+        o["corpus_dir"],
+        queries=o["queries"],
+        qrels=o["qrels"],
+        rewrites=rw,
+        out=out,
+        backends=o["backend"],
+        encoder=settings,
+        k=o["k"],
+        seed=o["seed"],
+        vidore=o["vidore"],
+        store=o["store"],
+        device=o["device"],
+        depth=o["depth"],
+        macro_average=o["macro_average"],
+        progress=not o["quiet"],
+        engine=o["engine"],
+        cache_dir=o["cache_dir"] if o["use_cache"] else False,
+        runs=parse_runs(o["run"]),
+        primary_metric=o["primary_metric"],
+        overwrite=o["overwrite"],
+        drop_missing_judged=o["drop_missing_judged"],
+        protocol=o["protocol"],
+        backend_options=backend_options or None,
+        **api,
+    )
+    if res is None:  # torchrun: not rank 0
+        return
+    typer.echo(res.table())
+    main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
+    if main_metric:  # --engine mteb: MTEB's own headline number
+        values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())
+        typer.echo(f"MTEB main metric {main_metric['name']} ({main_metric['source']}): {values}")
+    if o["profile"]:
+        typer.echo("time per stage:")
+        for line in stage_lines(json.loads((out / "timing.json").read_text(encoding="utf-8"))):
+            typer.echo("  " + line)
+    typer.echo(f"results: {out / 'results.json'}")
+
+
+@common.command("compare")
+@on_interrupt
+def compare_command(
+    qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV or JSON."),
+    runs: list[str] = typer.Argument(..., help="Run files (TREC or JSON), each FILE (named by its file name without the extension: runs/bm25.trec -> bm25) or NAME=FILE; two or more."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", rich_help_panel=common.PANEL_INPUTS, help="The run the others are compared with (default: the first)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder to write (results.json, per_query.csv, runs/, report.html)."),
+    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", rich_help_panel=common.PANEL_RUN, help="Replace an --out folder holding another experiment's results or other files."),
+    primary_metric: Optional[str] = typer.Option(
+        None, "--primary-metric", rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3, or the first --metric)."),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", "--metrics", "-m", rich_help_panel=common.PANEL_STATS, help=metric_help()),
+    k: str = typer.Option(cutoffs_text(EVALUATE_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Cutoffs of the default metrics (without --metric)."),
+    relevance_level: int = typer.Option(1, "--relevance-level", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics)."),
+    exclude_no_relevant: bool = typer.Option(
+        False, "--exclude-queries-without-relevant/--keep-all-queries", rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
+    allow_unjudged: bool = typer.Option(
+        False, "--allow-unjudged/--refuse-unjudged", rich_help_panel=common.PANEL_STATS, help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
+    seed: int = typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap."),
+    n_permutations: int = typer.Option(10_000, "--permutations", rich_help_panel=common.PANEL_STATS, help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
+    n_bootstrap: int = typer.Option(10_000, "--bootstrap", rich_help_panel=common.PANEL_STATS, help="Bootstrap resamples of the 95% CI."),
+    write_report: bool = typer.Option(True, "--report/--no-report", rich_help_panel=common.PANEL_RUN, help="With --out, write report.html / report.md (--no-report: do not)."),
+) -> None:
+    """Compare runs of several systems with a baseline run (paired randomization test, t-test, bootstrap CI,
+    Holm, W/T/L), ranx-style; see vdr.compare."""
+    from ..experiment.compare_runs import compare_runs, parse_run_items
+
+    res = compare_runs(
+        qrels, parse_run_items(runs), baseline=baseline, metrics=metric or None, primary_metric=primary_metric, k=k,
+        relevance_level=relevance_level, queries_without_relevant="exclude" if exclude_no_relevant else "zero",
+        allow_unjudged=allow_unjudged, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, out=out,
+        overwrite=overwrite, report=write_report,
+    )
+    typer.echo(res.table())
+    if out is not None:
+        typer.echo(f"results: {out / 'results.json'}" + ("" if not write_report else f"; report: {out / 'report.html'}"))
+
+
+@common.command("report")
+def report_command(
+    results_dir: Path = typer.Argument(..., help="Results folder written by `vdr evaluate --out`."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default RESULTS_DIR/report.html); the Markdown summary goes beside it (.md)."),
+    top: int = typer.Option(5, "--top", help="Largest regressions and gains shown per backend."),
+    primary_metric: Optional[str] = typer.Option(
+        None, "--primary-metric", help="Metric of the change columns, changes and cases (default: the evaluation's, ndcg@3; e.g. ndcg@5, ndcg@10, mrr@3)."
+    ),
+    latex: Optional[Path] = typer.Option(None, "--latex", help="Also write the summary table as a LaTeX table (booktabs) to this file."),
+) -> None:
+    """Write a self-contained HTML report and a Markdown summary of a results folder (see vdr.report)."""
+    from ..report.render import report
+
+    paths = report(results_dir, out, top=top, primary_metric=primary_metric, latex=latex)
+    for w in paths.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    for p in (paths.html, paths.markdown, paths.latex):
+        if p is not None:
+            typer.echo(f"wrote {p}")
+
+
+@common.command("mteb-task")
+def mteb_task_command(
+    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages.jsonl + images/), as written by `vdr ingest`."),
+    name: str = typer.Option(..., "--name", help="MTEB task name of the originals; a rewrite variant V becomes task NAME-V."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Original queries (BEIR queries.jsonl); default CORPUS_DIR/queries.jsonl."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv."),
+    rewrites: Optional[list[str]] = typer.Option(None, "--rewrites", help="A rewrite variant NAME=FILE (repeatable); each becomes its own task."),
+    main_score: str = typer.Option("ndcg_at_3", "--main-score", help="MTEB main score key (ndcg_at_3, ndcg_at_5, mrr_at_10, recall_at_5 ...)."),
+    language: Optional[list[str]] = typer.Option(None, "--language", help="Task language(s) as ISO 639-3 + script (default eng-Latn; repeatable)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the module here (default: print it)."),
+) -> None:
+    """Write a Python module that registers the corpus (and each rewrite variant) as MTEB retrieval tasks."""
+    from ..integrations.mteb import write_task_module
+
+    rw = parse_rewrites(rewrites)
+    src = write_task_module(corpus_dir, name=name, queries=queries, qrels=qrels, rewrites=rw, main_score=main_score,
+                            languages=language or ["eng-Latn"], out=out)
+    if out is None:
+        typer.echo(src, nl=False)
+    else:
+        typer.echo(f"wrote {out}: import it to register the MTEB task(s)")

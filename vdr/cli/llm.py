@@ -1,0 +1,79 @@
+"""Commands that call a language model: ``vdr judge`` (RCP-nDCG) and ``vdr rewrite``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import common
+from .common import (
+    FillFailed, Modality,
+)
+
+
+@common.command("judge")
+def judge_command(
+    results_dir: Path = typer.Argument(..., help="Results folder written by `vdr evaluate` (results.json, runs/)."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", rich_help_panel=common.PANEL_LLM, help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default $VDR_JUDGE_ENDPOINT)."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", rich_help_panel=common.PANEL_LLM, help="Judge model name served by the endpoint."),
+    modality: Modality = typer.Option(Modality.image, "--modality", rich_help_panel=common.PANEL_LLM, help="image (page PNGs, a vision judge) or text (page text)."),
+    budget: Optional[int] = typer.Option(None, "--budget", rich_help_panel=common.PANEL_REQUESTS, help="Most judge calls to make (cached answers are free); stops cleanly when spent."),
+    k: int = typer.Option(3, "--k", rich_help_panel=common.PANEL_STATS, help="Cutoff of RCP-nDCG@k and depth of the pools."),
+    concurrency: int = typer.Option(4, "--concurrency", rich_help_panel=common.PANEL_REQUESTS, help="Parallel requests."),
+    cache: Optional[Path] = typer.Option(None, "--cache", rich_help_panel=common.PANEL_REQUESTS, help="JSONL answer cache (default RESULTS_DIR/judge/cache.jsonl)."),
+    timeout: float = typer.Option(120.0, "--timeout", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per request."),
+    max_retries: int = typer.Option(4, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (exponential backoff)."),
+    json_mode: bool = typer.Option(False, "--json-mode/--no-json-mode", rich_help_panel=common.PANEL_LLM, help="Ask the endpoint for JSON output (response_format json_object)."),
+) -> None:
+    """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
+    $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
+    from ..judge.run import judge
+
+    res = judge(results_dir, endpoint=endpoint, judge_model=judge_model, modality=modality, budget=budget, k=k,
+                concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode)
+    typer.echo(res.table())
+    typer.echo(f"results: {res.out_dir / 'rcp.json'}; gains: {res.out_dir / 'gains.tsv'}")
+
+
+@common.command("rewrite")
+def rewrite_command(
+    queries: Path = typer.Argument(..., help="Queries to rewrite (BEIR queries.jsonl; `history` = earlier turns, oldest first)."),
+    template: str = typer.Option("conversational", "--template", rich_help_panel=common.PANEL_LLM, help="Shipped template (conversational, convsearch-r1, rl-qr) or a TOML file."),
+    out: Path = typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Rewrite file to write (queries.jsonl); failures go to OUT.failures.jsonl."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", rich_help_panel=common.PANEL_LLM, help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1."),
+    model: Optional[str] = typer.Option(None, "--model", rich_help_panel=common.PANEL_LLM, help="Model name served by the endpoint."),
+    local: Optional[Path] = typer.Option(None, "--local", rich_help_panel=common.PANEL_LLM, help="A local transformers causal-LM folder instead of an endpoint."),
+    cache: Optional[Path] = typer.Option(None, "--cache", rich_help_panel=common.PANEL_REQUESTS, help="JSONL cache of rewrites (default OUT.cache.jsonl beside OUT)."),
+    concurrency: int = typer.Option(4, "--concurrency", rich_help_panel=common.PANEL_REQUESTS, help="Parallel requests."),
+    budget: Optional[int] = typer.Option(None, "--budget", rich_help_panel=common.PANEL_REQUESTS, help="Most calls to make (cached rewrites are free)."),
+    timeout: str = typer.Option("30", "--timeout", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per HTTP attempt ('none' is refused)."),
+    deadline: str = typer.Option("120", "--deadline", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per query, retries and backoff included."),
+    max_retries: int = typer.Option(2, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (exponential backoff)."),
+    max_tokens: int = typer.Option(1024, "--max-tokens", rich_help_panel=common.PANEL_LLM, help="Token limit of an answer; an answer cut by it is a failed query."),
+    temperature: float = typer.Option(0.0, "--temperature", rich_help_panel=common.PANEL_LLM, help="Sampling temperature."),
+    max_history_words: int = typer.Option(2000, "--max-history-words", rich_help_panel=common.PANEL_LLM, help="History word budget (oldest turns dropped first, the question always kept)."),
+    fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", rich_help_panel=common.PANEL_RUN, help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
+    device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_LLM, help="Device of --local (cpu, cuda)."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", rich_help_panel=common.PANEL_LLM, help="Allow the --local checkpoint's own code."),
+) -> None:
+    """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
+    from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
+    from ..rewrite import rewrite
+
+    r = rewrite(queries, template=template, out=out, endpoint=endpoint, model=model, local=local, cache=cache,
+                concurrency=concurrency, budget=budget, timeout=timeout, deadline=deadline, max_retries=max_retries,
+                max_tokens=max_tokens, temperature=temperature, max_history_words=max_history_words,
+                fill_failed=fill_failed, device=device, trust_remote_code=trust_remote_code)
+    t = r.settings["template"]
+    typer.echo(f"{r.total} queries: {r.rewritten} rewritten, {r.cached} from cache, {len(r.failed)} failed"
+               f" (template {t['name']} {t['version']}, model {r.settings['model']}) -> {r.out}")
+    if r.history_cut:
+        typer.echo(f"note: {r.history_cut} queries had their history shortened to {max_history_words} words (oldest turns first)")
+    if r.failed:
+        for qid, reason in list(r.failed.items())[:20]:
+            typer.echo(f"failed: {qid}: {reason}", err=True)
+        more = f" ({len(r.failed) - 20} more)" if len(r.failed) > 20 else ""
+        typer.echo(f"{len(r.failed)} failed queries{more} listed in {r.failures_path}; rerun to retry them (successes are cached)", err=True)
+        raise typer.Exit(code=1)

@@ -1,0 +1,50 @@
+"""``vdr serve``: retrieval metrics as RL rewards over HTTP (:mod:`vdr.rewards.serve`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import common
+from .params import (
+    BACKEND_OPTION_HELP, parse_backend_options,
+)
+
+
+@common.command("serve")
+def serve_command(
+    corpus_dir: Path = typer.Argument(..., help="Corpus folder (pages or passages); text backends use the text, multimodal the page images."),
+    backend: str = typer.Option("lexical", "--backend", rich_help_panel=common.PANEL_BACKENDS, help="lexical (BM25), semantic (sentence-transformers), hybrid (RRF of both), multimodal (--model: a ColPali-family model over the page images), pyserini, or any registered backend: built as vdr evaluate builds it."),
+    qrels: Path = typer.Option(..., "--qrels", rich_help_panel=common.PANEL_INPUTS, help="Qrels (BEIR TSV, TREC or JSON): the query ids that can be rewarded."),
+    host: str = typer.Option("127.0.0.1", "--host", rich_help_panel=common.PANEL_SERVER, help="Address to listen on (0.0.0.0 exposes the server to the network)."),
+    port: int = typer.Option(8000, "--port", rich_help_panel=common.PANEL_SERVER, help="Port to listen on."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", rich_help_panel=common.PANEL_SERVER, help="Environment variable holding a bearer token that POST requests must send (never written)."),
+    metric: str = typer.Option("ndcg@3", "--metric", rich_help_panel=common.PANEL_REWARD, help="Default reward metric: any vdr metric (ndcg@3, hit@5, mrr@10, recall@10 ...) or rank_incentive."),
+    depth: int = typer.Option(100, "--depth", rich_help_panel=common.PANEL_REWARD, help="Pages retrieved per rewrite (>= every metric cutoff)."),
+    max_query_tokens: Optional[int] = typer.Option(
+        None, "--max-query-tokens", "--max-words", rich_help_panel=common.PANEL_REWARD,
+        help="A tighter query budget in whitespace tokens (oldest words dropped first; default: the backend's own, as vdr evaluate: 512 for BM25)."),
+    budget_preset: Optional[str] = typer.Option(
+        None, "--budget-preset", rich_help_panel=common.PANEL_REWARD,
+        help="A named query budget instead: convsearch-train (ConvSearch-R1's training cut, the first 1,024 words; recorded)."),
+    cache_size: int = typer.Option(100_000, "--cache-size", rich_help_panel=common.PANEL_SERVER, help="LRU cache entries of (backend, query id, rewrite) rankings."),
+    batch_wait_ms: float = typer.Option(0.0, "--batch-wait-ms", rich_help_panel=common.PANEL_SERVER, help="Extra wait (ms) for more requests before scoring a batch (0: requests arriving during a batch form the next one)."),
+    max_items: int = typer.Option(4096, "--max-items", rich_help_panel=common.PANEL_SERVER, help="Most rewrites per request."),
+    max_body_mb: float = typer.Option(8.0, "--max-body-mb", rich_help_panel=common.PANEL_SERVER, help="Largest request body in MiB."),
+    model: Optional[str] = typer.Option(None, "--model", rich_help_panel=common.PANEL_BACKENDS, help="Semantic backend model (default all-MiniLM-L6-v2, offline), or the multimodal backend's ColPali-family model."),
+    device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_BACKENDS, help="Device of the semantic model (cpu, cuda)."),
+    backend_option: Optional[list[str]] = typer.Option(
+        None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help=BACKEND_OPTION_HELP),
+) -> None:
+    """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
+    from ..rewards.serve import ServeLimits, serve
+
+    parts = "lexical,semantic,hybrid" if backend == "hybrid" else str(backend)
+    options = parse_backend_options(backend_option, parts)
+
+    limits = ServeLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, batch_wait_ms=batch_wait_ms)
+    serve(corpus_dir, backend=backend, qrels=qrels, host=host, port=port, token_env=token_env, metric=metric, depth=depth,
+          max_query_tokens=max_query_tokens, budget_preset=budget_preset, cache_size=cache_size, limits=limits, model=model, device=device,
+          backend_options=options or None, ready=lambda line: typer.echo(line, err=True))
