@@ -85,6 +85,7 @@ MODULE_TIERS = {
     "test_layout": "core",
     "test_lexical_scale": "core",
     "test_llm": "core",
+    "test_options": "core",
     "test_metric_plan": "core",
     "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
     "test_mteb": "model",  # mteb imports torch and transformers

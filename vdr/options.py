@@ -26,7 +26,7 @@ import dataclasses
 import inspect
 from typing import Any
 
-__all__ = ["Grouped", "keyword_signature"]
+__all__ = ["Grouped", "keyword_signature", "with_keywords"]
 
 
 class Grouped:
@@ -111,3 +111,36 @@ def keyword_signature(cls: type[Grouped], leading: list[inspect.Parameter], retu
                 for f in cls.setting_fields()]
     options = inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f"{cls.__name__} | None")
     return inspect.Signature([*leading, options, *settings], return_annotation=return_annotation)
+
+
+def with_keywords(cls: type, options: Any, keywords: dict[str, Any], caller: str, extra_known: tuple[str, ...] = ()):
+    """``options`` (default ``cls()``) with ``keywords`` replaced: THE rule by which every function of
+    vdr that takes ``options=`` plus keywords (``evaluate``, ``compare``, ``metrics``, ``judge``,
+    ``rewrite``, ``ingest``, ``ingest_vidore``) applies them.
+
+    Args:
+        cls: the option record (a dataclass, or a :class:`Grouped` record: flat names accepted).
+        options: an instance of ``cls`` or ``None``.
+        keywords: field names -> values.
+        caller: the function's name, for the message (``"compare"``).
+        extra_known: other keyword names the caller takes and removed from ``keywords`` before
+            (listed in the message).
+
+    Raises:
+        TypeError: a keyword that is no field (named, with the known ones), as for any Python
+            function called with an unknown keyword; ``options`` that is not a ``cls``.
+    """
+    known = list(cls.flat_fields()) + [f.name for f in dataclasses.fields(cls)] if issubclass(cls, Grouped) else \
+        [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(keywords) - set(known))
+    if unknown:
+        shown = [n for n in known if not (issubclass(cls, Grouped) and n in {f.name for f in dataclasses.fields(cls)})]
+        raise TypeError(f"{caller}() got unknown option(s) {', '.join(map(repr, unknown))}; "
+                        f"known: {', '.join([*shown, *extra_known])}")
+    if options is None:
+        return cls(**keywords)
+    if not isinstance(options, cls):
+        raise TypeError(f"{caller}(): options must be {cls.__name__}, got {type(options).__name__}")
+    if not keywords:
+        return options
+    return options.replace(**keywords) if isinstance(options, Grouped) else dataclasses.replace(options, **keywords)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.digest import file_sha256
+from ..options import with_keywords
 from ..stats import compare_variants
 from ..errors import InputError
 from .inputs import check_name
@@ -135,7 +136,6 @@ class CompareOptions:
     report: bool = True
 
 
-_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(CompareOptions))
 
 
 def compare_runs(
@@ -172,10 +172,7 @@ def compare_runs(
     """
     from ..io.outdir import ResultsFolder
 
-    unknown = sorted(set(kwargs) - set(_OPTION_NAMES))
-    if unknown:
-        raise TypeError(f"compare() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(_OPTION_NAMES)}")
-    o = dataclasses.replace(options, **kwargs) if options is not None else CompareOptions(**kwargs)
+    o = with_keywords(CompareOptions, options, kwargs, "compare")
     qrels_path = str(Path(qrels).resolve()) if isinstance(qrels, (str, Path)) else None
     folder = None
     if o.out is not None:  # before any work

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.digest import file_sha256
-from ..options import Grouped, keyword_signature
+from ..options import Grouped, keyword_signature, with_keywords
 from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
 from .inputs import InputSettings, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
@@ -608,10 +608,7 @@ def evaluate(corpus_dir: str | Path | None = None, *, out: str | Path, options: 
             run or holds another experiment (see ``overwrite``).
         TypeError: a keyword that is not an :class:`EvaluateOptions` setting (named, with the known ones).
     """
-    try:
-        opts = EvaluateOptions.of(options, **kwargs)
-    except TypeError as e:
-        raise TypeError(str(e).replace("EvaluateOptions()", "evaluate()", 1)) from None
+    opts = with_keywords(EvaluateOptions, options, kwargs, "evaluate")
     return _evaluate(corpus_dir, Path(out), opts)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..corpus import IMAGES_DIR, PAGES_FILE, REPORT_FILE, Corpus, Page, page_id, write_pages
 from ..errors import InputError, VdrWarning
+from ..options import with_keywords
 from ..io.atomic import atomic_write
 from . import pdf as _pdf
 from .pdf import DEFAULT_DPI, DEFAULT_MAX_PIXELS, OCR_MODES, RASTERIZERS, RenderOptions
@@ -301,15 +302,7 @@ class IngestOptions:
             TypeError: a keyword that is no field (named, with the known ones), as for any
                 Python function called with an unknown keyword; ``options`` of another type.
         """
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(kwargs) - set(names))
-        if unknown:
-            raise TypeError(f"{where}() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
-        if options is None:
-            return cls(**kwargs)
-        if not isinstance(options, cls):
-            raise TypeError(f"{where}(): options must be {cls.__name__}, got {type(options).__name__}")
-        return dataclasses.replace(options, **kwargs)
+        return with_keywords(cls, options, dict(kwargs), where)
 
     @classmethod
     def cli_fields(cls) -> list[dataclasses.Field]:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 from ..corpus import PAGES_FILE, REPORT_FILE, Page, image_name, write_pages
 from ..errors import InputError, VdrError, VdrWarning
+from ..options import with_keywords
 from ..io.atomic import atomic_write
 from ..io.formats import save_qrels
 from ..types import Qrels, to_id
@@ -322,15 +323,7 @@ def _options(options: VidoreOptions | None, kwargs: dict) -> VidoreOptions:
         TypeError: a keyword that is no field of :class:`VidoreOptions` (named, with the known
             ones), or ``options`` of another type.
     """
-    names = [f.name for f in fields(VidoreOptions)]
-    unknown = sorted(set(kwargs) - set(names))
-    if unknown:
-        raise TypeError(f"ingest_vidore() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(names)}")
-    if options is None:
-        return VidoreOptions(**kwargs)
-    if not isinstance(options, VidoreOptions):
-        raise TypeError(f"ingest_vidore(): options must be VidoreOptions, got {type(options).__name__}")
-    return replace(options, **kwargs)
+    return with_keywords(VidoreOptions, options, kwargs, "ingest_vidore")
 
 
 def _read_dataset(src: _Source, sink: _PageSink, progress: bool):

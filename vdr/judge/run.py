@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..options import with_keywords
 from ..llm import LLM_FIELDS, LLMSettings, split_keywords
 from ..results import RESULTS_FILE, Results, Table, fmt4, fmt_p, json_safe
 from ..types import ORIGINAL
@@ -238,7 +239,6 @@ class JudgeOptions:
     qrels: str | Path | None = None
 
 
-_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(JudgeOptions))
 _LLM_KEYWORDS = tuple(next((a for a, f in _LLM_ALIASES.items() if f == name), name) for name in LLM_FIELDS)
 
 
@@ -249,11 +249,7 @@ def _options(options: JudgeOptions | None, kwargs: dict[str, Any]) -> JudgeOptio
         TypeError: a keyword that is neither a :class:`JudgeOptions` field nor an endpoint setting.
     """
     llm, rest = split_keywords(kwargs, _LLM_ALIASES)
-    unknown = sorted(set(rest) - set(_OPTION_NAMES))
-    if unknown:
-        raise TypeError(f"judge() got unknown option(s) {', '.join(map(repr, unknown))}; "
-                        f"known: {', '.join(n for n in _OPTION_NAMES if n != 'llm')}, {', '.join(_LLM_KEYWORDS)}")
-    opts = dataclasses.replace(options, **rest) if options is not None else JudgeOptions(**rest)
+    opts = with_keywords(JudgeOptions, options, rest, "judge", tuple(_LLM_KEYWORDS))
     return dataclasses.replace(opts, llm=dataclasses.replace(opts.llm, **llm)) if llm else opts
 
 

@@ -39,7 +39,7 @@ import json
 import math
 import warnings
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from itertools import chain, repeat
 from pathlib import Path
 from typing import Literal
@@ -47,6 +47,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InputError, VdrWarning
+from ..options import with_keywords
 from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
@@ -615,7 +616,6 @@ class MetricsOptions:
     per_query_path: str | Path | None = None
 
 
-_METRICS_OPTIONS = tuple(f.name for f in fields(MetricsOptions))
 
 
 def metrics(
@@ -656,10 +656,7 @@ def metrics(
     >>> res.aggregate["ndcg@2"], res.policy["tied_groups"]
     (1.0, {'ties@2': 1})
     """
-    unknown = sorted(set(kwargs) - set(_METRICS_OPTIONS))
-    if unknown:
-        raise TypeError(f"metrics() got unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(_METRICS_OPTIONS)}")
-    o = replace(options, **kwargs) if options is not None else MetricsOptions(**kwargs)
+    o = with_keywords(MetricsOptions, options, kwargs, "metrics")
     plan = metric_names if isinstance(metric_names, MetricPlan) else MetricPlan.parse(metric_names, k=k, defaults=METRICS_DEFAULTS)
     if isinstance(qrels, (str, Path)):
         qrels = load_qrels(qrels)

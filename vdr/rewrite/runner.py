@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..options import with_keywords
 from ..io import load_queries
 from ..io.atomic import atomic_write, write_text_atomic
 from ..llm import LLM_FIELDS, AnswerCache, AnswerTruncated, BudgetExhausted, LLMError, LLMSettings, split_keywords
@@ -226,7 +227,6 @@ class RewriteOptions:
     trust_remote_code: bool = False
 
 
-_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(RewriteOptions))
 
 
 def _options(options: RewriteOptions | None, kwargs: dict[str, Any]) -> RewriteOptions:
@@ -236,11 +236,7 @@ def _options(options: RewriteOptions | None, kwargs: dict[str, Any]) -> RewriteO
         TypeError: a keyword that is neither a :class:`RewriteOptions` field nor an endpoint setting.
     """
     llm, rest = split_keywords(kwargs)
-    unknown = sorted(set(rest) - set(_OPTION_NAMES))
-    if unknown:
-        raise TypeError(f"rewrite() got unknown option(s) {', '.join(map(repr, unknown))}; "
-                        f"known: {', '.join(n for n in _OPTION_NAMES if n != 'llm')}, {', '.join(LLM_FIELDS)}")
-    opts = dataclasses.replace(options, **rest) if options is not None else RewriteOptions(**rest)
+    opts = with_keywords(RewriteOptions, options, rest, "rewrite", tuple(LLM_FIELDS))
     return dataclasses.replace(opts, llm=dataclasses.replace(opts.llm, **llm)) if llm else opts
 
 
