@@ -277,12 +277,12 @@ def cut_words(text: str, max_tokens: int | None, keep: str = "tail") -> tuple[st
         raise InputError(f"keep must be 'tail' (drop the oldest words first) or 'head', got {keep!r}")
     if max_tokens is None:
         return text, False
+    words = text.split()
+    if len(words) <= max_tokens:  # within budget: the text as given (what fit_query_budget returns too)
+        return text, False
     if keep == "tail":
         b = fit_query_budget(text, (), max_tokens)
         return b.text, b.cut
-    words = text.split()
-    if len(words) <= max_tokens:
-        return text, False
     return " ".join(words[:max_tokens]), True
 
 
