@@ -179,10 +179,10 @@ def test_metrics_function_writes_json_and_csv(tmp_path):
 ALIASES = {
     # ir_measures
     "nDCG@10": "ndcg@10", "P@5": "precision@5", "R@100": "recall@100", "RR": "mrr", "RR@10": "mrr@10",
-    "AP": "map", "AP@10": "map@10", "Success@3": "hit@3", "Judged@10": "judged@10",
+    "AP": "map", "AP@10": "map@10", "Success@3": "hit@3", "Judged@10": "judged_ret@10",
     # MTEB
     "ndcg_at_10": "ndcg@10", "recall_at_100": "recall@100", "mrr_at_10": "mrr@10", "map_at_10": "map@10",
-    "precision_at_5": "precision@5", "hit_rate_at_3": "hit@3", "Hole_at_10": "hole@10",
+    "precision_at_5": "precision@5", "hit_rate_at_3": "hit@3", "Hole_at_10": "hole_corpus@10",
     # ranx
     "ndcg@10": "ndcg@10", "precision@5": "precision@5", "recall@100": "recall@100", "mrr@10": "mrr@10",
     "hit_rate@3": "hit@3", "map@10": "map@10", "ndcg_burges@5": "ndcg_exp@5",

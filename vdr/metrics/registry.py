@@ -270,7 +270,7 @@ METRICS: dict[str, Family] = {
             "interpolated precision at recall level R (0.00, 0.10, ..., 1.00): the highest precision at any rank"
             " at or below the one where round(R * relevant) relevant pages are retrieved; 0 when that many are never"
             " retrieved. Written iprec_at_recall_0.10 (trec_eval) or IPrec@0.1 style is not accepted",
-            "iprec_at_recall_R", None, "trec_eval m_iprec_at_recall.c (standard recall-precision graph)",
+            "iprec_at_recall_0.10 (levels 0.00 ... 1.00)", None, "trec_eval m_iprec_at_recall.c (standard recall-precision graph)",
             (), K.iprec_at_recall, accepts=("rel", "p"),
         ),
         Family(
@@ -635,7 +635,7 @@ def describe_metrics() -> str:
         also += _EXTRA_SPELLINGS.get(f.name, [])
         params = [a for a in f.accepts if not (a == "p" and f.name == "iprec_at_recall")]
         blocks.append(
-            f"{f.pattern}" + (f"  (also: {', '.join(also)})" if also else "") + "\n"
+            f"{f.pattern}  (also: {', '.join(also) or '-'})\n"
             f"    {f.definition}\n"
             f"    trec_eval: {f.trec_eval or '-'}; ir_measures: {f.ir_measures or '-'}; reference: {f.reference}"
             + (f"; parameters: {', '.join(f'{a}=' + ('N' if a == 'rel' else 'X') for a in params)}" if params else "")
