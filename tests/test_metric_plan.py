@@ -124,12 +124,12 @@ def test_protocol_convsearch():
 
 def test_roles_quality_and_diagnostic():
     assert ROLES == ("quality", "diagnostic")
-    assert {f.name for f in METRICS.values() if f.role == "diagnostic"} == {"judged", "hole", "ties"}
+    assert {f.name for f in METRICS.values() if f.role == "diagnostic"} == {"judged", "judged_ret", "hole", "hole_corpus", "ties", "num_ret", "num_rel", "num_rel_ret"}
     assert all(f.role in ROLES for f in METRICS.values())
     p = MetricPlan.parse(k=3)
     assert names(p.diagnostics) == ["judged@3", "hole@3", "ties@3"]
     assert p.compared_names == ["ndcg@3", "mrr@3", "recall@3"]  # hole@3 is in the table, not compared
-    q = MetricPlan.parse(["nDCG@3", "hole@3", "Judged@5", "RR"])
+    q = MetricPlan.parse(["nDCG@3", "hole@3", "judged@5", "RR"])
     assert q.compared_names == ["ndcg@3", "mrr"] and names(q.diagnostics) == ["hole@3", "judged@5"]
     assert Metric("ties", 3).role == "diagnostic" and Metric("rr_full").role == "quality"
     with pytest.raises(ValueError, match="unknown role"):

@@ -147,13 +147,14 @@ def test_registry_parse_and_errors():
     with pytest.raises(InputError, match="known metrics"):
         parse_metric("bleu@3")
     with pytest.raises(InputError, match="needs a cutoff"):
-        parse_metric("ndcg")
+        parse_metric("precision")
+    assert parse_metric("ndcg") == Metric("ndcg")  # trec_eval's ndcg: the whole ranking (issue 25)
     with pytest.raises(InputError, match=">= 1"):
         parse_metric("ndcg@0")
     with pytest.raises(InputError, match="no queries"):
         ev({}, {"q": {"a": 1.0}}, ["ndcg@3"])
     # every registered family is computed
-    names = [f"{f}@5" for f in METRICS] + ["mrr", "map"]
+    names = [f"{f}@5" for f in METRICS if f != "iprec_at_recall"] + ["mrr", "map", "iprec_at_recall_0.50"]
     r = ev({"q": {"a": 1}}, {"q": {"a": 1.0}}, names)
     assert set(r.aggregate) == set(names)
 
@@ -178,10 +179,10 @@ def test_metrics_function_writes_json_and_csv(tmp_path):
 ALIASES = {
     # ir_measures
     "nDCG@10": "ndcg@10", "P@5": "precision@5", "R@100": "recall@100", "RR": "mrr", "RR@10": "mrr@10",
-    "AP": "map", "AP@10": "map@10", "Success@3": "hit@3", "Judged@10": "judged@10",
+    "AP": "map", "AP@10": "map@10", "Success@3": "hit@3", "Judged@10": "judged_ret@10",
     # MTEB
     "ndcg_at_10": "ndcg@10", "recall_at_100": "recall@100", "mrr_at_10": "mrr@10", "map_at_10": "map@10",
-    "precision_at_5": "precision@5", "hit_rate_at_3": "hit@3", "Hole_at_10": "hole@10",
+    "precision_at_5": "precision@5", "hit_rate_at_3": "hit@3", "Hole_at_10": "hole_corpus@10",
     # ranx
     "ndcg@10": "ndcg@10", "precision@5": "precision@5", "recall@100": "recall@100", "mrr@10": "mrr@10",
     "hit_rate@3": "hit@3", "map@10": "map@10", "ndcg_burges@5": "ndcg_exp@5",
@@ -238,7 +239,7 @@ def test_registry_rows_are_complete():
     text = describe_metrics()
     for name, fam in METRICS.items():
         assert fam.name == name and fam.definition and fam.reference and callable(fam.compute)
-        assert fam.kind in ("mean", "count", "run_mean")
+        assert fam.kind in ("mean", "count", "sum", "run_mean")
         assert fam.pattern in known_metrics() and text.count(f"\n{fam.pattern}  (also:") + text.startswith(fam.pattern) == 1
         for a in fam.aliases:
             assert alias_table()[a] == name
@@ -271,7 +272,7 @@ def test_evaluation_dispatches_through_the_registry(monkeypatch):
 def test_unknown_metric_did_you_mean(typo, suggestion):
     with pytest.raises(InputError, match="did you mean") as e:
         parse_metric(typo)
-    assert f"unknown metric {typo!r}" in str(e.value) and suggestion in str(e.value) and "known metrics: ndcg@k" in str(e.value)
+    assert f"unknown metric {typo!r}" in str(e.value) and suggestion in str(e.value) and "known metrics: ndcg[@k]" in str(e.value)
 
 
 def test_unknown_metric_without_a_close_name():

@@ -31,6 +31,7 @@ from .registry import (
     known_metrics,
     parse_cutoffs,
     parse_metric,
+    parse_metrics,
 )
 
 __all__ = [
@@ -61,4 +62,5 @@ __all__ = [
     "metrics",
     "parse_cutoffs",
     "parse_metric",
+    "parse_metrics",
 ]

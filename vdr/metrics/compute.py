@@ -32,6 +32,7 @@ cost is O(N log L) for N scored pages and L pages per query, plus one Python ste
 
 from __future__ import annotations
 
+import copy
 import csv
 import inspect
 import io
@@ -52,7 +53,7 @@ from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
 from .plan import METRICS_DEFAULTS, MetricPlan
-from .registry import METRICS, METRICS_CUTOFFS, Metric, default_metrics, metric_label, parse_cutoffs, parse_metric
+from .registry import METRICS, METRICS_CUTOFFS, Metric, default_metrics, metric_label, parse_cutoffs, parse_metric, parse_metrics
 
 __all__ = [
     "Metric",
@@ -97,8 +98,9 @@ class MetricsResult:
     def aggregate(self) -> dict[str, float]:
         """``{metric_name: mean over the query set}`` (NaN if the set is empty); families of kind
         ``"run_mean"`` (paper-compatible ``rr_full``) average over their non-NaN values only (the
-        queries present in the run)."""
-        return {m: _mean(v, METRICS.get(m.partition("@")[0])) for m, v in self.values.items()}
+        queries present in the run); families of kind ``"sum"`` (``num_ret``, ``num_rel``,
+        ``num_rel_ret``) are SUMMED over the query set, as trec_eval's ``all`` line does."""
+        return {m: _mean(v, _family_of(m)) for m, v in self.values.items()}
 
     @property
     def per_query(self) -> dict[str, dict[str, float]]:
@@ -140,9 +142,13 @@ class MetricsResult:
         agg = self.aggregate
         fams: dict[str, dict[str, float]] = {}
         cuts: list[str] = []
+        sums = []
         for name, v in agg.items():
             fam, _, k = name.partition("@")
-            if fam in METRICS and METRICS[fam].kind == "count":
+            spec = _family_of(name)
+            if spec is not None and spec.kind in ("count", "sum"):
+                if spec.kind == "sum":
+                    sums.append(f"{name} {v:g}")
                 continue
             col = f"@{k}" if k else "all"
             fams.setdefault(fam, {})[col] = v
@@ -155,6 +161,8 @@ class MetricsResult:
         for fam, vals in fams.items():
             cells = [f"{vals[c]:7.4f}" if c in vals else f"{'':>7}" for c in cuts]
             lines.append(f"{labels[fam]:<{width}}  " + "  ".join(cells))
+        if sums:
+            lines.append("counts, summed over the queries (as trec_eval's all line): " + ", ".join(sums))
         return "\n".join(lines + self._notes())
 
     def _notes(self) -> list[str]:
@@ -191,8 +199,17 @@ def run_mean_notes(res: "MetricsResult") -> list[str]:
     return out
 
 
+def _family_of(name: str):
+    """The registry family of metric ``name`` (canonical, possibly with parameters), or ``None``."""
+    base = name.partition("@")[0].partition("(")[0]
+    return METRICS.get("iprec_at_recall" if base.startswith("iprec_at_recall_") else base)
+
+
 def _mean(v: np.ndarray, family) -> float:
-    """Mean of per-query values ``v``; over the non-NaN values for ``run_mean`` families; NaN when none."""
+    """Mean of per-query values ``v``; over the non-NaN values for ``run_mean`` families; the sum for
+    ``sum`` families (trec_eval's ``all`` line for counts); NaN when there are no values."""
+    if family is not None and family.kind == "sum":
+        return float(v.sum()) if len(v) else math.nan
     if family is not None and family.kind == "run_mean":
         v = v[~np.isnan(v)]
     return float(v.mean()) if len(v) else math.nan
@@ -402,8 +419,9 @@ class Ranked:
         s_all = np.fromiter(
             chain.from_iterable(map(rq.get, qd[q], repeat(math.nan)) for q, rq in zip(qids, runs)), dtype=np.float64, count=n_lines
         )
-        self.num_rel = np.bincount(q_all[g_all >= level], minlength=nq)
-        self.safe_rel = np.maximum(self.num_rel, 1)
+        self._qd, self._qids, self._runs = qd, qids, runs
+        self._q_all, self._g_all = q_all, g_all
+        self._set_level(level)
         pos_mask = g_all > 0
         self._pq, self._pg = q_all[pos_mask], g_all[pos_mask]
         j_idx = np.nonzero(~np.isnan(s_all))[0]
@@ -421,8 +439,59 @@ class Ranked:
         if tied.any():
             _break_ties(jr, tied, _Lines(self.jq, js, j_idx, np.cumsum(qlens) - qlens), qd, qids, runs)
         self.jr = jr
+        self.num_retrieved = self._lens
+        self.pos_grades = self._pg
         self.rel = self.jg >= level
         self._relevant_order()
+        self._levels: dict[int, "Ranked"] = {level: self}
+        self._cache: dict = {}
+
+    def _set_level(self, level: int) -> None:
+        q_all, g_all, nq = self._q_all, self._g_all, self.nq
+        self.level = level
+        self.num_rel = np.bincount(q_all[g_all >= level], minlength=nq)
+        self.num_nonrel = np.bincount(q_all[(g_all >= 0) & (g_all < level)], minlength=nq)
+        self.safe_rel = np.maximum(self.num_rel, 1)
+
+    def at_level(self, level: int) -> "Ranked":
+        """This context with relevant = grade >= ``level`` (ir_measures' ``rel=`` parameter): the ranks
+        are shared, the relevance-dependent arrays recomputed; cached per level."""
+        if level not in self._levels:
+            other = copy.copy(self)
+            other._set_level(level)
+            other.rel = other.jg >= level
+            other._relevant_order()
+            other._cache = {}
+            self._levels[level] = other
+        return self._levels[level]
+
+    def judged_order(self, k: int | None = None) -> np.ndarray:
+        """Indexes of the judged-and-retrieved entries at rank <= ``k`` (all with ``None``), ordered by
+        (query, rank): int64 ``(n,)``."""
+        if "order" not in self._cache:
+            self._cache["order"] = np.lexsort((self.jr, self.jq))
+        o = self._cache["order"]
+        return o if k is None else o[self.jr[o] <= k]
+
+    def corpus_judged_ranks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The retrieved pages that another query's qrels hold but the query's own do not (the
+        corpus-wide judged set of MTEB's ``hole``): their query index and trec_eval rank, int64 ``(n,)``."""
+        if "corpus" not in self._cache:
+            judged_any = set().union(*(d.keys() for d in self._qd.values()))
+            eq: list[int] = []
+            ids: list[str] = []
+            for i, (q, rq) in enumerate(zip(self._qids, self._runs)):
+                extra = (rq.keys() & judged_any) - self._qd[q].keys()
+                eq += [i] * len(extra)
+                ids += sorted(extra)
+            eq_a = np.asarray(eq, dtype=np.int64)
+            es = np.fromiter((self._runs[i][d] for i, d in zip(eq, ids)), dtype=np.float64, count=len(ids))
+            er, tied = _ranks(self._flat, self._starts, self._lens, eq_a, es)
+            for t in np.nonzero(tied)[0].tolist():  # trec_eval's tie-break: corpus id descending
+                d, s = ids[t], es[t]
+                er[t] += sum(1 for o, v in self._runs[eq[t]].items() if float(v) == s and o > d)
+            self._cache["corpus"] = (eq_a, er)
+        return self._cache["corpus"]
 
     def _relevant_order(self) -> None:
         nq, jq, jr = self.nq, self.jq, self.jr
@@ -446,6 +515,7 @@ class Ranked:
         jq, jg, nq = self.jq, self.jg, self.nq
         jdisc = 1.0 / np.log2(self.jr + 1.0)
         jgain = np.where(jg > 0, jg, 0).astype(np.float64) if gain == "linear" else np.where(jg > 0, np.exp2(jg.astype(np.float64)) - 1.0, 0.0)
+        k = np.inf if k is None else k
         inK = self.jr <= k
         dcg = self.count(inK, jq, jgain * jdisc)
         if ideal == "qrels":  # ideal order: per query, positive grades descending
@@ -511,6 +581,14 @@ def _break_ties(jr: np.ndarray, tied: np.ndarray, lines: _Lines, qd: Mapping[str
             jr[t] += sum(1 for other in groups[float(js[t])] if other > d)
 
 
+def _compute(ctx: Ranked, m: Metric) -> np.ndarray:
+    """Metric ``m``'s per-query values: its family's kernel on ``ctx`` (at ``m.rel``'s relevance level
+    when given), with ``p`` for the families that take it."""
+    fam = METRICS[m.family]
+    c = ctx if m.rel is None else ctx.at_level(m.rel)
+    return fam.compute(c, m.k, p=m.p) if "p" in fam.accepts else fam.compute(c, m.k)
+
+
 def _query_set(qd: Mapping, queries_without_relevant: str) -> tuple[list[str], list[str], list[str]]:
     """``(query ids averaged, ids skipped for an empty judgment set, ids without a grade > 0)``."""
     empty = sorted(q for q, docs in qd.items() if not len(docs))
@@ -562,7 +640,7 @@ def evaluate_run(
     if isinstance(metrics, MetricPlan):
         mlist = list(metrics.metrics)
     else:
-        mlist = list(dict.fromkeys(default_metrics() if metrics is None else [parse_metric(m) for m in metrics]))
+        mlist = default_metrics() if metrics is None else parse_metrics(metrics)
     if queries_without_relevant not in ("zero", "exclude"):
         raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', not {queries_without_relevant!r}")
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)):
@@ -573,7 +651,7 @@ def evaluate_run(
     qids, empty, no_rel = _query_set(qd, queries_without_relevant)
     unjudged = check_judged_overlap(qrels, run, allow_unjudged=allow_unjudged, query_ids=qids)
     ctx = Ranked(qd, run, qids, level)
-    values = {str(m): METRICS[m.family].compute(ctx, m.k) for m in mlist}
+    values = {str(m): _compute(ctx, m) for m in mlist}
 
     policy = {
         "relevance_level": level,

@@ -37,6 +37,7 @@ from .registry import (
     Metric,
     parse_cutoffs,
     parse_metric,
+    parse_metrics,
 )
 
 __all__ = [
@@ -194,7 +195,8 @@ class MetricPlan:
         """Parse what the user gave, once.
 
         Args:
-            metrics: metric names in any accepted spelling (:func:`~vdr.metrics.parse_metric`);
+            metrics: metric names in any accepted spelling (:func:`~vdr.metrics.parse_metric`;
+                trec_eval's lists such as ``P.5,10`` name several, :func:`~vdr.metrics.parse_metrics`);
                 they are computed and form the table, in the order given. ``None`` or empty:
                 ``defaults``' families at the cutoffs.
             k: cutoffs (:func:`~vdr.metrics.parse_cutoffs`: ``"10,3,5"``, ``3``, ``[3, 10]``);
@@ -220,7 +222,7 @@ class MetricPlan:
         ks = parse_cutoffs(defaults.cutoffs if k is None else k)
         if proto is not None:
             ks = sorted({*ks, *proto.cutoffs})
-        given = list(dict.fromkeys(parse_metric(m) for m in (metrics or ())))
+        given = parse_metrics(metrics or ())  # trec_eval's lists (P.5,10) expanded
         computed = given or defaults.metrics(ks)
         table = list(proto.table) if proto is not None else given or defaults.table(ks, computed)
         if proto is not None:  # its table and extra metrics are computed (the extra ones after the others)

@@ -49,7 +49,11 @@ __all__ = [
     "PRIMARY_CUTOFF",
     "Metric",
     "parse_metric",
+    "parse_metrics",
     "parse_cutoffs",
+    "KINDS",
+    "RECALL_LEVELS",
+    "RBP_DEFAULT_P",
     "default_metrics",
     "diagnostic_metrics",
     "known_metrics",
@@ -62,6 +66,8 @@ __all__ = [
 #: The roles of a metric family: ``"quality"`` (compared between systems) or ``"diagnostic"``
 #: (judgment coverage and score ties: reported beside the quality metrics, never tested).
 ROLES = ("quality", "diagnostic")
+#: The kinds of a metric family (how its per-query values aggregate): see :class:`Family`.
+KINDS = ("mean", "count", "sum", "run_mean")
 
 #: The default cutoffs of ``vdr metrics``, :func:`vdr.metrics` and :func:`~vdr.metrics.evaluate_run`
 #: (:func:`default_metrics`) when no metric is named.
@@ -90,7 +96,9 @@ class Family:
         compute: the family's kernel (:mod:`vdr.metrics.kernels`): ``compute(ctx, k) -> float64
             array (n_queries,)`` on a :class:`~vdr.metrics.compute.Ranked`.
         kind: ``"mean"`` (a per-query value in [0, 1], averaged), ``"count"`` (a per-query count;
-            the aggregate is its mean and :attr:`MetricsResult.policy` holds the total) or
+            the aggregate is its mean and :attr:`MetricsResult.policy` holds the total), ``"sum"``
+            (a per-query count whose aggregate is the SUM over the queries, as trec_eval's ``all``
+            line gives ``num_ret``, ``num_rel``, ``num_rel_ret``) or
             ``"run_mean"`` (a per-query value, NaN for the queries absent from the run, averaged
             over the queries present in the run only; a paper-compatible measure).
         label: how tables head the family when it is not vdr's standard measure
@@ -98,6 +106,10 @@ class Family:
         role: ``"quality"`` (a measure of the ranking, compared between systems and variants by
             ``vdr evaluate`` and ``vdr compare``) or ``"diagnostic"`` (a property of the judgments or
             the scores -- ``judged``, ``hole``, ``ties`` -- shown, never tested); see :data:`ROLES`.
+        accepts: the parameters a name of the family may give in ir_measures' syntax:
+            ``"rel"`` (the relevance level of this metric, ``P(rel=2)@5``) and ``"p"`` (a real
+            parameter: ``RBP(p=0.8)``'s persistence, ``iprec_at_recall_0.10``'s recall level).
+            A family accepting ``"p"`` has its kernel called as ``compute(ctx, k, p=...)``.
 
     Raises:
         ValueError: an unknown ``kind`` or ``role`` (a registry bug, caught at import).
@@ -114,9 +126,10 @@ class Family:
     kind: str = "mean"
     label: str | None = None
     role: str = "quality"
+    accepts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in ("mean", "count", "run_mean"):
+        if self.kind not in KINDS:
             raise ValueError(f"metric family {self.name!r}: unknown kind {self.kind!r}")
         if self.role not in ROLES:
             raise ValueError(f"metric family {self.name!r}: unknown role {self.role!r}; choose from {', '.join(ROLES)}")
@@ -128,7 +141,9 @@ class Family:
 
     @property
     def pattern(self) -> str:
-        """``"ndcg@k"`` or ``"mrr[@k]"``: how the family is written."""
+        """``"ndcg@k"``, ``"mrr[@k]"`` or ``"iprec_at_recall_R"``: how the family is written."""
+        if self.name == "iprec_at_recall":
+            return "iprec_at_recall_R"
         return f"{self.name}@k" if self.needs_k else f"{self.name}[@k]"
 
 
@@ -139,15 +154,16 @@ METRICS: dict[str, Family] = {
     f.name: f
     for f in (
         Family(
-            "ndcg", True,
+            "ndcg", False,
             "DCG@k / IDCG@k; DCG@k = sum_{rank r <= k} g_r / log2(r + 1), g = grade if grade > 0 else 0;"
-            " IDCG@k from ALL the query's qrels grades > 0, sorted descending, cut at k; 0 when IDCG is 0",
-            "ndcg_cut_k", "nDCG@k", "Jarvelin & Kekalainen 2002 (linear gain, as trec_eval ndcg_cut)",
+            " IDCG@k from ALL the query's qrels grades > 0, sorted descending, cut at k; 0 when IDCG is 0;"
+            " without @k the whole ranking and all the qrels grades (trec_eval ndcg)",
+            "ndcg_cut_k (ndcg without @k)", "nDCG@k", "Jarvelin & Kekalainen 2002 (linear gain, as trec_eval ndcg_cut / ndcg)",
             ("ndcg_cut",), K.ndcg,
         ),
         Family(
-            "ndcg_exp", True, "as ndcg@k with exponential gain g = 2^grade - 1 (grade > 0)",
-            None, "nDCG(gain=...)@k", "Burges et al. 2005 (RankNet); opt-in, not trec_eval's default",
+            "ndcg_exp", False, "as ndcg@k with exponential gain g = 2^grade - 1 (grade > 0); without @k the whole ranking",
+            None, "nDCG(dcg=exp-log2)@k", "Burges et al. 2005 (RankNet); opt-in, not trec_eval's default",
             ("ndcg_burges",), K.ndcg_exp,
         ),
         Family(
@@ -160,7 +176,7 @@ METRICS: dict[str, Family] = {
         Family(
             "mrr", False, "1 / rank of the first relevant page within the top k (whole list without @k), else 0",
             "recip_rank (-M k for @k)", "RR@k", "Voorhees 1999 (TREC-8 QA); trec_eval recip_rank",
-            ("rr", "recip_rank"), K.mrr,
+            ("rr", "recip_rank"), K.mrr, accepts=("rel",),
         ),
         Family(
             "rr_full", False,
@@ -174,29 +190,50 @@ METRICS: dict[str, Family] = {
         ),
         Family(
             "recall", True, "relevant pages in the top k / all relevant pages of the query (0 if none)",
-            "recall_k", "R@k", "trec_eval recall_k", ("r",), K.recall,
+            "recall_k", "R@k", "trec_eval recall_k", ("r",), K.recall, accepts=("rel",),
         ),
         Family(
             "precision", True, "relevant pages in the top k / k (fewer than k retrieved still divides by k)",
-            "P_k", "P@k", "trec_eval P_k", ("p",), K.precision,
+            "P_k", "P@k", "trec_eval P_k", ("p",), K.precision, accepts=("rel",),
         ),
         Family(
             "hit", True, "1 if any relevant page is in the top k, else 0",
-            "success_k", "Success@k", "trec_eval success_k", ("success", "hit_rate"), K.hit,
+            "success_k", "Success@k", "trec_eval success_k", ("success", "hit_rate"), K.hit, accepts=("rel",),
         ),
         Family(
             "map", False,
             "sum over relevant pages at rank r <= k of (relevant in top r) / r, divided by all relevant pages of the query",
             "map_cut_k (map without @k)", "AP@k", "TREC average precision (Harman 1993); trec_eval map / map_cut_k",
-            ("ap", "map_cut"), K.average_precision,
+            ("ap", "map_cut"), K.average_precision, accepts=("rel",),
         ),
         Family(
-            "judged", True, "pages in the top k that have any qrels line for the query (any grade) / k",
-            None, "Judged@k", "ir_measures Judged@k (MacAvaney, Macdonald & Ounis 2022, ECIR)", (), K.judged, role="diagnostic",
+            "judged", True,
+            "pages in the top k that have any qrels line for the query (any grade) / k (a run with fewer than k"
+            " pages still divides by k). NOT ir_measures' Judged@k, which divides by min(k, retrieved): that is judged_ret@k",
+            None, None, "vdr; after ir_measures Judged@k (MacAvaney, Macdonald & Ounis 2022, ECIR) but divided by k",
+            (), K.judged, role="diagnostic",
         ),
         Family(
-            "hole", True, "1 - judged@k: share of the top k without a qrels line",
-            None, None, "MTEB hole@k (per-query qrels)", (), K.hole, role="diagnostic",
+            "judged_ret", True,
+            "pages in the top k that have any qrels line for the query / min(k, pages retrieved); 0 for a query"
+            " with nothing retrieved: ir_measures' Judged@k (spelled with a capital J: 'Judged@10'; vdr's own"
+            " lowercase 'judged@10' divides by k)",
+            None, "Judged@k", "ir_measures 0.4 Judged@k (providers/judged_provider.py; MacAvaney, Macdonald & Ounis 2022, ECIR)",
+            (), K.judged_ret, role="diagnostic",
+        ),
+        Family(
+            "hole", True,
+            "1 - judged@k: share of the top k without a qrels line for the query; empty slots of a run with fewer"
+            " than k pages count as holes. NOT MTEB's Hole_at_k (spelled hole_at_k), which is hole_corpus@k",
+            None, None, "vdr (per-query qrels); after MTEB hole@k", (), K.hole, role="diagnostic",
+        ),
+        Family(
+            "hole_corpus", True,
+            "pages of the top k that NO query's qrels hold (a corpus-wide judged set), / k; empty slots of a short run"
+            " are not holes: MTEB's Hole_at_k (the spelling hole_at_k means this; vdr's hole@k uses the query's own"
+            " qrels and counts empty slots). Per query as MTEB; MTEB averages over the run's queries, vdr over the"
+            " qrels' query set (a query missing from the run scores 0)",
+            None, None, "MTEB 2.x mteb/_evaluators/retrieval_metrics.py hole()", (), K.hole_corpus, role="diagnostic",
         ),
         Family(
             "ties", True,
@@ -204,6 +241,72 @@ METRICS: dict[str, Family] = {
             " with exactly equal scores; their order comes from the corpus-id tie-break, not the system",
             None, None, "Lin & Yang 2019, 'The Impact of Score Ties on Repeatability in Document Ranking' (SIGIR)",
             (), K.ties, role="diagnostic", kind="count",
+        ),
+        Family(
+            "rprec", False,
+            "relevant pages in the top R / R, R = the query's relevant pages (0 when R = 0 or nothing is retrieved);"
+            " with @k the ranking is first cut at k",
+            "Rprec", "Rprec", "Buckley & Voorhees 2005 (TREC: Experiment and Evaluation, ch. 3); trec_eval m_Rprec.c",
+            ("r_prec",), K.rprec, accepts=("rel",),
+        ),
+        Family(
+            "bpref", False,
+            "1/R * sum over relevant retrieved pages of 1 - min(n, R) / min(N, R), n = judged non-relevant pages"
+            " ranked above it, N = judged non-relevant pages of the query (1 when n = 0); pages without a qrels"
+            " line are skipped",
+            "bpref", "Bpref", "Buckley & Voorhees 2004 (SIGIR), 'Retrieval Evaluation with Incomplete Information'; trec_eval m_bpref.c",
+            (), K.bpref, accepts=("rel",),
+        ),
+        Family(
+            "infap", False,
+            "inferred AP: 1/R * sum over relevant retrieved pages at rank r of 1/r + (r-1)/r * (J/(r-1)) * (rel + e)"
+            " / (rel + nonrel + 2e), J = pages above with a qrels line (grade < 0: pooled but unjudged), rel / nonrel"
+            " = judged relevant / non-relevant pages above, e = 1e-5; 1 for a relevant page at rank 1",
+            "infAP", "infAP", "Yilmaz & Aslam 2006 (CIKM), 'Estimating Average Precision with Incomplete and Imperfect"
+            " Judgments'; trec_eval m_infap.c", (), K.infap, accepts=("rel",),
+        ),
+        Family(
+            "iprec_at_recall", False,
+            "interpolated precision at recall level R (0.00, 0.10, ..., 1.00): the highest precision at any rank"
+            " at or below the one where round(R * relevant) relevant pages are retrieved; 0 when that many are never"
+            " retrieved. Written iprec_at_recall_0.10 (trec_eval) or IPrec@0.1 style is not accepted",
+            "iprec_at_recall_0.10 (levels 0.00 ... 1.00)", None, "trec_eval m_iprec_at_recall.c (standard recall-precision graph)",
+            (), K.iprec_at_recall, accepts=("rel", "p"),
+        ),
+        Family(
+            "11pt_avg", False,
+            "mean of the 11 interpolated precisions iprec_at_recall_0.00 ... iprec_at_recall_1.00",
+            "11pt_avg", None, "trec_eval m_11pt_avg.c (obsolete; for comparisons with old runs)",
+            (), K.eleven_pt_avg, accepts=("rel",),
+        ),
+        Family(
+            "num_ret", False, "pages retrieved for the query (in the top k with @k); the aggregate is the SUM over queries",
+            "num_ret", "NumRet", "trec_eval m_num_ret.c", ("numret",), K.num_ret, kind="sum", role="diagnostic",
+        ),
+        Family(
+            "num_rel", False, "relevant pages of the query (grade >= the relevance level); the aggregate is the SUM",
+            "num_rel", "NumRel", "trec_eval m_num_rel.c", ("numrel",), K.num_rel, kind="sum", role="diagnostic",
+            accepts=("rel",),
+        ),
+        Family(
+            "num_rel_ret", False,
+            "relevant pages retrieved (in the top k with @k); the aggregate is the SUM over queries",
+            "num_rel_ret", "NumRelRet", "trec_eval m_num_rel_ret.c", ("numrelret",), K.num_rel_ret, kind="sum",
+            role="diagnostic", accepts=("rel",),
+        ),
+        Family(
+            "err", False,
+            "expected reciprocal rank: sum_{r <= k} R_r / r * prod_{i < r} (1 - R_i), R = (2^grade - 1) / 2^4"
+            " (grades 0..4; a grade > 4 is refused, as gdeval does)",
+            None, "ERR@k", "Chapelle, Metzler, Zhang & Grinspan 2009 (CIKM); as gdeval.pl (TREC Web track) computes it",
+            (), K.err,
+        ),
+        Family(
+            "rbp", False,
+            "rank-biased precision, binary: (1 - p) * sum_{r <= k} rel_r * p^(r - 1), rel_r = grade >= the relevance"
+            " level; p = 0.8 unless given (RBP(p=0.9)). NOT trec_eval's rbp (graded gains, p = 0.9)",
+            None, "RBP(rel=1)", "Moffat & Zobel 2008 (ACM TOIS 27(1)); ir_measures RBP(rel=1) (cwl_eval)",
+            (), K.rbp, accepts=("rel", "p"),
         ),
     )
 }
@@ -225,8 +328,19 @@ def _build_aliases(families: Iterable[Family]) -> dict[str, str]:
 
 _ALIASES = _build_aliases(METRICS.values())
 
-# base (lazy, so "ndcg_at_10" splits at "_at_" and "ndcg_cut_10" at the last "_"), then the cutoff
-_NAME_RE = re.compile(r"^([a-z][a-z0-9_\-]*?)(?:(?:@|_at_|_|\.)(\d+))?$")
+# base (lazy, so "ndcg_at_10" splits at "_at_" and "ndcg_cut_10" at the last "_"), ir_measures'
+# parameters "(rel=2)", then the separator and the cutoff; matched on the name as written (case kept)
+_NAME_RE = re.compile(r"^([a-z0-9][a-z0-9_\-]*?)(?:\(([^()]*)\))?(?:(@|_at_|_|\.)(\d+))?$", re.IGNORECASE)
+# trec_eval's interpolated precision: iprec_at_recall_0.10, with optional parameters
+_IPREC_RE = re.compile(r"^iprec_at_recall_(\d(?:\.\d+)?)(?:\(([^()]*)\))?$", re.IGNORECASE)
+# trec_eval's list of cutoffs: P.5,10 and ndcg_cut.5,10 (several metrics)
+_LIST_RE = re.compile(r"^(.*?)\.(\d+(?:\s*,\s*\d+)+)$")
+#: RBP's persistence when none is given (ir_measures' default).
+RBP_DEFAULT_P = 0.8
+#: The recall levels of trec_eval's ``iprec_at_recall`` and ``11pt_avg``.
+RECALL_LEVELS = tuple(i / 10 for i in range(11))
+# ir_measures nDCG(dcg=...): the DCG form -> the family computing it
+_DCG_FAMILY = {"log2": "ndcg", "exp-log2": "ndcg_exp"}
 
 
 def alias_table() -> dict[str, str]:
@@ -259,17 +373,30 @@ def known_metrics() -> str:
 
 @dataclass(frozen=True, order=True)
 class Metric:
-    """A parsed metric name: ``family`` (a key of :data:`METRICS`) and cutoff ``k`` (``None`` = whole list).
+    """A parsed metric name: ``family`` (a key of :data:`METRICS`), cutoff ``k`` (``None`` = whole list)
+    and the parameters of ir_measures' syntax: ``rel`` (this metric's relevance level; ``None`` = the
+    evaluation's) and ``p`` (RBP's persistence, ``None`` = 0.8; ``iprec_at_recall``'s recall level).
 
-    >>> str(Metric("ndcg", 3)), str(Metric("mrr"))
-    ('ndcg@3', 'mrr')
+    >>> str(Metric("ndcg", 3)), str(Metric("mrr")), str(Metric("precision", 5, rel=2)), str(Metric("rbp", p=0.9))
+    ('ndcg@3', 'mrr', 'precision(rel=2)@5', 'rbp(p=0.9)')
+    >>> str(Metric("iprec_at_recall", p=0.1))
+    'iprec_at_recall_0.10'
     """
 
     family: str
     k: int | None = None
+    rel: int | None = None
+    p: float | None = None
 
     def __str__(self) -> str:
-        return self.family if self.k is None else f"{self.family}@{self.k}"
+        if self.family == "iprec_at_recall":
+            base, params = f"iprec_at_recall_{self.p:.2f}", []
+        else:
+            base, params = self.family, ([] if self.p is None else [f"p={self.p:g}"])
+        if self.rel is not None:
+            params.insert(0, f"rel={self.rel}")
+        out = base + (f"({','.join(params)})" if params else "")
+        return out if self.k is None else f"{out}@{self.k}"
 
     @property
     def spec(self) -> Family:
@@ -291,45 +418,137 @@ class Metric:
 
 
 def _did_you_mean(base: str, k: str | None) -> str:
+    """`` (did you mean 'ndcg@10'?)`` for a close known spelling, else ``""``; every suggestion parses."""
     close = difflib.get_close_matches(base, list(_ALIASES), n=6, cutoff=0.6)
+    ratio = {c: difflib.SequenceMatcher(None, base, c).ratio() for c in close}
+    close = [c for c in close if ratio[c] >= ratio[close[0]] - 0.1]  # only the closest: 'errr' -> err, not rr/mrr
     fams = list(dict.fromkeys(_ALIASES[c] for c in close))[:3]
-    if not fams:
+    names = []
+    for f in fams:
+        n = f"{f}@{k}" if k else (f"{f}@10" if METRICS[f].needs_k else f)
+        if f == "iprec_at_recall":
+            n = "iprec_at_recall_0.10"
+        try:
+            parse_metric(n)
+        except InputError:  # pragma: no cover - a suggestion must be a valid name
+            continue
+        names.append(n)
+    if not names:
         return ""
-    names = [f"{f}@{k}" if k else (f"{f}@10" if METRICS[f].needs_k else f) for f in fams]
     return f" (did you mean {' or '.join(repr(n) for n in names)}?)"
+
+
+def _parse_params(name: str, fam: str, text: str | None) -> tuple[str, dict]:
+    """The family and ``{"rel": int, "p": float}`` given by ir_measures' ``(key=value,...)`` syntax."""
+    out: dict = {}
+    if text is None:
+        return fam, out
+    for item in (x.strip() for x in text.split(",")):
+        key, eq, val = (x.strip() for x in item.partition("="))
+        key, val = key.lower(), val.strip("'\"")
+        if key == "rel" and fam == "num_ret":  # ir_measures: NumRet(rel=N) is NumRelRet
+            fam = "num_rel_ret"
+        if key == "dcg" and fam in ("ndcg", "ndcg_exp") and val.lower() in _DCG_FAMILY:
+            fam = _DCG_FAMILY[val.lower()]
+            continue
+        if not eq or key not in METRICS[fam].accepts:
+            acc = ", ".join(f"{a}=..." for a in METRICS[fam].accepts) + (", dcg=log2|exp-log2" if fam.startswith("ndcg") else "")
+            raise InputError(f"metric {name!r}: parameter {item!r} is not accepted; {fam} accepts: {acc or 'no parameters'}")
+        try:
+            out[key] = int(val) if key == "rel" else float(val)
+        except ValueError:
+            raise InputError(f"metric {name!r}: {key} must be {'an integer' if key == 'rel' else 'a number'}, got {val!r}") from None
+    if fam == "rbp" and "p" in out and not 0 < out["p"] < 1:
+        raise InputError(f"metric {name!r}: RBP's persistence p must be in (0, 1), got {out['p']!r}")
+    return fam, out
 
 
 def parse_metric(name: str | Metric) -> Metric:
     """Parse a metric name in vdr's, ir_measures', MTEB's, ranx's or trec_eval's spelling.
+
+    Names are case-insensitive except one: ``Judged@k`` with a capital J is ir_measures' measure
+    (``judged_ret@k``, divided by min(k, retrieved)); ``judged@k`` is vdr's (divided by k). MTEB's
+    spelling ``hole_at_k`` is MTEB's measure (``hole_corpus@k``); ``hole@k`` is vdr's. ir_measures'
+    parameters are accepted where the family takes them: ``P(rel=2)@5``, ``RR(rel=2)``,
+    ``AP(rel=2)@100``, ``RBP(p=0.9)``, ``nDCG(dcg=exp-log2)@10`` (= ``ndcg_exp@10``).
 
     Returns:
         the canonical :class:`Metric` (``"P@5"`` -> ``Metric("precision", 5)``).
 
     Raises:
         InputError: an unknown family (with "did you mean ..." when a known name is close, and the
-            list of known metrics), a missing cutoff where one is required, a cutoff < 1.
+            list of known metrics), a missing cutoff where one is required, a cutoff < 1, a
+            parameter the family does not take, a list of metrics (``P.5,10``: see
+            :func:`parse_metrics`).
 
     >>> parse_metric("precision_at_5") == parse_metric("P@5") == Metric("precision", 5)
     True
+    >>> [str(parse_metric(n)) for n in ("Judged@10", "judged@10", "hole_at_3", "P(rel=2)@5", "RBP(p=0.8)")]
+    ['judged_ret@10', 'judged@10', 'hole_corpus@3', 'precision(rel=2)@5', 'rbp']
     >>> parse_metric("ndgc@10")
     Traceback (most recent call last):
     ...
-    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg@k, ndcg_exp@k, ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, hole@k, ties@k
+    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret@k, hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k]
     """
     if isinstance(name, Metric):
         return name
     if not isinstance(name, str):
         raise InputError(f"a metric name must be a string like 'ndcg@10', got {type(name).__name__} {name!r}")
-    m = _NAME_RE.match(name.strip().lower())
-    if not m or m.group(1) not in _ALIASES:
-        hint = _did_you_mean(m.group(1), m.group(2)) if m else ""
+    text = name.strip()
+    if _LIST_RE.match(text):
+        raise InputError(f"{name!r} names several metrics (trec_eval's list syntax): give it where a list of metrics is"
+                         " taken (vdr metrics -m, MetricPlan.parse, parse_metrics)")
+    ip = _IPREC_RE.match(text)
+    if ip:
+        level = float(ip.group(1))
+        if not 0 <= level <= 1:
+            raise InputError(f"metric {name!r}: the recall level must be in [0, 1]")
+        _, params = _parse_params(name, "iprec_at_recall", ip.group(2))
+        return Metric("iprec_at_recall", None, params.get("rel"), level)
+    m = _NAME_RE.match(text)
+    base = m.group(1).lower() if m else ""
+    if not m or base not in _ALIASES:
+        hint = _did_you_mean(base, m.group(4)) if m else ""
         raise InputError(f"unknown metric {name!r}{hint}; known metrics: {known_metrics()}")
-    fam, k = _ALIASES[m.group(1)], m.group(2)
+    fam, sep, k = _ALIASES[base], m.group(3), m.group(4)
+    if m.group(1) == "Judged":  # ir_measures' spelling: its own measure (vdr's judged@k divides by k)
+        fam = "judged_ret"
+    elif fam == "hole" and sep is not None and sep.lower() == "_at_":  # MTEB's spelling: MTEB's measure
+        fam = "hole_corpus"
+    if fam == "iprec_at_recall":
+        raise InputError(f"metric {name!r} needs a recall level, e.g. iprec_at_recall_0.10 (trec_eval's 11 levels 0.00 ... 1.00)")
+    fam, params = _parse_params(name, fam, m.group(2))
     if k is None and METRICS[fam].needs_k:
         raise InputError(f"metric {name!r} needs a cutoff, e.g. {fam}@10")
     if k is not None and int(k) < 1:
         raise InputError(f"metric {name!r}: the cutoff must be >= 1")
-    return Metric(fam, None if k is None else int(k))
+    p = params.get("p")
+    if fam == "rbp" and p == RBP_DEFAULT_P:
+        p = None
+    return Metric(fam, None if k is None else int(k), params.get("rel"), p)
+
+
+def parse_metrics(names: str | Metric | Iterable[str | Metric]) -> list[Metric]:
+    """Parse one or several metric names, expanding trec_eval's cutoff lists, distinct, in order.
+
+    Returns:
+        the canonical :class:`Metric` values: ``"P.5,10"`` -> ``[precision@5, precision@10]``.
+
+    Raises:
+        InputError: as :func:`parse_metric`.
+
+    >>> [str(m) for m in parse_metrics(["P.5,10", "ndcg_cut.5,10", "P@5"])]
+    ['precision@5', 'precision@10', 'ndcg@5', 'ndcg@10']
+    """
+    items = [names] if isinstance(names, (str, Metric)) else list(names)
+    out: list[Metric] = []
+    for n in items:
+        lm = _LIST_RE.match(n.strip()) if isinstance(n, str) else None
+        if lm:
+            out += [parse_metric(f"{lm.group(1)}.{c.strip()}") for c in lm.group(2).split(",")]
+        else:
+            out.append(parse_metric(n))
+    return list(dict.fromkeys(out))
 
 
 def parse_cutoffs(k: str | int | Iterable[int], *, single: bool = False) -> list[int]:
@@ -389,24 +608,46 @@ def diagnostic_metrics(ks: str | int | Iterable[int] = METRICS_CUTOFFS) -> list[
     return [Metric("ties", k) for k in parse_cutoffs(ks)]
 
 
+_EXTRA_SPELLINGS = {
+    "judged_ret": ["Judged@k (ir_measures, capital J)"],
+    "hole_corpus": ["hole_at_k (MTEB)"],
+    "ndcg_exp": ["nDCG(dcg=exp-log2)@k (ir_measures)"],
+    "iprec_at_recall": ["iprec_at_recall_0.00 ... iprec_at_recall_1.00"],
+}
+
+
 def describe_metrics() -> str:
     """The registry as text (``vdr metrics --list-metrics``): per family its pattern, the other
-    spellings accepted, the definition, the trec_eval and ir_measures equivalents and the reference.
+    spellings accepted, the definition, the trec_eval and ir_measures equivalents, the reference,
+    the ir_measures parameters it takes and how its aggregate is formed.
 
     >>> print(describe_metrics().splitlines()[0])
-    ndcg@k  (also: ndcg_at_k, ndcg_cut@k)
+    ndcg[@k]  (also: ndcg_at_k, ndcg_cut@k, ndcg_cut)
     """
     blocks = []
     for f in METRICS.values():
-        also = [f"{f.name}_at_k"] + [s for a in f.aliases for s in ((f"{a}@k",) if f.needs_k else (a, f"{a}@k"))]
+        if f.name == "iprec_at_recall":
+            also = []
+        elif f.name == "hole":
+            also = []  # hole_at_k is MTEB's measure: hole_corpus
+        else:
+            also = [f"{f.name}_at_k"] + [s for a in f.aliases for s in ((f"{a}@k",) if f.needs_k else (f"{a}@k", a))]
+        also += _EXTRA_SPELLINGS.get(f.name, [])
+        params = [a for a in f.accepts if not (a == "p" and f.name == "iprec_at_recall")]
         blocks.append(
-            f"{f.pattern}  (also: {', '.join(also)})\n"
+            f"{f.pattern}  (also: {', '.join(also) or '-'})\n"
             f"    {f.definition}\n"
             f"    trec_eval: {f.trec_eval or '-'}; ir_measures: {f.ir_measures or '-'}; reference: {f.reference}"
+            + (f"; parameters: {', '.join(f'{a}=' + ('N' if a == 'rel' else 'X') for a in params)}" if params else "")
             + ("; a count per query (aggregate: mean; total in the policy)" if f.kind == "count" else "")
+            + ("; a count per query (aggregate: SUM over the queries, as trec_eval's all line)" if f.kind == "sum" else "")
             + ("; averaged over the queries present in the run only (paper-compatible)" if f.kind == "run_mean" else "")
         )
     return "\n".join(blocks) + (
-        "\nNames are case-insensitive (nDCG@10 = ndcg@10); NAME_k and NAME.k (trec_eval, pytrec_eval) and NAME_at_k"
-        " (MTEB) are accepted for every name; the output always uses the first name of the row."
+        "\nNames are case-insensitive (nDCG@10 = ndcg@10) except Judged@k, which is ir_measures' judged_ret@k (vdr's"
+        " judged@k divides by k); NAME_k and NAME.k (trec_eval, pytrec_eval) and NAME_at_k (MTEB) are accepted for"
+        " every name, except hole_at_k, which is MTEB's hole_corpus@k (vdr's hole@k uses the query's own qrels and"
+        " counts empty slots); trec_eval's lists (P.5,10) name several metrics; ir_measures' parameters: rel=N (this"
+        " metric's relevance level: P(rel=2)@5), p=X (RBP(p=0.9)), dcg=exp-log2 (nDCG: ndcg_exp). The output always uses"
+        " the first name of the row, with its parameters: precision(rel=2)@5."
     )
