@@ -87,6 +87,7 @@ MODULE_TIERS = {
     "test_llm": "core",
     "test_options": "core",
     "test_metric_plan": "core",
+    "test_metrics_measures": "core",  # the cross-checks are marked, mteb's hole() below
     "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
     "test_mteb": "model",  # mteb imports torch and transformers
     "test_page_images": "core",
@@ -131,6 +132,9 @@ TEST_TIERS = {
     "test_convert::test_evaluate_drop_missing_judged_is_labelled": "crosscheck",  # pytrec_eval
     "test_judge_fit::test_bt_gradient_and_choix_crosscheck": "crosscheck",
     "test_judge_sim::test_reversed_windows_cancel_position_bias": "slow",  # a long simulated judge run
+    "test_metrics_measures::test_hole_at_k_is_mtebs_hole": "model",  # imports mteb
+    "test_metrics_measures::test_against_recorded_ir_measures_values": "crosscheck",
+    "test_metrics_measures::test_against_ir_measures_itself": "crosscheck",
     "test_passages::test_pandas_default_quoting_loses_msmarco_passages": "crosscheck",  # pandas' own reader
     "test_protocol::test_rr_full_equals_the_convsearch_r1_evaluation_code": "crosscheck",  # pytrec_eval
       "test_scoring::test_padding_never_scores_and_cannot_flip_a_ranking": "model",  # colpali-engine

@@ -269,7 +269,7 @@ METRICS: dict[str, Family] = {
             "iprec_at_recall", False,
             "interpolated precision at recall level R (0.00, 0.10, ..., 1.00): the highest precision at any rank"
             " at or below the one where round(R * relevant) relevant pages are retrieved; 0 when that many are never"
-            " retrieved. Written iprec_at_recall_0.10 (trec_eval) or IPrec@0.1 style is not accepted",
+            " retrieved. Written as trec_eval does, iprec_at_recall_0.10 (ir_measures' IPrec@0.1 spelling is not accepted)",
             "iprec_at_recall_0.10 (levels 0.00 ... 1.00)", None, "trec_eval m_iprec_at_recall.c (standard recall-precision graph)",
             (), K.iprec_at_recall, accepts=("rel", "p"),
         ),
