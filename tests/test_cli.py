@@ -263,7 +263,7 @@ def test_unknown_metric_exit_2(capsys):
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1
     assert "unknown metric 'bogus@3'" in err
-    for name in ("ndcg@k", "mrr", "recall@k", "precision@k", "hit@k", "map", "judged@k", "hole@k"):
+    for name in ("ndcg[@k]", "mrr", "recall@k", "precision@k", "hit@k", "map", "judged@k", "hole@k"):
         assert name in err
 
 
