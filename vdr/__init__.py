@@ -52,7 +52,7 @@ class _MovedModuleFinder(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
         new = MOVED_MODULES[module.__name__]
         if module.__name__ != "vdr.compare":
             _warnings.warn(f"{module.__name__} moved to {new}; the old path goes in the next release",
-                           DeprecationWarning, stacklevel=3)
+                           DeprecationWarning, stacklevel=2)
         target = _importlib.import_module(new)
         module.__dict__.update({k: v for k, v in vars(target).items()
                                 if k not in ("__name__", "__spec__", "__loader__", "__package__", "__path__")})
