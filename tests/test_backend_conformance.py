@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 import pytest
@@ -137,20 +135,11 @@ def toy(monkeypatch):
 
 
 def _pyserini_ready() -> str | None:
-    """Why pyserini cannot run here (``None``: it can)."""
-    import importlib.util
+    """Why pyserini cannot run here (``None``: it can): the backend's own check, which also finds a
+    Java 21+ installed beside an older default one (``/usr/lib/jvm``)."""
+    from vdr.retrieve.pyserini import unavailable_reason
 
-    if importlib.util.find_spec("pyserini") is None:
-        return "pyserini is not installed (pip install 'vdr[pyserini]')"
-    java = shutil.which("java")
-    if java is None:
-        return "no java on PATH (Pyserini needs Java 21+)"
-    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    try:
-        major = int(out.split('"')[1].split(".")[0])
-    except (IndexError, ValueError):
-        return f"cannot read the Java version from {out[:80]!r}"
-    return None if major >= 21 else f"Java {major} < 21"
+    return unavailable_reason()
 
 
 def _setup(name: str, request, tmp_path) -> tuple[dict, dict]:

@@ -294,7 +294,7 @@ class PyseriniBackend:
 
     def _built_index(self, corpus) -> tuple[Path, dict]:
         """The folder of the index built from ``corpus`` (cache hit, or built now) and its stats."""
-        if isinstance(corpus, Mapping):
+        if isinstance(corpus, Mapping) and not hasattr(corpus, "iter_texts"):  # {id: text}, not a Corpus of pages
             corpus = check_texts(corpus, "corpus", allow_empty=True)
         fp = getattr(corpus, "fingerprint", None) or content_digest(
             (i, t) for ids, texts in iter_corpus_texts(corpus) for i, t in zip(ids, texts))
