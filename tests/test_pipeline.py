@@ -191,3 +191,31 @@ def test_evaluate_options_object_and_keywords(corpus, tmp_path):
     with pytest.raises(TypeError, match=r"unknown option\(s\) 'bogus'.*known: queries, qrels"):
         evaluate(cdir, out=tmp_path / "c", bogus=1, **common)
     assert not (tmp_path / "c").exists()
+
+
+def test_identical_variants_are_evaluated_once(corpus, tmp_path):
+    """Issue 24.5: a variant whose texts equal another's for every query (a copy of a rewrite file, a
+    ``concat-q`` file beside the built-in ``concat``) is evaluated once: no duplicate rows, a note,
+    and a Holm family that counts it once (the same p-values as without the copy)."""
+    cdir, qdir = corpus
+    shutil.copy(qdir / "kw.jsonl", qdir / "kw-copy.jsonl")
+    with open(qdir / "queries.jsonl") as f, open(qdir / "concat-q.jsonl", "w") as g:
+        for line in f:
+            q = json.loads(line)
+            g.write(json.dumps({"_id": q["_id"], "text": " ".join([*q["history"], q["text"]])}) + "\n")
+    common = dict(queries=qdir / "queries.jsonl", qrels=qdir / "qrels.tsv", backends="lexical", n_permutations=500,
+                  n_bootstrap=200, progress=False)
+    plain = evaluate(cdir, out=tmp_path / "plain", rewrites={"kw": qdir / "kw.jsonl"}, **common)
+    dup = evaluate(cdir, out=tmp_path / "dup", rewrites={"kw": qdir / "kw.jsonl", "concat-q": qdir / "concat-q.jsonl",
+                                                          "kw-copy": qdir / "kw-copy.jsonl"}, **common)
+    assert [r.variant for r in dup.runs] == ["original", "concat", "kw"] == [r.variant for r in plain.runs]
+    assert dup.config["same_texts"] == {"concat-q": "concat", "kw-copy": "kw"} and "same_texts" not in plain.config
+    fam = dup.comparison("lexical", "kw", dup.primary).holm_family
+    assert fam == plain.comparison("lexical", "kw", plain.primary).holm_family and len(fam) == 2 * len(dup.compared_metrics)
+    for v in ("concat", "kw"):
+        a, b = dup.comparison("lexical", v, dup.primary), plain.comparison("lexical", v, plain.primary)
+        assert (a.delta, a.p_value_holm) == (b.delta, b.p_value_holm)
+    table = dup.table()
+    assert "concat-q: the same query texts as concat for every query; evaluated once" in table
+    assert "kw-copy: the same query texts as kw" in table and table.count("lexical") == 3 + table.count("lexical:")
+    assert json.loads((tmp_path / "dup" / "results.json").read_text())["config"]["same_texts"]["kw-copy"] == "kw"

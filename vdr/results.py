@@ -516,6 +516,9 @@ class Results:
                 f" ({describe_test([c for _, c in comps])}); p (Holm): Holm-corrected over the"
                 f" {family}; p (t): paired t-test; CI: bootstrap of the mean change.{tail}"
             )
+        for name, kept in (self.config.get("same_texts") or {}).items():
+            notes.append(f"{name}: the same query texts as {kept} for every query; evaluated once (the {kept} rows),"
+                         " counted once in the Holm family.")
         proto = self.config.get("protocol")
         if proto:
             notes.append(f"protocol {proto['name']}: {proto['description']}.")

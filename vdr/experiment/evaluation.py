@@ -351,6 +351,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "Evaluat
         "backend_config": {b: m.config for b, m in backends.items()},
         **({"judged_passages": inputs.judged} if inputs.judged else {}),
         **({"concat": inputs.concat} if inputs.concat else {}),
+        **({"same_texts": inputs.same_texts} if inputs.same_texts else {}),
     }
 
 

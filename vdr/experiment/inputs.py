@@ -21,7 +21,7 @@ from ..io.formats import load_qrels, load_queries, load_rewrites
 from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
 from ..types import ORIGINAL, Qrels, Query, QuerySet, duplicate_texts
 
-__all__ = ["InputSettings", "Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "ORIGINAL", "CONCAT"]
+__all__ = ["InputSettings", "Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "same_text_variants", "ORIGINAL", "CONCAT"]
 
 CONCAT = "concat"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -83,6 +83,9 @@ class Inputs:
             recorded in ``results.json`` under ``config.judged_passages``.
         concat: the ``concat`` variant's query budget and cut counts (:func:`concat_variant`),
             recorded under ``config.concat``; empty when there is no ``concat`` variant.
+        same_texts: ``{name: kept name}`` of the variants left out of ``variants`` because their
+            texts equal an earlier variant's for every query (:func:`same_text_variants`; e.g. a
+            ``concat-q`` file beside the built-in ``concat``); recorded as ``config.same_texts``.
     """
 
     corpus: Corpus
@@ -94,6 +97,30 @@ class Inputs:
     vidore_info: Any = None
     judged: dict = field(default_factory=dict)
     concat: dict = field(default_factory=dict)
+    same_texts: dict = field(default_factory=dict)
+
+
+def same_text_variants(variants: Mapping[str, QuerySet]) -> dict[str, str]:
+    """The variants whose query texts equal an earlier variant's for EVERY query id (history not
+    compared: backends search the text), so that they are evaluated once (issue 24.5): two names
+    for the same texts would give identical rows and enlarge the Holm family with duplicate tests.
+
+    Args:
+        variants: ``{name: QuerySet}`` in evaluation order (``original`` first, then ``concat``,
+            then the rewrite files as given); the first name of each group is kept.
+
+    Returns:
+        ``{later name: kept name}`` (empty when all variants differ somewhere).
+    """
+    first: dict[tuple, str] = {}
+    out: dict[str, str] = {}
+    for name, qs in variants.items():
+        key = tuple(sorted((qid, q.text) for qid, q in qs.items()))
+        if key in first:
+            out[name] = first[key]
+        else:
+            first[key] = name
+    return out
 
 
 def check_name(name: str, what: str) -> str:
@@ -365,4 +392,6 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
         raise InputError("--drop-missing-judged applies to passage corpora only (page corpora keep failed pages as unretrievable)")
     variants = build_variants(originals, dict(rewrites), concat=concat, concat_max_tokens=concat_max_tokens)
     concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
-    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record)
+    same = same_text_variants(variants)
+    variants = {n: qs for n, qs in variants.items() if n not in same}
+    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same)
