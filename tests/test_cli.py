@@ -372,7 +372,9 @@ def test_id_mismatch_allowed(tmp_path, capsys):
     j = tmp_path / "o.json"
     rc, out, err = run_cli(capsys, "metrics", q, r, "-m", "ndcg@3", "--allow-unjudged", "--json", str(j))
     assert rc == 0
-    assert err.strip() == "warning: 1 of 1 queries of run 't' retrieved only pages without a qrels line ('q1'): they score 0 on every metric"
+    assert err.strip() == ("warning: 1 of 1 queries of run 't' retrieved only pages without a qrels line ('q1'): they score 0 on every"
+                           " metric; 0 queries retrieved a judged page where a random ranking of the same depth would give about 0.5:"
+                           " the run's ids may differ in format from the qrels' for some pages")
     data = json.loads(j.read_text())
     assert data["aggregate"]["ndcg@3"] == 0.0 and data["policy"]["queries_all_unjudged"] == ["q1"]
     assert "queries whose retrieved pages all lack a qrels line: 1 ('q1')" in out

@@ -81,7 +81,9 @@ def test_hand_computed_values_and_table_text():
     assert lines[3] == "multimodal: skipped: no --model given"
     assert lines[4].startswith("d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
                                " (exact test over all 2^")
-    assert len(lines) == 5
+    assert lines[5] == ("query set: the qrels' queries, 4 averaged; relevant = grade >= 1; 0 of them have no page of grade > 0 in the"
+                        " qrels and count 0 in every mean (--queries-without-relevant zero; 'exclude' leaves them out).")
+    assert len(lines) == 6
 
 
 def test_markdown_latex_html_render_the_same_cells():

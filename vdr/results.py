@@ -516,6 +516,7 @@ class Results:
                 f" ({describe_test([c for _, c in comps])}); p (Holm): Holm-corrected over the"
                 f" {family}; p (t): paired t-test; CI: bootstrap of the mean change.{tail}"
             )
+        notes += self._policy_notes()
         for name, kept in (self.config.get("same_texts") or {}).items():
             notes.append(f"{name}: the same query texts as {kept} for every query; evaluated once (the {kept} rows),"
                          " counted once in the Holm family.")
@@ -531,6 +532,27 @@ class Results:
         if any(r.backend == "macro" for r in self.runs):
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
         return notes
+
+    def _policy_notes(self) -> list[str]:
+        """The query-set policy, as ``vdr metrics`` states it (issue 25.5): how many queries each
+        mean averages, how many count 0 (or are left out) because their qrels hold no relevant
+        page, and how many retrieved only unjudged pages (sparse qrels; per run in results.json,
+        ``runs[].policy``)."""
+        pols = [r.metrics.policy for r in self.runs if r.backend != "macro" and r.metrics.policy]
+        if not pols:
+            return []
+        p = pols[0]
+        n_avg, no_rel = p.get("num_queries_averaged", self.runs[0].metrics.num_queries), p.get("num_queries_without_relevant", 0)
+        how = ("count 0 in every mean (--queries-without-relevant zero; 'exclude' leaves them out)"
+               if p.get("queries_without_relevant", "zero") == "zero" else "are left out (--queries-without-relevant exclude)")
+        line = (f"query set: the qrels' queries, {n_avg} averaged; relevant = grade >= {p.get('relevance_level', 1)};"
+                f" {no_rel} of them have no page of grade > 0 in the qrels and {how}")
+        counts = [q.get("num_queries_all_unjudged", 0) for q in pols]
+        if any(counts):
+            line += (f"; queries whose retrieved pages all lack a qrels line (sparse qrels; they score 0):"
+                     f" {min(counts)}-{max(counts)} per run" if min(counts) != max(counts) else
+                     f"; queries whose retrieved pages all lack a qrels line (sparse qrels; they score 0): {counts[0]} per run")
+        return [line + "."]
 
     def table(self, primary: str | None = None) -> str:
         """The summary table as plain text (what ``vdr evaluate`` prints); see :meth:`summary_table`."""

@@ -289,15 +289,30 @@ def check_judged_overlap(
             path=qrels_path,
         )
     if unjudged:
-        name = getattr(retrieved, "name", None)
-        warnings.warn(
-            VdrWarning(
-                f"{len(unjudged)} of {len(hit)} queries{f' of run {name!r}' if name else ''} retrieved only pages without"
-                f" a qrels line ({_examples(unjudged)}): they score 0 on every metric"
-            ),
-            stacklevel=2,
-        )
+        observed, expected = len(hit) - len(unjudged), _expected_judged_hits(qd, rd, hit)
+        if observed == 0 or observed < 0.5 * expected:  # a suspected id mismatch; sparse qrels are only counted (policy)
+            name = getattr(retrieved, "name", None)
+            warnings.warn(
+                VdrWarning(
+                    f"{len(unjudged)} of {len(hit)} queries{f' of run {name!r}' if name else ''} retrieved only pages without"
+                    f" a qrels line ({_examples(unjudged)}): they score 0 on every metric; {observed} queries retrieved a"
+                    f" judged page where a random ranking of the same depth would give about {expected:.1f}: the run's ids"
+                    " may differ in format from the qrels' for some pages"
+                ),
+                stacklevel=2,
+            )
     return unjudged
+
+
+def _expected_judged_hits(qd: Mapping, rd: Mapping, hit: list[str]) -> float:
+    """How many of the queries ``hit`` would retrieve at least one judged page if each ranked its
+    ``len(run[q])`` pages at random from the pages seen (the union of the run's and the qrels' ids,
+    a lower bound of the corpus): ``sum_q 1 - (1 - J_q / N) ** d_q``. A run that does worse than
+    this retrieves judged pages less often than chance: the ids probably differ in format. Sparse
+    qrels (most retrieved pages unjudged) with a working retriever stay far above it."""
+    seen = set().union(*(rd[q].keys() for q in rd), *(qd[q].keys() for q in qd))
+    n = max(len(seen), 1)
+    return float(sum(1.0 - (1.0 - min(len(qd[q]), n) / n) ** len(rd[q]) for q in hit))
 
 
 def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[str], allow_unjudged: bool, path) -> list[str]:
