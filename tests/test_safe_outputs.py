@@ -209,12 +209,51 @@ def test_external_run_and_primary_metric(corpus, ext_run, tmp_path, capsys):
     idcg = 2 + 1 / 1.584962500721156 + 1 / 2
     assert res.aggregate("other", "original")["mrr@10"] == 1.0
     assert res.aggregate("other", "original")["ndcg@3"] == pytest.approx(2 / idcg, abs=1e-12)
-    assert res.config["backend_config"]["other"]["files"] == {"*": str(ext_run.resolve())}
+    assert res.config["backend_config"]["other"]["files"] == {"original": str(ext_run.resolve())}
+    assert [r.variant for r in res.runs if r.backend == "other"] == ["original"]  # NAME=FILE: the originals' run only
     for bad, msg in (("lexical=" + str(ext_run), "is a backend's name"), ("original=" + str(ext_run), "must be letters")):
         rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--run", bad, "--out", tmp_path / "x")
         assert rc == 2 and msg in err
     rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--primary-metric", "ndgc@3", "--out", tmp_path / "x")
     assert rc == 2 and "did you mean 'ndcg@3'" in err
+
+
+def test_external_runs_per_variant(corpus, ext_run, tmp_path, capsys):
+    """Issue 25.4: one run per variant (NAME:VARIANT=FILE); one file for every variant only on
+    request (NAME:*=FILE), marked; a run whose ids match no qrels id is refused as by vdr metrics."""
+    kw = tmp_path / "kw.jsonl"
+    kw.write_text("".join(json.dumps({"_id": q["_id"], "text": q["text"] + " facts"}) + "\n"
+                          for q in map(json.loads, (corpus / "queries.jsonl").read_text().splitlines())))
+    # the kw run: the grade-0 passage first, the grade-2 one second, for every query
+    kw_run = tmp_path / "other-kw.trec"
+    kw_run.write_text("".join(f"q{t} Q0 t{(t + 1) % 8}-p3 1 2.0 o\nq{t} Q0 t{t}-p0 2 1.0 o\n" for t in range(8)))
+    out = tmp_path / "per"
+    rc, stdout, err = cli(capsys, "evaluate", corpus, *FAST, "--rewrites", f"kw={kw}", "--run", f"other={ext_run}",
+                          "--run", f"other:kw={kw_run}", "--primary-metric", "RR@10", "--out", out)
+    assert rc == 0, err
+    res = vdr.Results.load(out)
+    assert res.aggregate("other", "original")["mrr@10"] == 1.0 and res.aggregate("other", "kw")["mrr@10"] == 0.5
+    c = res.comparison("other", "kw")
+    assert c.delta == -0.5 and (c.wins, c.ties, c.losses) == (0, 0, 8)
+    assert "same run" not in stdout
+    out2 = tmp_path / "reused"
+    rc, stdout, err = cli(capsys, "evaluate", corpus, *FAST, "--rewrites", f"kw={kw}", "--run", f"other:*={ext_run}", "--out", out2)
+    assert rc == 0, err
+    row = next(line for line in stdout.splitlines() if line.startswith("other") and "kw" in line)
+    assert "kw (same run)" in row and "+0.0000" in row
+    assert "other: one run file for every variant (--run other:*=FILE; rows marked 'same run')" in stdout
+    # a run with other query ids: refused with the file named, as vdr metrics and vdr compare refuse it
+    bad = tmp_path / "badids.trec"
+    bad.write_text("".join(f"query{t} Q0 t{t}-p0 1 2.0 o\n" for t in range(8)))
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--run", f"other={bad}", "--out", tmp_path / "x")
+    assert rc == 2 and "--run other (variant original): the run retrieves no page for any of the 8 qrels queries" in err
+    for item, msg in ((f"other:nope={ext_run}", "no variant 'nope' is evaluated; the variants are original, kw"),
+                      (f"other:kw={ext_run}", "no run of the original queries, the baseline its variants are compared with")):
+        rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--rewrites", f"kw={kw}", "--run", item, "--out", tmp_path / "y",
+                         "--overwrite")
+        assert rc == 2 and msg in err
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--run", f"other:*={ext_run}", "--run", f"other:kw={kw_run}", "--out", tmp_path / "z")
+    assert rc == 2 and "give either NAME:*=FILE (one file for every variant) or one file per variant" in err
 
 
 def test_inputs_inside_the_results_folder_are_kept(tmp_path, capsys):

@@ -485,8 +485,10 @@ class Results:
         head = ("backend", "variant", *map(metric_label, metrics), "queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI",
                 "W/T/L")
         rows = []
+        reused = self._reused_runs()
         for r in self.rows(primary):
-            cells = [r["backend"], r["variant"], *(fmt4(r[m]) for m in metrics), str(r["queries"])]
+            variant = f"{r['variant']} (same run)" if r["backend"] in reused and r["variant"] != self.baseline else r["variant"]
+            cells = [r["backend"], variant, *(fmt4(r[m]) for m in metrics), str(r["queries"])]
             if r["delta"] is None:
                 cells += [None] * 6
             else:
@@ -516,6 +518,8 @@ class Results:
                 f" ({describe_test([c for _, c in comps])}); p (Holm): Holm-corrected over the"
                 f" {family}; p (t): paired t-test; CI: bootstrap of the mean change.{tail}"
             )
+        notes += [f"{b}: one run file for every variant (--run {b}:*=FILE; rows marked 'same run'): the system did not see the"
+                  " rewrites, so its changes are 0 by construction." for b in self._reused_runs()]
         notes += self._policy_notes()
         for name, kept in (self.config.get("same_texts") or {}).items():
             notes.append(f"{name}: the same query texts as {kept} for every query; evaluated once (the {kept} rows),"
@@ -532,6 +536,11 @@ class Results:
         if any(r.backend == "macro" for r in self.runs):
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
         return notes
+
+    def _reused_runs(self) -> list[str]:
+        """The run-file backends given ONE file for every variant (``--run NAME:*=FILE``, issue 25.4)."""
+        configs = self.config.get("backend_config") or {}
+        return [b for b, c in configs.items() if isinstance(c, dict) and c.get("backend") == "run" and "*" in (c.get("files") or {})]
 
     def _policy_notes(self) -> list[str]:
         """The query-set policy, as ``vdr metrics`` states it (issue 25.5): how many queries each

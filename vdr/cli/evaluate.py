@@ -16,7 +16,7 @@ from ..text import DEFAULT_MAX_QUERY_TOKENS
 from ..metrics.registry import EVALUATE_CUTOFFS, METRICS_CUTOFFS
 from .params import (
     BACKEND_OPTION_HELP, ENCODER_PARAMS, cutoffs_text, encoder_settings_from_options, list_metrics,
-    metric_help, on_interrupt, parse_backend_options, parse_rewrites, parse_runs, signature_from,
+    metric_help, on_interrupt, parse_backend_options, parse_rewrites, parse_variant_runs, signature_from,
 )
 
 
@@ -198,7 +198,9 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     )),
     ("backend_option", Optional[list[str]], lambda: typer.Option(None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help=BACKEND_OPTION_HELP)),
     ("run", Optional[list[str]], lambda: typer.Option(
-        None, "--run", rich_help_panel=common.PANEL_INPUTS, help="A run of another system, NAME=FILE (TREC or JSON; repeatable): evaluated and compared as backend NAME.")),
+        None, "--run", rich_help_panel=common.PANEL_INPUTS, help="A run of another system (TREC or JSON; repeatable), evaluated as backend NAME: NAME=FILE (its run of the original queries),"
+        " NAME:VARIANT=FILE (its run of a rewrite variant: one per variant), or NAME:*=FILE (one file reused for every variant,"
+        " marked in the table).")),
     ("primary_metric", Optional[str], lambda: typer.Option(
         None, "--primary-metric",
         rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
@@ -247,7 +249,7 @@ def evaluate_command(**o: Any) -> None:
         progress=not o["quiet"],
         engine=o["engine"],
         cache_dir=o["cache_dir"] if o["use_cache"] else False,
-        runs=parse_runs(o["run"]),
+        runs=parse_variant_runs(o["run"]),
         primary_metric=o["primary_metric"],
         overwrite=o["overwrite"],
         drop_missing_judged=o["drop_missing_judged"],

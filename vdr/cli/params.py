@@ -97,11 +97,36 @@ def parse_backend_options(items: list[str] | None, backends: str) -> dict[str, d
     return out
 
 
-def parse_runs(items: list[str] | None) -> dict[str, str]:
-    """``--run NAME=FILE`` items -> ``{NAME: FILE}`` (see :func:`vdr.experiment.compare_runs.parse_run_items`)."""
-    from ..experiment.compare_runs import parse_run_items
+def parse_variant_runs(items: list[str] | None) -> dict[str, dict[str, str]]:
+    """``vdr evaluate --run`` items -> ``{NAME: {VARIANT: FILE}}`` (issue 25.4):
 
-    return parse_run_items(items or [], "--run")
+    * ``NAME=FILE``: the system's run of the ``original`` queries (variant ``original``);
+    * ``NAME:VARIANT=FILE``: its run of one variant (repeatable, one per variant);
+    * ``NAME:*=FILE``: one file reused for EVERY variant, on explicit request only (a system that
+      does not see the rewrites; marked in the table: its changes are 0 by construction).
+
+    Raises:
+        InputError: an item without ``=``, an empty name, variant or file, a name that cannot name
+            files, a variant given twice for one name, ``*`` mixed with per-variant files.
+    """
+    from ..experiment.inputs import check_name
+
+    out: dict[str, dict[str, str]] = {}
+    for item in items or []:
+        left, sep, path = item.partition("=")
+        name, colon, variant = left.partition(":")
+        variant = variant if colon else "original"
+        if not sep or not name or not variant or not path:
+            raise InputError(f"--run takes NAME=FILE, NAME:VARIANT=FILE or NAME:*=FILE, got {item!r}")
+        check_name(name, "run")
+        files = out.setdefault(name, {})
+        if variant in files:
+            raise InputError(f"--run {name}:{variant} given twice ({files[variant]} and {path})")
+        files[variant] = path
+        if "*" in files and len(files) > 1:
+            raise InputError(f"--run {name}: give either NAME:*=FILE (one file for every variant) or one file per variant,"
+                             f" not both (got {', '.join(sorted(files))})")
+    return out
 
 
 def list_metrics(value: bool) -> None:

@@ -44,7 +44,7 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -55,7 +55,7 @@ from ..io.digest import file_sha256
 from ..options import Grouped, keyword_signature, with_keywords
 from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
-from .inputs import InputSettings, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
+from .inputs import ORIGINAL, InputSettings, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
 from ..io.atomic import write_text_atomic
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
 from ..metrics.plan import EVALUATE_DEFAULTS
@@ -190,11 +190,42 @@ def _specs(plan: _Plan, inputs: Inputs, o: "EvaluateOptions", *, encoder, runs, 
     specs = []
     for name in plan.wanted:
         factory = "run" if name in runs else "mteb" if name == "multimodal" and o.engine == "mteb" else name
-        opts = {"path": runs[name]} if name in runs else dict(defaults.get(name, {}))
+        opts = {"path": _variant_files(name, runs[name], inputs)} if name in runs else dict(defaults.get(name, {}))
         opts.update(dict((backend_options or {}).get(name, {})))
         specs.append(_Spec(name, factory, opts))
     order = {b: i for i, b in enumerate(BACKENDS)}
     return sorted(specs, key=lambda s: (s.factory == "hybrid", order.get(s.name, len(order))))
+
+
+def _variant_files(name: str, given, inputs: Inputs) -> dict[str, str | Path]:
+    """``{variant: run file}`` of run backend ``name`` (issue 25.4): a single file is the run of the
+    ``original`` queries; ``{"*": file}`` reuses one file for every variant; a variant collapsed into
+    another by :func:`~vdr.experiment.inputs.same_text_variants` stands for the kept one.
+
+    Raises:
+        InputError: a variant that is not evaluated (the known ones named), or two files for one
+            variant through a collapsed name.
+    """
+    files = {ORIGINAL: given} if isinstance(given, (str, Path)) else dict(given)
+    out: dict[str, str | Path] = {}
+    for variant, path in files.items():
+        kept = inputs.same_texts.get(variant, variant)
+        if kept != "*" and kept not in inputs.variants:
+            raise InputError(f"--run {name}:{variant}: no variant {variant!r} is evaluated; the variants are"
+                             f" {', '.join(inputs.variants)} (or * for one file reused for every variant)")
+        if kept in out:
+            raise InputError(f"--run {name}: two run files for variant {kept!r} ({out[kept]} and {path}; {variant!r} has the same texts)")
+        out[kept] = path
+    if "*" not in out and ORIGINAL not in out:
+        raise InputError(f"--run {name}: no run of the original queries, the baseline its variants are compared with;"
+                         f" add --run {name}=FILE (or {name}:*=FILE for one file reused for every variant)")
+    return out
+
+
+def _runs_variant(spec: "_Spec", variant: str) -> bool:
+    """Whether backend ``spec`` has a run of ``variant`` (a run-file backend may hold only some)."""
+    files = spec.options.get("path") if spec.factory == "run" else None
+    return not isinstance(files, Mapping) or "*" in files or variant in files
 
 
 class _Memo:
@@ -248,6 +279,8 @@ def _run_backend(spec: _Spec, context: dict, inputs: Inputs, depth: int, timer: 
         st.note = _cache_note(backend.report)
     runs = {}
     for variant, queries in inputs.variants.items():
+        if not _runs_variant(spec, variant):
+            continue
         with timer.stage("search", spec.name, variant, count=len(queries), unit="query"):  # query encoding included
             runs[variant] = backend.search(queries, depth)
     return backend, runs
@@ -283,19 +316,25 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
 
 
 def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan,
-             settings: MetricSettings) -> list[RunResult]:
+             settings: MetricSettings, run_names: Collection[str] = ()) -> list[RunResult]:
     """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when
     ``settings.macro_average``. ``settings.queries_without_relevant``: ``"zero"`` or ``"exclude"``
     (see :func:`vdr.metrics.evaluate_run`)."""
     results: list[RunResult] = []
     for b in order:
         for name, run in runs[b].items():
-            # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not refused
+            # the id-format rule ran on the corpus in check_inputs: a backend that finds nothing judged is scored, not
+            # refused; a run file of another system gets vdr metrics' and vdr compare's check (issue 25.4)
             run = run.renamed(f"{b}/{name}")
-            res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=settings.relevance_level, allow_unjudged=True,
-                               queries_without_relevant=settings.queries_without_relevant)
+            try:
+                res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=settings.relevance_level,
+                                   allow_unjudged=b not in run_names, queries_without_relevant=settings.queries_without_relevant)
+            except InputError as e:
+                raise InputError(f"--run {b} (variant {name}): {e}") from None
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
-    if settings.macro_average and len(order) > 1:
+    full = [b for b in order if set(runs[b]) == set(inputs.variants)]  # the macro row averages backends with every variant
+    if settings.macro_average and len(full) > 1:
+        order = full
         for name in inputs.variants:
             parts = [r.metrics for r in results if r.variant == name and r.backend in order]
             vals = {m: sum(p.values[m] for p in parts) / len(parts) for m in plan.metric_names}
@@ -666,7 +705,7 @@ def _score(run_map, order, inputs, plan, skipped, timer: "_Timer", o: "EvaluateO
         InputError: no backend ran (each skipped backend's reason named).
     """
     with timer.stage("metrics", unit="run") as st:
-        run_results = _metrics(run_map, order, inputs, plan, o.metrics)
+        run_results = _metrics(run_map, order, inputs, plan, o.metrics, run_names=set(o.runs or {}))
         st.count = len(run_results)
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))

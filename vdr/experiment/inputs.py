@@ -36,8 +36,11 @@ class InputSettings:
             ``corpus_dir/queries.jsonl`` when it exists (ViDoRe corpora).
         qrels: qrels file (BEIR TSV, TREC or JSON); default ``corpus_dir/qrels.tsv`` when it exists.
         rewrites: ``{variant name: queries.jsonl}``; each must have exactly the originals' ids.
-        runs: ``{name: run file}`` (TREC or JSON, or ``{variant: run file}``): runs of other systems
-            evaluated and compared as backends named ``name``.
+        runs: runs of other systems, evaluated and compared as backends named ``name``:
+            ``{name: {variant: run file}}`` (TREC or JSON; one file per variant, issue 25.4), or
+            ``{name: run file}`` (the run of the ``original`` queries only), or
+            ``{name: {"*": run file}}`` (one file reused for every variant, on explicit request:
+            marked in the table, its changes are 0 by construction).
         vidore: a ViDoRe dataset (hub name or local folder) used instead of ``corpus_dir``/
             ``queries``/``qrels``; it is ingested into ``out/corpus`` first.
         vidore_revision, vidore_language: with ``vidore``: the dataset revision (default: MTEB's
