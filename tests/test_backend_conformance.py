@@ -335,3 +335,104 @@ def test_serve_semantic_model_option_through_the_cli(data, tiny_st_dir, monkeypa
                "--backend-option", "semantic.batch_size=many", "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and "batch_size='many' must be int" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------------ reward-server isolation
+
+#: rewrites with lone UTF-16 surrogates (legal JSON, not UTF-8): a high one, a low one, reversed, alone
+BAD_TEXTS = ["revenue \ud83d cloud", "\udc00dogs cats", "carbon \ude00\ud83d factory", "\ud800"]
+
+
+def _post_raw(url: str, body: dict):
+    import httpx
+
+    # json.dumps escapes the surrogates ("\ud83d"): what a client's JSON library sends
+    return httpx.post(url + "/reward", content=json.dumps(body).encode("ascii"), headers={"content-type": "application/json"},
+                      timeout=120)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_one_requests_bad_text_never_fails_another(name, data, tmp_path, request):
+    """Issue 26.4, for every backend: concurrent clients, some of whose rewrites hold lone
+    surrogates, batched together: every request gets 200; a bad text is scored as its U+FFFD form
+    (the reward ``load_queries`` + ``vdr evaluate`` give the same text) and named per reward."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rewards_fixtures import running
+    from vdr.rewards.serve import ServeLimits, create_app
+    from vdr.text import replace_lone_surrogates
+
+    _, opts = _setup(name, request, tmp_path)
+    backend = build_backend(name, vdr.corpus.load_corpus(data["corpus"]), opts)
+    rw = Rewarder(backend, vdr.load_qrels(data["qrels"]), name=name)
+    ids = sorted(QUERIES)
+    good = [{"query_ids": ids, "rewrites": [KEYWORDS[q] for q in ids]} for _ in range(6)]
+    bad = [{"query_ids": ids, "rewrites": [BAD_TEXTS[(i + j) % 4] for j in range(4)]} for i in range(4)]
+    bodies = [b for pair in zip(good, bad) for b in pair] + good[4:]
+    with running(create_app(rw, limits=ServeLimits(batch_wait_ms=50.0))) as url:
+        with ThreadPoolExecutor(8) as ex:
+            answers = list(ex.map(lambda b: _post_raw(url, b), bodies))
+    server_batches = rw.stats["batches"]
+    assert [a.status_code for a in answers] == [200] * len(bodies), [a.text for a in answers if a.status_code != 200]
+    for body, a in zip(bodies, answers):
+        fixed = [replace_lone_surrogates(t)[0] for t in body["rewrites"]]
+        assert a.json()["rewards"] == rw.evaluate(body["query_ids"], fixed).rewards
+        n_bad = [replace_lone_surrogates(t)[1] for t in body["rewrites"]]
+        assert a.json()["counts"]["replaced_text"] == sum(1 for n in n_bad if n)
+        assert a.json().get("replaced_text", {}) == {str(i): n for i, n in enumerate(n_bad) if n}
+    assert server_batches < len(bodies)  # the requests were batched together
+
+
+def test_a_failing_request_is_isolated_with_a_request_id(data, caplog):
+    """A backend that fails on one request's text: only that request gets the 500 (with a
+    ``request_id`` the log names); the others, batched with it, get their rewards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rewards_fixtures import running
+    from vdr.rewards.serve import ServeLimits, create_app
+
+    backend = build_backend("lexical", vdr.corpus.load_corpus(data["corpus"]))
+
+    class Picky:
+        name, config, report = "picky", backend.config, backend.report
+
+        def search(self, queries, depth):
+            if any("explode" in t for t in base.query_texts(queries)[0].values()):
+                raise RuntimeError("cannot encode this text")
+            return backend.search(queries, depth)
+
+    rw = Rewarder(Picky(), vdr.load_qrels(data["qrels"]))
+    ids = sorted(QUERIES)
+    bodies = [{"query_ids": ids, "rewrites": [KEYWORDS[q] + f" {i}" for q in ids]} for i in range(7)]
+    bodies.insert(3, {"query_ids": ids[:1], "rewrites": ["explode now"]})
+    with running(create_app(rw, limits=ServeLimits(batch_wait_ms=80.0))) as url:
+        with ThreadPoolExecutor(8) as ex:
+            answers = list(ex.map(lambda b: _post_raw(url, b), bodies))
+    codes = [a.status_code for a in answers]
+    assert codes == [200, 200, 200, 500, 200, 200, 200, 200]
+    err = answers[3].json()
+    assert "cannot encode this text" in err["error"] and len(err["request_id"]) == 16
+    assert err["request_id"] in caplog.text
+    for body, a in zip(bodies, answers):
+        if a.status_code == 200:
+            assert a.json()["rewards"] == Rewarder(backend, vdr.load_qrels(data["qrels"])).evaluate(body["query_ids"], body["rewrites"]).rewards
+
+
+def test_query_files_replace_lone_surrogates_like_the_rewards(tmp_path):
+    """The same U+FFFD rule in query files (so that evaluate and the reward see one text), with a
+    warning naming the lines; an unknown query id with a surrogate gets a readable 422."""
+    from fastapi.testclient import TestClient
+
+    from vdr.rewards.serve import create_app
+
+    p = tmp_path / "q.jsonl"
+    p.write_text(json.dumps({"_id": "q1", "text": "a \ud83d b", "history": ["x \udc00"]}) + "\n"
+                 + json.dumps({"_id": "q2", "text": "plain"}) + "\n", encoding="ascii")
+    with pytest.warns(vdr.errors.VdrWarning, match=r"1 queries hold lone UTF-16 surrogates .* line 1 id 'q1'"):
+        qs = vdr.load_queries(p)
+    assert qs["q1"].text == "a \ufffd b" and qs["q1"].history == ("x \ufffd",) and qs["q2"].text == "plain"
+    rw = Rewarder(build_backend("lexical", {"d1": "alpha", "d2": "beta"}), {"q1": {"d1": 1}})
+    with TestClient(create_app(rw)) as client:
+        r = client.post("/reward", content=json.dumps({"query_ids": ["q\ud83d"], "rewrites": ["alpha"]}).encode("ascii"),
+                        headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["unknown_query_ids"] == ["q\ud83d"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from .errors import InputError
 
-__all__ = ["normalize_text", "TEXT_POLICY", "UNICODE_FORM", "DEFAULT_MAX_QUERY_TOKENS", "BudgetedQuery", "fit_query_budget", "apply_budget", "budget_config", "check_max_tokens", "cut_words", "QueryBudget", "BUDGET_PRESETS", "query_budget"]
+__all__ = ["normalize_text", "replace_lone_surrogates", "REPLACEMENT_CHARACTER", "TEXT_POLICY", "UNICODE_FORM", "DEFAULT_MAX_QUERY_TOKENS", "BudgetedQuery", "fit_query_budget", "apply_budget", "budget_config", "check_max_tokens", "cut_words", "QueryBudget", "BUDGET_PRESETS", "query_budget"]
 
 #: The Unicode normalisation form applied to every page and query text.
 UNICODE_FORM = "NFKC"
@@ -45,6 +45,35 @@ TEXT_POLICY = {
 }
 
 _REMOVE = dict.fromkeys(map(ord, "\u00ad"))
+
+
+#: What a lone UTF-16 surrogate in a text becomes (U+FFFD, as a UTF-8 decoder's ``errors="replace"``).
+REPLACEMENT_CHARACTER = "\ufffd"
+_SURROGATES = None
+
+
+def replace_lone_surrogates(text: str) -> tuple[str, int]:
+    """``text`` with every lone UTF-16 surrogate (U+D800..U+DFFF: legal in JSON as ``"\\ud83d"``,
+    not encodable as UTF-8, refused by tokenizers) replaced by :data:`REPLACEMENT_CHARACTER`, and
+    how many were replaced. A Python ``str`` decoded from valid JSON holds a surrogate only when it
+    is unpaired (a pair decodes to its one code point), so every such code point is lone.
+
+    The one place this policy lives (issue 26.4): query files (:func:`vdr.io.formats.load_queries`),
+    rewards (:class:`vdr.rewards.rewarder.Rewarder`) and ``vdr serve`` apply it identically, so a
+    reward stays equal to the evaluation of the same text.
+
+    >>> replace_lone_surrogates("ok \\ud83d")[1], replace_lone_surrogates("fine")
+    (1, ('fine', 0))
+    """
+    global _SURROGATES
+    if text.isascii():
+        return text, 0
+    if _SURROGATES is None:
+        import re
+
+        _SURROGATES = re.compile("[\ud800-\udfff]")
+    out, n = _SURROGATES.subn(REPLACEMENT_CHARACTER, text)
+    return out, n
 
 
 def normalize_text(text: str) -> str:

@@ -347,6 +347,7 @@ def load_queries(path: str | Path, name: str = "original", format: Literal["auto
         format = "tsv" if tsv else "jsonl"
     queries: dict[str, Query] = {}
     lines: dict[str, int] = {}
+    replaced: list[str] = []
     parse = _topics_line if format == "tsv" else _jsonl_query_line
     for no, line in read_lines(path):
         if not line.strip():
@@ -357,11 +358,34 @@ def load_queries(path: str | Path, name: str = "original", format: Literal["auto
         qid, query = parsed
         if qid in queries:
             raise InputError(f"query id {qid!r} given twice (first on line {lines[qid]})", path=path, line=no, id=qid)
-        queries[qid] = query
+        fixed = _without_lone_surrogates(query)
+        if fixed is not query:
+            replaced.append(f"line {no} id {qid!r}")
+        queries[qid] = fixed
         lines[qid] = no
     if not queries:
         raise InputError(f"no queries: the file is empty (expected {'qid<TAB>text lines' if format == 'tsv' else 'BEIR queries.jsonl lines'})", path=path)
+    if replaced:
+        warnings.warn(f"{path}: {len(replaced)} queries hold lone UTF-16 surrogates (legal in JSON, not encodable as UTF-8), replaced"
+                      f" by U+FFFD as vdr serve and the rewards replace them: {', '.join(replaced[:5])}"
+                      f"{' ...' if len(replaced) > 5 else ''}", VdrWarning, stacklevel=2)
     return QuerySet(queries, name=name, source=str(path), lines=lines)
+
+
+def _without_lone_surrogates(query: Query) -> Query:
+    """``query`` with lone surrogates replaced in its text, history and answers
+    (:func:`vdr.text.replace_lone_surrogates`); the same object when it holds none."""
+    from ..text import replace_lone_surrogates
+
+    parts = [query.text, *query.history, *query.answers]
+    if all(p.isascii() for p in parts):
+        return query
+    fixed = [replace_lone_surrogates(p) for p in parts]
+    if not any(n for _, n in fixed):
+        return query
+    texts = [t for t, _ in fixed]
+    h = len(query.history)
+    return Query(texts[0], tuple(texts[1:1 + h]), tuple(texts[1 + h:]))
 
 
 def _check_query_text(text: object, path: Path, no: int, qid: str) -> str:

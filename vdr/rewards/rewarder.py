@@ -60,6 +60,7 @@ from ..errors import InputError, VdrError, VdrWarning
 from ..llm import CONVSEARCH_FORMAT, Extractor
 from ..metrics import Metric, evaluate_run, parse_metric
 from ..retrieve.budget import BUDGET_PRESETS, QueryBudget, check_max_tokens, cut_words, query_budget
+from ..text import replace_lone_surrogates
 from ..retrieve.options import option, options_from
 from ..types import QuerySet, Qrels, Run, to_id
 
@@ -274,6 +275,8 @@ class RewardBatch:
         ranks: best gold rank per rewrite (1-based; ``-1``: not in the top ``depth``).
         empty, truncated, cached: per-rewrite flags (see the module docstring).
         rows: per rewrite, the ranking ``[(corpus_id, score), ...]`` best first (only when asked).
+        replaced: per rewrite, how many lone UTF-16 surrogates were replaced by U+FFFD before
+            searching (:func:`vdr.text.replace_lone_surrogates`, as ``load_queries`` does; 0: none).
     """
 
     metric: str
@@ -284,6 +287,7 @@ class RewardBatch:
     truncated: list[bool]
     cached: list[bool]
     rows: list[list[tuple[str, float]]] | None = None
+    replaced: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -358,7 +362,7 @@ class Rewarder:
         self.metric = self.check_metric(o.metric)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
-        self.stats = {"rewrites": 0, "empty": 0, "truncated": 0, "cache_hits": 0, "searched": 0, "batches": 0, "failed_batches": 0,
+        self.stats = {"rewrites": 0, "empty": 0, "truncated": 0, "replaced_text": 0, "cache_hits": 0, "searched": 0, "batches": 0, "failed_batches": 0,
                       "search_s": 0.0, "metric_s": 0.0}
 
     def check_metric(self, metric: str | Metric) -> str:
@@ -435,26 +439,32 @@ class Rewarder:
         ids = self.check_ids(query_ids)
         mine = self.max_query_tokens
         budget = mine if max_query_tokens is None else (max_query_tokens if mine is None else min(max_query_tokens, mine))
-        texts, empty, truncated = self._prepare(rewrites, budget)
+        texts, empty, truncated, replaced = self._prepare(rewrites, budget)
         with self._lock:
             rows, cached = self._rows(ids, texts)
             self.stats["rewrites"] += len(ids)
             self.stats["empty"] += sum(empty)
             self.stats["truncated"] += sum(truncated)
+            self.stats["replaced_text"] += sum(1 for n in replaced if n)
             self.stats["batches"] += 1
         t0 = time.perf_counter()
         values, ranks = self._values(ids, rows, parsed)
         self.stats["metric_s"] += time.perf_counter() - t0
         out_rows = [Run.from_checked({"r": r}).ranked("r") for r in rows] if return_rows else None
         primary = str(parsed[0])
-        return RewardBatch(primary, values[primary], values, ranks, empty, truncated, cached, out_rows)
+        return RewardBatch(primary, values[primary], values, ranks, empty, truncated, cached, out_rows, replaced)
 
-    def _prepare(self, rewrites: Sequence[str | None], budget: int | None) -> tuple[list[str | None], list[bool], list[bool]]:
+    def _prepare(self, rewrites: Sequence[str | None], budget: int | None) -> tuple[list[str | None], list[bool], list[bool], list[int]]:
         texts: list[str | None] = []
-        empty, truncated = [], []
+        empty, truncated, replaced = [], [], []
         for n, t in enumerate(rewrites):
             if t is not None and not isinstance(t, str):
                 raise InputError(f"rewrite {n} must be a string or null, got {type(t).__name__}")
+            if t is not None and not t.isascii():
+                t, bad = replace_lone_surrogates(t)
+                replaced.append(bad)
+            else:
+                replaced.append(0)
             if t is None or not t.strip():
                 texts.append(None)
                 empty.append(True)
@@ -466,7 +476,7 @@ class Rewarder:
             texts.append(t)
             empty.append(False)
             truncated.append(cut)
-        return texts, empty, truncated
+        return texts, empty, truncated, replaced
 
     def _rows(self, ids: list[str], texts: list[str | None]) -> tuple[list[dict[str, float]], list[bool]]:
         """Each rewrite's ranking, from the cache or one backend call for the distinct new texts."""

@@ -27,7 +27,14 @@ Behaviour (documented choices):
   while reading a body without it); more than ``max_items`` rewrites get 413.
 * **Errors**: malformed JSON or fields -> 400 ``{"error": message}``; unknown query ids -> 422
   ``{"error", "unknown_query_ids"}``; missing/wrong bearer token -> 401; a failed retrieval -> 500
-  with the message. No request can stop the server.
+  with the message and a ``request_id`` that the server log names too. No request can stop the server.
+* **Isolation** (issue 26.4): when a batch of several requests fails, each request is scored
+  alone, so only a request that fails by itself gets the error; the others get their rewards.
+  Text with lone UTF-16 surrogates (``"\\ud83d"``: legal JSON, not UTF-8) is scored with each
+  such code point replaced by U+FFFD (:func:`vdr.text.replace_lone_surrogates`, the rule
+  ``load_queries`` applies to query files, so the reward equals the evaluation); ``/reward``
+  counts them (``counts.replaced_text``) and names them (``replaced_text``: ``{index: code
+  points replaced}``). Error answers escape non-ASCII, so quoting such text cannot fail.
 * **Security**: binds to 127.0.0.1 unless ``--host`` says otherwise; with ``--token-env VAR`` the
   ``POST`` endpoints need ``Authorization: Bearer <value of VAR>`` (read from the environment, never
   written or logged).
@@ -36,6 +43,7 @@ Behaviour (documented choices):
 import asyncio
 import hmac
 import json
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -49,6 +57,8 @@ from ..retrieve.options import option, options_from
 from .rewarder import RewardError, Rewarder, UnknownQueryError
 
 __all__ = ["create_app", "serve", "ServeLimits", "ServeOptions"]
+
+LOG = logging.getLogger("vdr.serve")
 
 
 @dataclass(frozen=True)
@@ -134,16 +144,25 @@ class _Batcher:
             for j in jobs:
                 groups.setdefault((j.max_query_tokens,), []).append(j)
             for (max_query_tokens,), group in groups.items():
-                try:
-                    results = await loop.run_in_executor(self.pool, _score_group, self.rewarder, group, max_query_tokens)
-                except Exception as e:  # the whole group failed: every waiting request gets the error
-                    for j in group:
-                        if not j.future.done():
-                            j.future.set_exception(e)
-                    continue
-                for j, r in zip(group, results):
-                    if not j.future.done():
-                        j.future.set_result(r)
+                await self._score(loop, group, max_query_tokens)
+
+    async def _score(self, loop, group: list["_Job"], max_query_tokens: int | None) -> None:
+        """Score ``group`` in one backend call; when that fails and the group holds several
+        requests, score each request alone, so that one request's bad input never fails another's
+        (issue 26.4): only the requests that fail alone get the error."""
+        try:
+            results = await loop.run_in_executor(self.pool, _score_group, self.rewarder, group, max_query_tokens)
+        except Exception as e:
+            if len(group) > 1:
+                for j in group:
+                    await self._score(loop, [j], max_query_tokens)
+                return
+            if not group[0].future.done():
+                group[0].future.set_exception(e)
+            return
+        for j, r in zip(group, results):
+            if not j.future.done():
+                j.future.set_result(r)
 
 
 def _score_group(rewarder: Rewarder, jobs: list[_Job], max_query_tokens: int | None) -> list[dict]:
@@ -159,7 +178,7 @@ def _score_group(rewarder: Rewarder, jobs: list[_Job], max_query_tokens: int | N
         start += len(j.ids)
         out.append({"values": {m: batch.values[m][sl] for m in j.metrics}, "ranks": batch.ranks[sl],
                     "empty": batch.empty[sl], "truncated": batch.truncated[sl], "cached": batch.cached[sl],
-                    "rows": batch.rows[sl] if j.rows else None})
+                    "rows": batch.rows[sl] if j.rows else None, "replaced": batch.replaced[sl]})
     return out
 
 
@@ -233,8 +252,25 @@ async def _run(batcher: _Batcher, job: _Job) -> dict:
         raise _ApiError(422, str(e), unknown_query_ids=e.ids[:1000]) from None
     except InputError as e:
         raise _ApiError(400, str(e)) from None
-    except RewardError as e:
-        raise _ApiError(500, str(e)) from None
+    except RewardError as e:  # a real server fault (the backend failed on this request alone): logged with an id
+        rid = _request_id()
+        LOG.error("request %s: %s", rid, e)
+        raise _ApiError(500, str(e), request_id=rid) from None
+
+
+def _request_id() -> str:
+    """A short random id naming one failed request in the server log and in its 500 answer."""
+    import uuid
+
+    return uuid.uuid4().hex[:16]
+
+
+def _error_response(payload: dict, status: int):
+    """An error answer as JSON with non-ASCII escaped (``ensure_ascii``): a message that quotes a
+    client's text with a lone surrogate stays valid UTF-8 instead of failing to encode (a 500)."""
+    from fastapi.responses import Response
+
+    return Response(json.dumps(payload), status_code=status, media_type="application/json")
 
 
 def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits):
@@ -247,8 +283,11 @@ def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits):
         metric = _metric(rewarder, obj)
         ids = _checked_ids(rewarder, ids)
         r = await _run(batcher, _Job(ids, rws, [metric], None, False, asyncio.get_running_loop().create_future()))
-        return {"rewards": r["values"][metric], "ranks": r["ranks"], "metric": metric,
-                "counts": {k: sum(r[k]) for k in ("empty", "truncated", "cached")}}
+        out = {"rewards": r["values"][metric], "ranks": r["ranks"], "metric": metric,
+               "counts": {**{k: sum(r[k]) for k in ("empty", "truncated", "cached")}, "replaced_text": sum(1 for n in r["replaced"] if n)}}
+        if any(r["replaced"]):  # lone UTF-16 surrogates scored as U+FFFD: which rewrites, how many code points
+            out["replaced_text"] = {str(i): n for i, n in enumerate(r["replaced"]) if n}
+        return out
 
     return reward
 
@@ -305,11 +344,13 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
 
     @app.exception_handler(_ApiError)
     async def api_error(request, exc: _ApiError):
-        return JSONResponse(exc.payload, status_code=exc.status)
+        return _error_response(exc.payload, exc.status)
 
     @app.exception_handler(Exception)
     async def any_error(request, exc: Exception):
-        return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+        rid = _request_id()
+        LOG.error("request %s: internal error", rid, exc_info=(type(exc), exc, exc.__traceback__))
+        return _error_response({"error": f"internal error: {type(exc).__name__}: {exc}", "request_id": rid}, 500)
 
     def auth(request: Request) -> None:
         if token is None:
