@@ -57,5 +57,6 @@ def copy_results(src: Path, dst: Path, corpus_dir: str | Path | None = None) -> 
         p = dst / "results.json"
         doc = json.loads(p.read_text(encoding="utf-8"))
         doc["config"]["corpus_dir"] = str(corpus_dir)
+        doc["config"].get("inputs_relative_to_results", {}).pop("corpus_dir", None)  # the copy's corpus is elsewhere
         p.write_text(json.dumps(doc), encoding="utf-8")
     return dst

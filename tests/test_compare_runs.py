@@ -112,7 +112,9 @@ def test_api_equals_cli_and_accepts_objects(files, tmp_path, capsys):
                       n_bootstrap=300, seed=4)
     assert isinstance(api, Results) and api.root is None and api.baseline == "a"
     loaded = Results.load(out)
-    assert json.dumps(api.to_dict(), sort_keys=True) == json.dumps(loaded.to_dict(), sort_keys=True)
+    written = loaded.to_dict()  # the written results also record their inputs relative to the folder (issue 26.9)
+    assert written["config"].pop("inputs_relative_to_results") == {"qrels": "../qrels.txt", "runs": {"a": "../a.trec", "b": "../b.trec"}}
+    assert json.dumps(api.to_dict(), sort_keys=True) == json.dumps(written, sort_keys=True)
     assert api.table() == loaded.table() == stdout.rstrip("\n").rsplit("\nresults:", 1)[0]
     assert api.primary == "ndcg@5" and api.table_metrics[0] == "ndcg@5"
     # Qrels / Run objects (and dicts) give the same values

@@ -240,6 +240,7 @@ def test_corpus_gone_and_qrels_gone(lexical_results, tmp_path):
     r = copy_results(lexical_results, tmp_path / "results", corpus_dir=tmp_path / "nowhere")
     doc = json.loads((r / "results.json").read_text())
     doc["config"]["qrels"] = str(tmp_path / "gone.tsv")
+    doc["config"]["inputs_relative_to_results"]["qrels"] = "../gone.tsv"
     doc["skipped"] = {"multimodal": "no --model given <test>"}
     (r / "results.json").write_text(json.dumps(doc))
     (r / "per_query.csv").unlink()  # not needed: the texts are in results.json

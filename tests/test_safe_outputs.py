@@ -286,3 +286,39 @@ def test_results_folder_api_keep_and_staging(tmp_path):
         f.commit()
     assert snapshot(out) == {LOCK_FILE: b"", "corpus/pages.jsonl": b"pages", "judge/cache.jsonl": b"cache", "results.json": b"{}",
                              "runs/new.trec": b"new"}
+
+
+def test_a_moved_results_folder_finds_its_inputs(tmp_path, capsys):
+    """Issue 26.9: results.json records the inputs relative to the results folder too; a project
+    folder moved elsewhere (another machine) still loads its corpus, qrels and runs, and the
+    report shows them."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    texts, queries, qrels = make_passages(n_per_topic=4)
+    corpus = write_corpus(proj / "data" / "corpus", texts, queries, qrels)
+    kw = proj / "data" / "kw.jsonl"
+    kw.write_text("".join(json.dumps({"_id": q, "text": t + " facts"}) + "\n" for q, t in queries.items()))
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--rewrites", f"kw={kw}", "--out", proj / "results")
+    assert rc == 0, err
+    doc = json.loads((proj / "results" / "results.json").read_text())
+    assert doc["config"]["inputs_relative_to_results"] == {
+        "corpus_dir": "../data/corpus", "queries": "../data/corpus/queries.jsonl", "qrels": "../data/corpus/qrels.tsv",
+        "rewrites": {"kw": "../data/kw.jsonl"}}
+    assert doc["config"]["corpus_dir"] == str(corpus.resolve())
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.move(str(proj), str(moved))
+    assert not corpus.exists()
+    res = vdr.Results.load(moved / "results")
+    assert res.warnings == [] and res.corpus is not None and res.qrels is not None
+    assert Path(res.corpus.root).resolve() == (moved / "data" / "corpus").resolve() and len(res.corpus) == len(texts)
+    rc, _, err = cli(capsys, "report", moved / "results")
+    assert rc == 0 and "not found" not in err, err
+    # compare: the run files and the qrels, relative too
+    rc, _, err = cli(capsys, "compare", moved / "data" / "corpus" / "qrels.tsv",
+                     moved / "results" / "runs" / "lexical.original.trec", f"kw={moved / 'results' / 'runs' / 'lexical.kw.trec'}",
+                     "--out", moved / "cmp")
+    assert rc == 0, err
+    rel = json.loads((moved / "cmp" / "results.json").read_text())["config"]["inputs_relative_to_results"]
+    assert rel == {"qrels": "../data/corpus/qrels.tsv", "runs": {"lexical.original": "../results/runs/lexical.original.trec",
+                                                                  "kw": "../results/runs/lexical.kw.trec"}}

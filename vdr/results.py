@@ -30,6 +30,7 @@ import html
 import io
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -789,9 +790,11 @@ class Results:
         runs = [RunResult(r["backend"], r["variant"], r.get("run_file"), _metrics_from_doc(r)) for r in doc["runs"]]
         comparisons = [(c["backend"], _comparison_from_doc(c, path)) for c in doc.get("comparisons") or []]
         config = doc.get("config") or {}
-        qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings)
+        rel = config.get(RELATIVE_INPUTS) or {}
+        qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings, rel.get("qrels"))
         corpus = (None if config.get("command") == "compare"  # runs compared on qrels alone: no corpus to show
-                  else _optional(config.get("corpus_dir"), root, "corpus folder", load_corpus, "page images not shown", warnings))
+                  else _optional(config.get("corpus_dir"), root, "corpus folder", load_corpus, "page images not shown", warnings,
+                                 rel.get("corpus_dir")))
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
                    root=root, qrels=qrels, corpus=corpus, warnings=warnings)
@@ -852,13 +855,53 @@ def _comparison_from_doc(c: dict, path: Path) -> Comparison:
         raise InputError(f"malformed comparison entry ({type(e).__name__}: {e})", path=path) from None
 
 
-def _resolve(path: str | None, root: Path) -> Path | None:
+#: results.json ``config`` key of the input paths relative to the results folder (issue 26.9).
+RELATIVE_INPUTS = "inputs_relative_to_results"
+
+
+def relative_inputs(config: Mapping, results_dir: str | Path) -> dict:
+    """The input paths of ``config`` (``corpus_dir``, ``queries``, ``qrels``, ``rewrites``, ``runs``)
+    relative to ``results_dir`` (``os.path.relpath``; POSIX separators), recorded beside the
+    absolute ones as ``config[RELATIVE_INPUTS]`` so that a results folder moved together with its
+    inputs (another machine, another mount point) still finds them (:meth:`Results.load`,
+    ``vdr report``). Paths on another drive (Windows) are left out."""
+    import os
+
+    base = Path(results_dir).resolve()
+
+    def rel(p):
+        if not isinstance(p, str) or not p:
+            return None
+        try:
+            return Path(os.path.relpath(Path(p).resolve(), base)).as_posix()
+        except ValueError:  # another drive
+            return None
+
+    out: dict = {}
+    for key in ("corpus_dir", "queries", "qrels"):
+        if rel(config.get(key)) is not None:
+            out[key] = rel(config.get(key))
+    for key in ("rewrites", "runs"):
+        group = config.get(key)
+        if isinstance(group, Mapping):
+            sub = {n: rel(p) for n, p in group.items() if rel(p) is not None}
+            if sub:
+                out[key] = sub
+    return out
+
+
+def _resolve(path: str | None, root: Path, relative: str | None = None) -> Path | None:
     """First existing candidate for a path recorded in ``results.json``: as written (absolute, or
-    relative to the current folder), then relative to the results folder and each folder above it.
-    ``None`` when ``path`` is empty or none exists."""
+    relative to the current folder), then its recorded form relative to the results folder
+    (:func:`relative_inputs`: the folder moved with its inputs), then the path relative to the
+    results folder and each folder above it. ``None`` when ``path`` is empty or none exists."""
     if not path:
         return None
     p = Path(path)
+    if relative:
+        moved = (root / relative).resolve()
+        if p.is_absolute() and not p.exists() and moved.exists():
+            return moved
     if p.is_absolute():
         return p if p.exists() else None
     root = root.resolve()
@@ -868,9 +911,9 @@ def _resolve(path: str | None, root: Path) -> Path | None:
     return None
 
 
-def _optional(recorded: str | None, root: Path, what: str, loader, consequence: str, warnings: list[str]):
+def _optional(recorded: str | None, root: Path, what: str, loader, consequence: str, warnings: list[str], relative: str | None = None):
     """``loader(path)`` of a recorded input, or ``None`` with a warning when it is gone or unreadable."""
-    p = _resolve(recorded, root)
+    p = _resolve(recorded, root, relative)
     if p is None:
         warnings.append(f"{what} not found ({recorded}); {consequence}" if recorded else f"no {what} recorded; {consequence}")
         return None
@@ -889,7 +932,10 @@ def _variants_v1(doc: dict, root: Path, warnings: list[str]) -> dict[str, QueryS
     files: dict[str, QuerySet] = {}
     for v in (n for n in names if n != CONCAT):
         src = config.get("queries") if v == ORIGINAL else (config.get("rewrites") or {}).get(v, (info.get(v) or {}).get("source"))
-        qs = _optional(src, root, f"query file of variant {v!r}", lambda p, v=v: load_queries(p, name=v), "its texts not shown", warnings)
+        rel = config.get(RELATIVE_INPUTS) or {}
+        moved = rel.get("queries") if v == ORIGINAL else (rel.get("rewrites") or {}).get(v)
+        qs = _optional(src, root, f"query file of variant {v!r}", lambda p, v=v: load_queries(p, name=v), "its texts not shown", warnings,
+                       moved)
         if qs is not None:
             files[v] = qs
     out = {}

@@ -29,7 +29,7 @@ from .inputs import check_name
 from ..io.formats import load_qrels, load_run
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, evaluate_run
 from ..metrics.plan import COMPARE_DEFAULTS
-from ..results import Results, RunResult
+from ..results import RELATIVE_INPUTS, Results, RunResult, relative_inputs
 from ..types import Qrels, QuerySet, Run
 
 __all__ = ["compare_runs", "CompareOptions", "parse_run_items", "RUNS_BACKEND"]
@@ -181,6 +181,7 @@ def compare_runs(
     try:
         res = _compare(qrels, runs, qrels_path, o)
         if folder is not None:
+            res.config[RELATIVE_INPUTS] = relative_inputs(res.config, o.out)
             res.save(folder.staging)
             folder.commit()
             res.root = Path(o.out)

@@ -60,7 +60,7 @@ from ..io.atomic import write_text_atomic
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
 from ..metrics.plan import EVALUATE_DEFAULTS
 from ..metrics.plan import PROTOCOLS as _PROTOCOLS
-from ..results import Results, RunResult
+from ..results import RELATIVE_INPUTS, Results, RunResult, relative_inputs
 from ..retrieve.base import Backend, BackendUnavailable, available_backends, create_backend
 from ..types import QuerySet, Run
 
@@ -688,6 +688,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
         ran = {b: built[b] for b in order}
         with timer.stage("results"):  # config, versions (file hashes), the Results object
             config = _config(inputs, plan, ran, o, encoder=encoder, cache_dir=cache)
+            config[RELATIVE_INPUTS] = relative_inputs(config, out)
         _warn_duplicates(inputs.variants)
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
