@@ -322,3 +322,16 @@ def test_a_moved_results_folder_finds_its_inputs(tmp_path, capsys):
     rel = json.loads((moved / "cmp" / "results.json").read_text())["config"]["inputs_relative_to_results"]
     assert rel == {"qrels": "../data/corpus/qrels.tsv", "runs": {"lexical.original": "../results/runs/lexical.original.trec",
                                                                   "kw": "../results/runs/lexical.kw.trec"}}
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_the_corpus_folder_itself_is_never_the_results_folder(tmp_path, capsys, overwrite):
+    """--out CORPUS (with or without --overwrite) would replace the corpus' files with results:
+    refused before anything is written, the corpus untouched."""
+    texts, queries, qrels = make_passages(n_per_topic=4)
+    corpus = write_corpus(tmp_path / "corpus", texts, queries, qrels)
+    before = snapshot(corpus)
+    for out in (corpus, Path(str(corpus) + "/"), corpus / ".." / "corpus"):
+        rc, _, err = cli(capsys, "evaluate", corpus, *FAST, *overwrite, "--out", out)
+        assert rc == 2 and "the results folder (--out) is an input of this run" in err and "choose another --out" in err
+    assert snapshot(corpus) == before

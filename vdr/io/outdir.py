@@ -106,6 +106,8 @@ class ResultsFolder:
         self.identity = None if identity is None else identity_of(identity)
         self.overwrite = overwrite
         self.keep = tuple(keep) + entries_holding(self.path, inputs)
+        here = self.path.resolve()
+        self._input_is_out = next((str(p) for p in inputs if p is not None and Path(p).resolve() == here), None)
         self.lock_path = self.path / LOCK_FILE
         self._lock = None
         self._created = False
@@ -120,10 +122,14 @@ class ResultsFolder:
             ``self``.
 
         Raises:
-            InputError: ``path`` is a file; a parent is a file or cannot be written; the lock is held
+            InputError: ``path`` is one of ``inputs`` (the corpus folder itself); ``path`` is a file;
+                a parent is a file or cannot be written; the lock is held
                 by another run; the folder holds another experiment's results or files vdr did not
                 write (without ``overwrite``). Nothing is left behind.
         """
+        if self._input_is_out is not None:  # replacing the folder's content would delete that input (a corpus!)
+            raise InputError(f"the results folder (--out) is an input of this run ({self._input_is_out}): writing the results"
+                             f" would replace its files; choose another --out, e.g. {self.path / 'results'}", path=self.path)
         self._create()
         try:
             self._take_lock()
