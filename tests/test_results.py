@@ -78,12 +78,16 @@ def test_hand_computed_values_and_table_text():
     assert lines[1] == "lexical  original  0.6250  0.7500    0.6667  4" + " " * 68
     assert lines[2].startswith("lexical  kw_v2     0.8333  1.0000    0.6667  4        +0.2083  ")
     assert lines[2].endswith("  2/2/0")
-    assert lines[3] == "multimodal: skipped: no --model given"
-    assert lines[4].startswith("d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
+    # the verdict (issue 27.1): change, CI, Holm: two non-zero differences give an exact p of 2/2^2 = 0.5, Holm x 2 tests = 1
+    lo, hi = c.ci95
+    assert c.p_value == 0.5 and c.p_value_holm == 1.0
+    assert lines[3] == f"kw_v2: +0.208 MRR@3 on lexical [95% CI {lo:+.3f}, {hi:+.3f}], not significant after Holm (p 1.00, \u03b1 0.05)"
+    assert lines[4] == "multimodal: skipped: no --model given"
+    assert lines[5].startswith("d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
                                " (exact test over all 2^")
-    assert lines[5] == ("query set: the qrels' queries, 4 averaged; relevant = grade >= 1; 0 of them have no page of grade > 0 in the"
+    assert lines[6] == ("query set: the qrels' queries, 4 averaged; relevant = grade >= 1; 0 of them have no page of grade > 0 in the"
                         " qrels and count 0 in every mean (--queries-without-relevant zero; 'exclude' leaves them out).")
-    assert len(lines) == 6
+    assert len(lines) == 7
 
 
 def test_markdown_latex_html_render_the_same_cells():
@@ -93,7 +97,8 @@ def test_markdown_latex_html_render_the_same_cells():
     assert md[0] == "| " + " | ".join(table.columns) + " |" and md[1] == "|" + "---|" * 12
     assert md[2] == "| lexical | original | 0.6250 | 0.7500 | 0.6667 | 4 | — | — | — | — | — | — |"
     assert md[3].startswith("| lexical | kw_v2 | 0.8333 | 1.0000 | 0.6667 | 4 | +0.2083 | ") and md[3].endswith(" | 2/2/0 |")
-    assert md[5] == "multimodal: skipped: no --model given  "
+    assert md[5].startswith("- kw_v2: +0.208 MRR@3 on lexical [95% CI ") and md[6] == ""  # the verdicts, then the notes
+    assert md[7] == "multimodal: skipped: no --model given  "
     tex = res.to_latex()
     assert r"\begin{tabular}{llrrrrrrrrrr}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
     assert "lexical & original & 0.6250 & 0.7500 & 0.6667 & 4 & --- & --- & --- & --- & --- & --- \\\\" in tex
@@ -120,7 +125,8 @@ def test_primary_metric_not_compared_is_compared_on_demand():
     assert c == direct and c.holm_family == ("kw_v2:hole@3",)
     lines = res.table(primary="hole@3").splitlines()
     assert lines[0].startswith("backend  variant   hole@3  mrr@3   recall@3  queries  d hole@3")
-    assert "Holm-corrected over the 1 tests (variants x hole@3)" in lines[4]
+    assert lines[3].startswith("kw_v2: +0.000 hole@3 on lexical [95% CI +0.000, +0.000], not significant after Holm (p 1.00")
+    assert "Holm-corrected over the 1 tests (variants x hole@3)" in lines[5]
     with pytest.raises(InputError, match="metric 'ndcg@3' was not evaluated"):
         res.table(primary="ndcg@3")
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .stats import Comparison, compare_variants, describe_test
+from .stats import MISSING_GROUP, ALPHA, Comparison, GroupComparison, check_alpha, compare_groups, compare_variants, describe_test
 from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
@@ -45,7 +45,8 @@ from .metrics import MetricsResult
 from .metrics.registry import Metric, metric_label, parse_metric
 from .types import ORIGINAL, Qrels, Query, QuerySet, Run, duplicate_texts
 
-__all__ = ["Results", "RunResult", "Case", "Table", "SCHEMA_VERSION", "RESULTS_FILE", "PER_QUERY_FILE", "fmt_p", "json_safe"]
+__all__ = ["Results", "RunResult", "Case", "Table", "SCHEMA_VERSION", "RESULTS_FILE", "PER_QUERY_FILE", "fmt_p", "json_safe",
+           "MARK_SYMBOLS", "metric_title"]
 
 SCHEMA_VERSION = 2
 """Version of the ``results.json`` layout this vdr writes (``schema_version``)."""
@@ -66,6 +67,37 @@ def fmt_p(p: float | None) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "n/a"
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def fmt_p_short(p: float | None) -> str:
+    """A p-value in a sentence: 2 decimals from 0.01 (``0.45``), 3 from 0.001, else ``1.2e-05``;
+    ``n/a`` when undefined.
+
+    >>> fmt_p_short(0.4515), fmt_p_short(0.0032), fmt_p_short(4e-05), fmt_p_short(float("nan"))
+    ('0.45', '0.003', '4.0e-05', 'n/a')
+    """
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "n/a"
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+_TITLES = {"ndcg": "nDCG", "mrr": "MRR", "map": "MAP", "recall": "Recall", "precision": "P", "hit": "Hit", "rr": "RR"}
+
+
+def metric_title(name: str) -> str:
+    """A metric's name as papers write it (``ndcg@3`` -> ``nDCG@3``, ``mrr@3`` -> ``MRR@3``); other
+    names as :func:`~vdr.metrics.registry.metric_label` gives them.
+
+    >>> metric_title("ndcg@3"), metric_title("recall@10"), metric_title("hole@3")
+    ('nDCG@3', 'Recall@10', 'hole@3')
+    """
+    fam, at, k = name.partition("@")
+    return _TITLES[fam] + at + k if fam in _TITLES else metric_label(name)
+
+
+def _letter(i: int) -> str:
+    """ranx's system labels: ``a`` ... ``z``, then ``aa``, ``ab``, ..."""
+    return chr(97 + i) if i < 26 else _letter(i // 26 - 1) + chr(97 + i % 26)
 
 
 def fmt4(x: float | None) -> str | None:
@@ -97,6 +129,12 @@ def latex_escape(text: object) -> str:
     return "".join(_LATEX.get(c, c) for c in str(text).replace("\r", " ").replace("\n", " "))
 
 
+#: The symbol of a significant gain / loss in every rendering of a table (readable in grey-scale;
+#: HTML adds a colour, LaTeX writes an arrow superscript).
+MARK_SYMBOLS = {"gain": "\u25b2", "loss": "\u25bc"}
+_LATEX_MARKS = {"gain": r"\textsuperscript{$\uparrow$}", "loss": r"\textsuperscript{$\downarrow$}"}
+
+
 @dataclass(frozen=True)
 class Table:
     """A table whose cells are computed once and rendered as text, Markdown, LaTeX, HTML or rich.
@@ -108,6 +146,18 @@ class Table:
         notes: lines shown under the table (legend, skipped backends).
         row_classes: an HTML class per row (``"original"`` for the originals' rows), or empty.
         left: number of leading columns aligned left (the others are numbers, right-aligned).
+        marks: per row, per cell ``""``, ``"gain"`` or ``"loss"`` (a significant change): the cell
+            gets the symbol of :data:`MARK_SYMBOLS` (text, Markdown, HTML, rich), an HTML class of
+            the same name (coloured by the report), an arrow superscript in LaTeX; or empty.
+        sups: per row, per cell a superscript (ranx's letters of the systems a value is
+            significantly better than): ``^ab`` in text, ``<sup>`` in Markdown and HTML,
+            ``\textsuperscript`` in LaTeX; or empty.
+        latex_sups: per row, per cell a raw-LaTeX superscript written only by :meth:`to_latex`
+            (the ranx-style marks of the summary table's means); or empty.
+        verdicts: sentences shown right under the table, before the notes (one per comparison:
+            :meth:`Results.verdicts`); not in the LaTeX caption.
+        latex_legend: raw LaTeX put first in the caption (what the superscripts mean) when some
+            cell is marked.
     """
 
     columns: tuple[str, ...]
@@ -115,61 +165,96 @@ class Table:
     notes: tuple[str, ...] = ()
     row_classes: tuple[str, ...] = ()
     left: int = 2
+    marks: tuple[tuple[str, ...], ...] = ()
+    sups: tuple[tuple[str, ...], ...] = ()
+    latex_sups: tuple[tuple[str, ...], ...] = ()
+    verdicts: tuple[str, ...] = ()
+    latex_legend: str = ""
 
     def _cells(self, missing: str) -> list[list[str]]:
         return [[missing if c is None else c for c in r] for r in self.rows]
 
-    def to_text(self) -> str:
-        """Fixed-width plain text: columns padded with two spaces between them, then the notes."""
-        rows = self._cells("")
+    def _at(self, table: tuple[tuple[str, ...], ...], i: int, j: int) -> str:
+        return table[i][j] if i < len(table) and j < len(table[i]) else ""
+
+    def _plain(self, i: int, j: int, cell: str, sup_fmt: str) -> str:
+        """``cell`` with its superscript (``sup_fmt`` formats it) and its mark symbol appended."""
+        sup, mark = self._at(self.sups, i, j), self._at(self.marks, i, j)
+        return cell + (sup_fmt.format(sup) if sup else "") + (" " + MARK_SYMBOLS[mark] if mark in MARK_SYMBOLS else "")
+
+    def to_text(self, verdicts: bool = True) -> str:
+        """Fixed-width plain text: columns padded with two spaces between them, then the verdicts
+        and the notes."""
+        rows = [[self._plain(i, j, c, "^{}") for j, c in enumerate(r)] for i, r in enumerate(self._cells(""))]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(self.columns)]
         lines = ["  ".join(h.ljust(w) for h, w in zip(self.columns, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-        return "\n".join([*lines, *self.notes])
+        return "\n".join([*lines, *(self.verdicts if verdicts else ()), *self.notes])
 
-    def to_markdown(self, notes: bool = True) -> str:
-        """A GitHub-flavoured Markdown table (cells escaped), then the notes as paragraphs."""
+    def to_markdown(self, notes: bool = True, verdicts: bool = True) -> str:
+        """A GitHub-flavoured Markdown table (cells escaped), then the verdicts as a list and the
+        notes as paragraphs."""
         lines = ["| " + " | ".join(md_escape(h) for h in self.columns) + " |", "|" + "---|" * len(self.columns)]
-        lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in self._cells("—")]
+        lines += ["| " + " | ".join(self._plain(i, j, md_escape(c), "<sup>{}</sup>") for j, c in enumerate(r)) + " |"
+                  for i, r in enumerate(self._cells("—"))]
+        if verdicts and self.verdicts:
+            lines += ["", *(f"- {md_escape(v)}" for v in self.verdicts)]
         if notes and self.notes:
             lines += ["", *(md_escape(n) + "  " for n in self.notes)]
         return "\n".join(lines)
 
     def to_latex(self, caption: str | None = None, label: str = "tab:vdr-summary") -> str:
         """A ``table`` float with a booktabs ``tabular`` (``\\usepackage{booktabs}``); the notes (or
-        ``caption``) become the caption."""
+        ``caption``) become the caption, after :attr:`latex_legend`. Superscripts (:attr:`sups`,
+        :attr:`latex_sups`) and marks (arrows) follow their cells."""
         spec = "l" * self.left + "r" * (len(self.columns) - self.left)
-        body = [" & ".join(latex_escape(c) for c in r) + r" \\" for r in self._cells("---")]
+
+        def cell(i: int, j: int, c: str) -> str:
+            sup, raw, mark = self._at(self.sups, i, j), self._at(self.latex_sups, i, j), self._at(self.marks, i, j)
+            return (latex_escape(c) + (rf"\textsuperscript{{{latex_escape(sup)}}}" if sup else "") + raw
+                    + _LATEX_MARKS.get(mark, ""))
+
+        body = [" & ".join(cell(i, j, c) for j, c in enumerate(r)) + r" \\" for i, r in enumerate(self._cells("---"))]
         cap = caption if caption is not None else " ".join(self.notes)
+        marked = any(x for t in (self.sups, self.latex_sups, self.marks) for row in t for x in row)
+        cap = " ".join(x for x in (self.latex_legend if marked else "", latex_escape(cap) if cap else "") if x)
         return "\n".join([
             r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
             " & ".join(latex_escape(h) for h in self.columns) + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}",
-            *([rf"\caption{{{latex_escape(cap)}}}"] if cap else []), rf"\label{{{label}}}", r"\end{table}", "",
+            *([rf"\caption{{{cap}}}"] if cap else []), rf"\label{{{label}}}", r"\end{table}", "",
         ])
 
-    def to_html(self, css_class: str = "summary", notes: bool = True) -> str:
-        """An HTML ``<table>`` (class ``css_class`` unless empty; cells escaped), then the notes as
-        ``<p class="note">``."""
+    def to_html(self, css_class: str = "summary", notes: bool = True, verdicts: bool = True) -> str:
+        """An HTML ``<table>`` (class ``css_class`` unless empty; cells escaped; a marked cell has
+        the class ``gain`` or ``loss``), then the verdicts as ``<ul class="verdicts">`` and the
+        notes as ``<p class="note">``."""
         attr = f' class="{html_escape(css_class)}"' if css_class else ""
         out = [f"<table{attr}><thead><tr>" + "".join(f"<th>{html_escape(h)}</th>" for h in self.columns)
                + "</tr></thead><tbody>"]
         for i, r in enumerate(self._cells("—")):
             cls = self.row_classes[i] if i < len(self.row_classes) else ""
-            out.append((f'<tr class="{html_escape(cls)}">' if cls else "<tr>") + "".join(f"<td>{html_escape(c)}</td>" for c in r) + "</tr>")
+            tds = []
+            for j, c in enumerate(r):
+                mark = self._at(self.marks, i, j)
+                td = f'<td class="{mark}">' if mark in MARK_SYMBOLS else "<td>"
+                tds.append(td + self._plain(i, j, html_escape(c), "<sup>{}</sup>") + "</td>")
+            out.append((f'<tr class="{html_escape(cls)}">' if cls else "<tr>") + "".join(tds) + "</tr>")
         out.append("</tbody></table>")
+        if verdicts and self.verdicts:
+            out.append('<ul class="verdicts">' + "".join(f"<li>{html_escape(v)}</li>" for v in self.verdicts) + "</ul>")
         if notes:
             out += [f'<p class="note">{html_escape(n)}</p>' for n in self.notes]
         return "".join(out)
 
     def to_rich(self):
-        """A :class:`rich.table.Table` (for ``rich.print``/consoles), notes as its caption."""
+        """A :class:`rich.table.Table` (for ``rich.print``/consoles), verdicts and notes as its caption."""
         from rich.table import Table as RichTable
 
-        t = RichTable(caption="\n".join(self.notes) or None, caption_justify="left")
+        t = RichTable(caption="\n".join([*self.verdicts, *self.notes]) or None, caption_justify="left")
         for i, h in enumerate(self.columns):
             t.add_column(h, justify="left" if i < self.left else "right", no_wrap=True)
-        for r in self._cells(""):
-            t.add_row(*r)
+        for i, r in enumerate(self._cells("")):
+            t.add_row(*(self._plain(i, j, c, "^{}") for j, c in enumerate(r)))
         return t
 
 
@@ -274,6 +359,12 @@ class Results:
         qrels: the qrels, or ``None`` when they could not be read back.
         corpus: the page corpus (page images), or ``None`` when it could not be read back.
         warnings: what :meth:`load` could not read (one line each).
+        query_fields: the queries' attributes, ``{query id: {field: value}}`` (extra fields of the
+            query files, a ``--groups`` TSV): what ``--group-by FIELD`` splits the queries by.
+        group_comparisons: the per-group comparisons of the fields of ``config.group_by`` on the
+            primary metric (:func:`vdr.stats.compare_groups`), as computed by :meth:`grouped`.
+        pairwise: every pair of systems (``vdr compare --pairs all``, :func:`vdr.stats.compare_pairs`);
+            empty otherwise.
     """
 
     config: dict
@@ -287,6 +378,9 @@ class Results:
     qrels: Qrels | None = None
     corpus: Corpus | PassageCorpus | None = None
     warnings: list[str] = field(default_factory=list)
+    query_fields: dict[str, dict[str, str]] = field(default_factory=dict)
+    group_comparisons: list[GroupComparison] = field(default_factory=list)
+    pairwise: list[Comparison] = field(default_factory=list)
     _rankings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _extra: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -344,6 +438,20 @@ class Results:
     def relevance_level(self) -> int:
         """Minimum grade counted as relevant (``config.relevance_level``, default 1)."""
         return int(self.config.get("relevance_level", 1))
+
+    @property
+    def alpha(self) -> float:
+        """Significance level of the verdicts and marks (``config.alpha``, default 0.05): a change is
+        significant when its Holm-adjusted p-value is at most ``alpha``."""
+        return float(self.config.get("alpha") or ALPHA)
+
+    def _alpha(self, alpha: float | None) -> float:
+        return self.alpha if alpha is None else check_alpha(alpha)
+
+    @property
+    def group_fields(self) -> list[str]:
+        """The query fields of the evaluation's ``--group-by`` (``config.group_by``), in order."""
+        return list(self.config.get("group_by") or [])
 
     def _where(self) -> str:
         return str(self.root / RESULTS_FILE) if self.root is not None else "these results"
@@ -472,36 +580,272 @@ class Results:
 
     # ---------------------------------------------------------------- the table
 
-    def summary_table(self, primary: str | None = None) -> Table:
+    def summary_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
         """The summary table (the one table model of vdr's results): rows backend x variant; the
         table metrics (``primary`` first, default the evaluation's), the number of queries and, for
         rewrite variants, the change of ``primary`` against the originals on the same backend with
-        its tests; notes: skipped backends, the legend, the macro row.
+        its tests; under it the verdicts (:meth:`verdicts`); notes: skipped backends, the legend,
+        the macro row.
+
+        A change significant at ``alpha`` (default :attr:`alpha`) after Holm is marked (``▲`` gain,
+        ``▼`` loss; coloured in HTML); in LaTeX every compared metric's mean carries an arrow
+        superscript when that metric's change is significant (ranx's style of marking the values).
 
         Raises:
-            InputError: ``primary`` was not evaluated.
+            InputError: ``primary`` was not evaluated; ``alpha`` not in (0, 1).
         """
         primary = self.check_metric(primary or self.primary)
+        alpha = self._alpha(alpha)
         metrics = self._table_metrics(primary)
+        compared = set(self.compared_metrics)
         head = ("backend", "variant", *map(metric_label, metrics), "queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI",
                 "W/T/L")
-        rows = []
+        rows, marks, sups = [], [], []
         reused = self._reused_runs()
         for r in self.rows(primary):
             variant = f"{r['variant']} (same run)" if r["backend"] in reused and r["variant"] != self.baseline else r["variant"]
             cells = [r["backend"], variant, *(fmt4(r[m]) for m in metrics), str(r["queries"])]
+            mark = [""] * (len(cells) + 6)
+            sup = [""] * (len(cells) + 6)
             if r["delta"] is None:
                 cells += [None] * 6
             else:
                 lo, hi = r["ci95"]
                 cells += [f"{r['delta']:+.4f}", fmt_p(r["p_value"]), fmt_p(r["p_value_holm"]), fmt_p(r["p_value_ttest"]),
                           f"[{lo:+.3f}, {hi:+.3f}]", f"{r['wins']}/{r['ties']}/{r['losses']}"]
+                c = self.comparison(r["backend"], r["variant"], primary)
+                mark[len(metrics) + 3] = "" if c is None else c.outcome(alpha).replace("ns", "")
+                for j, m in enumerate(metrics):
+                    cm = self.comparison(r["backend"], r["variant"], m) if m in compared or m == primary else None
+                    o = "ns" if cm is None else cm.outcome(alpha)
+                    sup[2 + j] = {"gain": r"\textsuperscript{$\uparrow$}", "loss": r"\textsuperscript{$\downarrow$}"}.get(o, "")
             rows.append(tuple(cells))
+            marks.append(tuple(mark))
+            sups.append(tuple(sup))
         classes = tuple("original" if r.variant == self.baseline else "" for r in self.runs)
         if self.is_run_comparison:  # one pseudo-backend: a column per run name only
             head = ("run", *head[2:])
-            rows = [r[1:] for r in rows]
-        return Table(head, tuple(rows), tuple(self._notes(primary)), classes, left=1 if self.is_run_comparison else 2)
+            rows, marks, sups = [r[1:] for r in rows], [m[1:] for m in marks], [x[1:] for x in sups]
+        than = "the baseline run" if self.is_run_comparison else "the original queries on the same backend"
+        legend = (rf"$\uparrow$/$\downarrow$: significantly higher/lower than {than} after Holm's correction"
+                  rf" ($\alpha = {alpha:g}$, paired randomization test).")
+        notes = [f"{MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant gain/loss after Holm (alpha {alpha:g})."
+                 if any(m for row in marks for m in row) else "", *self._notes(primary)]
+        return Table(head, tuple(rows), tuple(n for n in notes if n), classes, left=1 if self.is_run_comparison else 2,
+                     marks=tuple(marks), latex_sups=tuple(sups), verdicts=tuple(self.verdicts(primary, alpha)), latex_legend=legend)
+
+    # ---------------------------------------------------------------- verdicts
+
+    def verdict(self, backend: str, variant: str, primary: str | None = None, alpha: float | None = None) -> str | None:
+        """One sentence on ``variant`` against the baseline on ``backend``: the change of ``primary``
+        with its 95% bootstrap CI and whether it is significant at ``alpha`` after Holm, e.g.
+        ``"keywords: +0.070 nDCG@3 on lexical [95% CI -0.003, +0.154], not significant after Holm
+        (p 0.45, α 0.05)"``; for ``vdr compare`` results ``"dense vs bm25 (baseline): ..."``.
+        ``None`` for the baseline itself or a variant without a comparison.
+
+        Raises:
+            InputError: ``primary`` was not evaluated; ``alpha`` not in (0, 1).
+        """
+        primary = self.check_metric(primary or self.primary)
+        alpha = self._alpha(alpha)
+        c = self.comparison(backend, variant, primary)
+        if c is None:
+            return None
+        status = {"gain": "significant gain", "loss": "significant loss", "ns": "not significant"}[c.outcome(alpha)]
+        lo, hi = c.ci95
+        same = " (same run: 0 by construction)" if backend in self._reused_runs() else ""
+        who = f"{variant} vs {self.baseline} (baseline)" if self.is_run_comparison else f"{variant}{same}"
+        where = "" if self.is_run_comparison else f" on {backend}"
+        return (f"{who}: {c.delta:+.3f} {metric_title(primary)}{where} [95% CI {lo:+.3f}, {hi:+.3f}], {status} after Holm"
+                f" (p {fmt_p_short(c.p_value_holm)}, \u03b1 {alpha:g})")
+
+    def verdicts(self, primary: str | None = None, alpha: float | None = None) -> list[str]:
+        """:meth:`verdict` of every backend x variant other than the baseline, in :attr:`runs` order."""
+        out = [self.verdict(r.backend, r.variant, primary, alpha) for r in self.runs if r.variant != self.baseline]
+        return [v for v in out if v]
+
+    # ---------------------------------------------------------------- groups of queries
+
+    def groups(self, field_name: str) -> dict[str, str]:
+        """``{query id: value}`` of one query field (:attr:`query_fields`) over the evaluated
+        queries that have it.
+
+        Raises:
+            InputError: no evaluated query has the field (the fields that exist are named).
+        """
+        ids = self.query_ids
+        out = {q: self.query_fields[q][field_name] for q in ids if field_name in self.query_fields.get(q, {})}
+        if not out:
+            have = sorted({f for q in ids for f in self.query_fields.get(q, {})})
+            raise InputError(f"--group-by {field_name}: no evaluated query has a field {field_name!r}; "
+                             + (f"the queries' fields are: {', '.join(have)}" if have else
+                                "the queries have no fields (add them to the queries file, e.g. \"type\": \"visual\", or give"
+                                " --groups FILE.tsv with query-id<TAB>field<TAB>value lines)"))
+        return out
+
+    def grouped(self, field_name: str, primary: str | None = None) -> list[GroupComparison]:
+        """Each variant against the baseline within each group of ``field_name`` on every backend,
+        on ``primary`` (default the evaluation's): :func:`vdr.stats.compare_groups` with the
+        evaluation's seed and sizes (Holm over groups x variants of a backend); the stored ones
+        when ``results.json`` holds them, else computed (and kept).
+
+        Raises:
+            InputError: see :meth:`groups`; ``primary`` was not evaluated.
+        """
+        primary = self.check_metric(primary or self.primary)
+        stored = [g for g in self.group_comparisons if g.field == field_name and g.comparison.metric == primary]
+        if stored:
+            return stored
+        key = ("groups", field_name, primary)
+        if key not in self._extra:
+            values = self.groups(field_name)
+            by_backend = {b: {r.variant: r.metrics for r in self.runs if r.backend == b} for b in self.backends}
+            by_backend = {b: v for b, v in by_backend.items() if self.baseline in v and len(v) > 1}
+            cfg = self.config
+            self._extra[key] = compare_groups(by_backend, {field_name: values}, primary, baseline=self.baseline,
+                                              n_permutations=int(cfg.get("n_permutations", 10_000)),
+                                              n_bootstrap=int(cfg.get("n_bootstrap", 10_000)), seed=int(cfg.get("seed", 0)))
+        return self._extra[key]
+
+    def group_rows(self, field_name: str, primary: str | None = None, alpha: float | None = None) -> list[dict]:
+        """:meth:`grouped` as rows: ``backend, field, group, variant, metric, n_queries,
+        baseline_mean, mean, delta, ci_low, ci_high, p_value, p_value_holm, p_value_ttest, wins,
+        ties, losses, outcome`` (``"gain"``/``"loss"``/``"ns"`` at ``alpha``; p-values ``None``
+        when undefined)."""
+        alpha = self._alpha(alpha)
+        out = []
+        for g in self.grouped(field_name, primary):
+            c = g.comparison
+            out.append({"backend": g.backend, "field": g.field, "group": g.group, "variant": c.variant, "metric": c.metric,
+                        "n_queries": c.n_queries, "baseline_mean": c.original, "mean": c.rewritten, "delta": c.delta,
+                        "ci_low": c.ci95[0], "ci_high": c.ci95[1], "p_value": _nan_to_none(c.p_value),
+                        "p_value_holm": _nan_to_none(c.p_value_holm), "p_value_ttest": _nan_to_none(c.p_value_ttest),
+                        "wins": c.wins, "ties": c.ties, "losses": c.losses, "outcome": c.outcome(alpha)})
+        return out
+
+    def group_table(self, field_name: str, primary: str | None = None, alpha: float | None = None) -> Table:
+        """The breakdown by one query field: a row per backend x group x variant with the group's
+        size, the baseline's and the variant's mean of ``primary``, the change with its 95% CI, the
+        paired tests (Holm over the groups x variants of a backend) and W/T/L; significant changes
+        marked as in :meth:`summary_table`.
+
+        Raises:
+            InputError: see :meth:`grouped`.
+        """
+        primary = self.check_metric(primary or self.primary)
+        alpha = self._alpha(alpha)
+        rows, marks = [], []
+        run_cmp = self.is_run_comparison
+        for r in self.group_rows(field_name, primary, alpha):
+            cells = ([] if run_cmp else [r["backend"]]) + [r["group"], str(r["n_queries"]), r["variant"], fmt4(r["baseline_mean"]),
+                                                          fmt4(r["mean"]), f"{r['delta']:+.4f}", f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+                                                          fmt_p(r["p_value"]), fmt_p(r["p_value_holm"]),
+                                                          f"{r['wins']}/{r['ties']}/{r['losses']}"]
+            rows.append(tuple(cells))
+            mark = [""] * len(cells)
+            mark[len(cells) - 5] = r["outcome"].replace("ns", "")
+            marks.append(tuple(mark))
+        who = "system" if run_cmp else "variant"
+        head = (*(() if run_cmp else ("backend",)), field_name, "n", who, f"{self.baseline} {primary}", f"{who} {primary}",
+                f"d {primary}", "95% CI", "p (perm)", "p (Holm)", "W/T/L")
+        n_missing = sum(1 for q in self.query_ids if field_name not in self.query_fields.get(q, {}))
+        notes = [f"Queries grouped by their field {field_name!r}; within each group, d = {who} - {self.baseline} on the group's"
+                 f" queries; p (perm): paired randomization test; p (Holm): Holm-corrected over the groups x {who}s"
+                 + ("" if run_cmp else " of each backend") + f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
+                 f" gain/loss (alpha {alpha:g}). Small groups can rarely reach significance (an exact test over n queries"
+                 " cannot give p below 2/2^n)."]
+        if n_missing:
+            notes.append(f"{n_missing} queries have no {field_name!r}: group (missing).")
+        return Table(head, tuple(rows), tuple(notes), left=3 if not run_cmp else 2, marks=tuple(marks))
+
+    def group_matrix(self, field_name: str, primary: str | None = None, alpha: float | None = None) -> Table:
+        """The breakdown by one query field at a glance: a row per group (with its size), a column
+        per backend x variant holding the change of ``primary`` within the group (marked when
+        significant after Holm, as in :meth:`group_table`)."""
+        alpha = self._alpha(alpha)
+        rows = self.group_rows(field_name, primary, alpha)
+        cols = list(dict.fromkeys((r["backend"], r["variant"]) for r in rows))
+        groups = list(dict.fromkeys(r["group"] for r in rows))
+        n = {r["group"]: r["n_queries"] for r in rows}
+        at = {(r["group"], r["backend"], r["variant"]): r for r in rows}
+        cells, marks = [], []
+        for g in groups:
+            row, mark = [g, str(n[g])], ["", ""]
+            for b, v in cols:
+                r = at.get((g, b, v))
+                row.append(None if r is None else f"{r['delta']:+.3f}")
+                mark.append("" if r is None else r["outcome"].replace("ns", ""))
+            cells.append(tuple(row))
+            marks.append(tuple(mark))
+        head = (field_name, "n", *(v if self.is_run_comparison else f"{b}: {v}" for b, v in cols))
+        primary = self.check_metric(primary or self.primary)
+        return Table(head, tuple(cells), (f"Change in {primary} against {self.baseline} within each group;"
+                                          f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {alpha:g}).",),
+                     left=1, marks=tuple(marks))
+
+    # ---------------------------------------------------------------- every pair of systems
+
+    def pairs_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
+        """ranx's comparison table of :attr:`pairwise` (``vdr compare --pairs all``): a row per
+        system labelled ``a``, ``b``, ... ; per compared table metric its mean, with the letters of
+        the systems it is significantly better than (Holm over every pair x metric, at ``alpha``)
+        as a superscript; W/T/L against the baseline's row is in :meth:`pairwise_table`.
+
+        Raises:
+            InputError: no pairwise comparisons (``--pairs all`` was not asked for).
+        """
+        if not self.pairwise:
+            raise InputError("these results hold no comparison of every pair of systems (run `vdr compare --pairs all`)")
+        primary = self.check_metric(primary or self.primary)
+        alpha = self._alpha(alpha)
+        pair_metrics = list(dict.fromkeys(c.metric for c in self.pairwise))
+        metrics = [m for m in self._table_metrics(primary) if m in pair_metrics]
+        names = [r.variant for r in self.runs if r.backend == self.runs[0].backend]
+        letter = {n: _letter(i) for i, n in enumerate(names)}
+        beats: dict[tuple[str, str], list[str]] = {}
+        for c in self.pairwise:
+            o = c.outcome(alpha)
+            if o == "gain":
+                beats.setdefault((c.variant, c.metric), []).append(c.baseline)
+            elif o == "loss":
+                beats.setdefault((c.baseline, c.metric), []).append(c.variant)
+        rows, sups = [], []
+        for n in names:
+            agg = self.run(self.runs[0].backend, n).metrics.aggregate
+            rows.append((letter[n], n, *(fmt4(agg[m]) for m in metrics)))
+            sups.append(("", "", *("".join(sorted(letter[x] for x in beats.get((n, m), []))) for m in metrics)))
+        fam = len(self.pairwise)
+        note = (f"Superscripts: the systems (by letter) that a system is significantly better than on that metric: two-sided paired"
+                f" randomization test ({describe_test(self.pairwise)}), Holm-corrected over all {fam} tests (pairs x"
+                f" {', '.join(pair_metrics)}), alpha {alpha:g}.")
+        return Table(("#", "run", *map(metric_label, metrics)), tuple(rows), (note,), left=2, sups=tuple(sups),
+                     latex_legend="")
+
+    def pairwise_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
+        """Every pair of systems on ``primary``: a row per pair (``run`` - ``vs``, in the order of
+        :attr:`pairwise`) with the mean change, its 95% CI, the paired tests (Holm over every pair x
+        metric) and W/T/L of ``run`` against ``vs``; significant changes marked.
+
+        Raises:
+            InputError: no pairwise comparisons; ``primary`` was not compared pairwise.
+        """
+        if not self.pairwise:
+            raise InputError("these results hold no comparison of every pair of systems (run `vdr compare --pairs all`)")
+        primary = self.check_metric(primary or self.primary)
+        alpha = self._alpha(alpha)
+        comps = [c for c in self.pairwise if c.metric == primary]
+        if not comps:
+            raise InputError(f"{primary} was not compared pairwise; compared: {', '.join(dict.fromkeys(c.metric for c in self.pairwise))}")
+        rows, marks = [], []
+        for c in comps:
+            lo, hi = c.ci95
+            rows.append((c.variant, c.baseline, fmt4(c.rewritten), fmt4(c.original), f"{c.delta:+.4f}", f"[{lo:+.3f}, {hi:+.3f}]",
+                         fmt_p(c.p_value), fmt_p(c.p_value_holm), fmt_p(c.p_value_ttest), f"{c.wins}/{c.ties}/{c.losses}"))
+            marks.append(("", "", "", "", c.outcome(alpha).replace("ns", ""), "", "", "", "", ""))
+        return Table(("run", "vs", primary, f"vs {primary}", f"d {primary}", "95% CI", "p (perm)", "p (Holm)", "p (t)", "W/T/L"),
+                     tuple(rows), (f"d = run - vs on the same queries; W/T/L: queries where run is better/equal/worse;"
+                                   f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm over all"
+                                   f" {len(self.pairwise)} pair x metric tests (alpha {alpha:g}).",), left=2, marks=tuple(marks))
 
     def _notes(self, primary: str) -> list[str]:
         notes = [f"{b}: skipped: {reason}" for b, reason in self.skipped.items()]
@@ -596,18 +940,39 @@ class Results:
                 for m, col in zip(names, cols):
                     yield r.backend, r.variant, q, m, col[qi]
 
-    def to_pandas(self):
-        """Per-query values as a tidy :class:`pandas.DataFrame`: one row per backend, variant,
-        query and metric; columns ``backend, variant, query_id, metric`` (str) and ``value``
-        (float64, NaN where undefined); rows in :attr:`runs` order, then query, then metric.
+    def to_pandas(self, what: str = "per_query"):
+        """A tidy :class:`pandas.DataFrame`.
+
+        * ``"per_query"`` (default): per-query values, one row per backend, variant, query and
+          metric; columns ``backend, variant, query_id, metric`` (str) and ``value`` (float64, NaN
+          where undefined), then one column per field of ``--group-by`` (:attr:`group_fields`: the
+          query's value, ``(missing)`` when it has none); rows in :attr:`runs` order, then query,
+          then metric.
+        * ``"groups"``: :meth:`group_rows` of every field of :attr:`group_fields`.
+        * ``"pairs"``: every pair of systems (:attr:`pairwise`), one row per pair and metric:
+          ``run, vs, metric, mean, vs_mean, delta, ci_low, ci_high, p_value, p_value_holm,
+          p_value_ttest, wins, ties, losses, outcome``.
 
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
+            InputError: an unknown ``what``.
         """
         import pandas as pd
 
+        if what == "groups":
+            return pd.DataFrame.from_records([r for f in self.group_fields for r in self.group_rows(f)])
+        if what == "pairs":
+            return pd.DataFrame.from_records([
+                {"run": c.variant, "vs": c.baseline, "metric": c.metric, "mean": c.rewritten, "vs_mean": c.original, "delta": c.delta,
+                 "ci_low": c.ci95[0], "ci_high": c.ci95[1], "p_value": c.p_value, "p_value_holm": c.p_value_holm,
+                 "p_value_ttest": c.p_value_ttest, "wins": c.wins, "ties": c.ties, "losses": c.losses, "outcome": c.outcome(self.alpha)}
+                for c in self.pairwise])
+        if what != "per_query":
+            raise InputError(f"to_pandas({what!r}): choose 'per_query', 'groups' or 'pairs'")
         df = pd.DataFrame.from_records(list(self._long_rows()), columns=list(PER_QUERY_COLUMNS))
         df["value"] = df["value"].astype("float64")
+        for f in self.group_fields:
+            df[f] = df["query_id"].map(lambda q, f=f: self.query_fields.get(q, {}).get(f, MISSING_GROUP))
         return df
 
     def largest_changes(self, backend: str, variant: str | int | None = None, *, top: int = 5,
@@ -730,6 +1095,9 @@ class Results:
                       "policy": dict(r.metrics.policy), "aggregate": r.metrics.aggregate, "per_query": r.metrics.per_query}
                      for r in self.runs],
             "comparisons": [dict(c.to_dict(), backend=b) for b, c in self.comparisons],
+            **({"query_fields": self.query_fields} if self.query_fields else {}),
+            **({"groups": [g.to_dict() for f in self.group_fields for g in self.grouped(f)]} if self.group_fields else {}),
+            **({"pairwise": [c.to_dict() for c in self.pairwise]} if self.pairwise else {}),
         })
 
     def save(self, results_dir: str | Path) -> Path:
@@ -789,15 +1157,19 @@ class Results:
                         for name, info in (doc.get("variants") or {}).items()}
         runs = [RunResult(r["backend"], r["variant"], r.get("run_file"), _metrics_from_doc(r)) for r in doc["runs"]]
         comparisons = [(c["backend"], _comparison_from_doc(c, path)) for c in doc.get("comparisons") or []]
+        groups = [GroupComparison(g["backend"], g["field"], g["group"], _comparison_from_doc(g, path)) for g in doc.get("groups") or []]
+        pairwise = [_comparison_from_doc(c, path) for c in doc.get("pairwise") or []]
+        fields = {str(q): {str(k): str(v) for k, v in f.items()} for q, f in (doc.get("query_fields") or {}).items()}
         config = doc.get("config") or {}
         rel = config.get(RELATIVE_INPUTS) or {}
         qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings, rel.get("qrels"))
-        corpus = (None if config.get("command") == "compare"  # runs compared on qrels alone: no corpus to show
+        corpus = (None if config.get("command") == "compare" and not config.get("corpus_dir")  # runs compared on qrels alone
                   else _optional(config.get("corpus_dir"), root, "corpus folder", load_corpus, "page images not shown", warnings,
                                  rel.get("corpus_dir")))
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
-                   root=root, qrels=qrels, corpus=corpus, warnings=warnings)
+                   root=root, qrels=qrels, corpus=corpus, warnings=warnings, query_fields=fields, group_comparisons=groups,
+                   pairwise=pairwise)
 
 
 # --------------------------------------------------------------------------------------------
@@ -849,7 +1221,7 @@ def _comparison_from_doc(c: dict, path: Path) -> Comparison:
             losses=c["losses"], n_queries=c["n_queries"], variant=c.get("variant"),
             n_permutations=test.get("n_permutations", 10_000), exact=bool(test.get("exact", str(test.get("p_value", "")).startswith("exact"))),
             p_min=num(c.get("p_min")),
-            n_bootstrap=test.get("n_bootstrap", 10_000), seed=test.get("seed", 0),
+            n_bootstrap=test.get("n_bootstrap", 10_000), seed=test.get("seed", 0), baseline=c.get("baseline"),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"malformed comparison entry ({type(e).__name__}: {e})", path=path) from None

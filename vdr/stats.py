@@ -63,8 +63,42 @@ __all__ = [
     "smallest_p",
     "describe_test",
     "compare_variants",
+    "compare_pairs",
+    "compare_groups",
+    "GroupComparison",
+    "group_order",
+    "MISSING_GROUP",
+    "check_alpha",
+    "outcome",
+    "ALPHA",
     "MAX_EXACT_QUERIES",
 ]
+
+ALPHA = 0.05
+"""Default significance level of vdr's verdicts and marks (Holm-adjusted p <= ``ALPHA``)."""
+
+
+def outcome(delta: float, p_value_holm: float, alpha: float = ALPHA) -> str:
+    """``"gain"``, ``"loss"`` or ``"ns"``: whether a change is significant at ``alpha`` after Holm
+    (``p_value_holm <= alpha``; a NaN p is never significant) and its direction.
+
+    Raises:
+        InputError: ``alpha`` not in (0, 1).
+
+    >>> outcome(0.07, 0.01), outcome(-0.07, 0.049), outcome(0.07, 0.28), outcome(0.0, 0.0)
+    ('gain', 'loss', 'ns', 'ns')
+    """
+    check_alpha(alpha)
+    if p_value_holm is None or math.isnan(p_value_holm) or p_value_holm > alpha or delta == 0:
+        return "ns"
+    return "gain" if delta > 0 else "loss"
+
+
+def check_alpha(alpha: object) -> float:
+    """``alpha`` as a float in (0, 1). Raises InputError otherwise (``--alpha`` names the option)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < float(alpha) < 1:
+        raise InputError(f"--alpha (significance level) must be a number in (0, 1), got {alpha!r}")
+    return float(alpha)
 
 MAX_EXACT_QUERIES = 16
 """Largest number of queries for which the exact test enumerates all ``2^n`` sign vectors."""
@@ -127,6 +161,9 @@ class Comparison:
             a p-value equal to it is the strongest evidence the design allows.
         n_bootstrap: bootstrap resamples.
         seed: the seed of the random streams.
+        baseline: for a pair of systems (:func:`compare_pairs`), the system ``variant`` is
+            compared with (``delta = variant - baseline``); ``None`` otherwise (the baseline is
+            the originals, or the one named by the caller).
     """
 
     metric: str
@@ -148,11 +185,19 @@ class Comparison:
     n_bootstrap: int = 10_000
     seed: int = 0
     p_min: float = math.nan
+    baseline: str | None = None
 
     @property
     def label(self) -> str:
-        """``"variant:metric"`` (or ``"metric"``): this test's name inside a Holm family."""
-        return self.metric if self.variant is None else f"{self.variant}:{self.metric}"
+        """``"variant:metric"`` (or ``"metric"``; ``"variant-baseline:metric"`` for a pair of
+        :func:`compare_pairs`): this test's name inside a Holm family."""
+        name = self.variant if self.baseline is None or self.variant is None else f"{self.variant}-{self.baseline}"
+        return self.metric if name is None else f"{name}:{self.metric}"
+
+    def outcome(self, alpha: float = ALPHA) -> str:
+        """``"gain"`` / ``"loss"``: significant at ``alpha`` after Holm (``p_value_holm <= alpha``),
+        in the direction of ``delta``; ``"ns"``: not significant (:func:`outcome`)."""
+        return outcome(self.delta, self.p_value_holm, alpha)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``ci95`` as a 2-list, ``holm_family`` as a list; NaN p-values,
@@ -177,6 +222,7 @@ class Comparison:
             "losses": self.losses,
             "n_queries": self.n_queries,
             "p_min": num(self.p_min),
+            **({"baseline": self.baseline} if self.baseline is not None else {}),
             "test": {
                 "p_value": ("exact" if self.exact else "monte-carlo") + " two-sided paired randomization (sign-flip) test",
                 "exact": self.exact,
@@ -646,4 +692,146 @@ def compare_variants(
                                  n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
         if comps:
             out += [(backend, c) for c in holm_adjust(comps)]
+    return out
+
+
+def compare_pairs(
+    results: Mapping[str, object],
+    metrics: Sequence[str],
+    *,
+    n_permutations: int = 10_000,
+    n_bootstrap: int = 10_000,
+    seed: int = 0,
+) -> list[Comparison]:
+    """Every pair of systems (ranx's comparison matrix; ``vdr compare --pairs all``).
+
+    For the systems in ``results`` order ``s_1, ..., s_m``, each pair ``i < j`` is compared with
+    :func:`compare` (``variant = s_j``, ``baseline = s_i``, so ``delta = mean(s_j) - mean(s_i)``) on
+    every metric; then the randomization p-values of all ``m (m - 1) / 2`` pairs x metrics are
+    Holm-adjusted as one family (:func:`holm_adjust`; labels ``"s_j-s_i:metric"``). The change of
+    the reversed pair is ``-delta`` with the same p-values and the wins and losses swapped.
+
+    Args:
+        results: ``{system name: MetricsResult}`` over the same queries in the same order.
+        metrics: metric names to compare.
+        n_permutations, n_bootstrap, seed: see :func:`compare`.
+
+    Returns:
+        One :class:`Comparison` per pair and metric, pair-major (``(s_1, s_2), (s_1, s_3), ...,
+        (s_2, s_3), ...``), then ``metrics`` order; ``[]`` with fewer than two systems.
+
+    Raises:
+        AlignmentError / InputError: as :func:`compare` (names listed twice included).
+    """
+    names = list(results)
+    comps: list[Comparison] = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            comps += [replace(c, baseline=a) for c in compare(results[a], results[b], metrics, variant=b,
+                                                               n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)]
+    return holm_adjust(comps) if comps else []
+
+
+#: The group of queries that lack a value of the grouping field.
+MISSING_GROUP = "(missing)"
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    """One rewrite variant (or system) against the baseline within one group of queries.
+
+    Attributes:
+        backend: the backend (``"runs"`` for ``vdr compare``).
+        field: the grouping field (``"type"``, ``"language"``, ...).
+        group: the field's value shared by the group's queries (:data:`MISSING_GROUP` for the
+            queries without one).
+        comparison: the paired comparison on the group's queries only (``n_queries`` = the
+            group's size; ``original`` / ``rewritten`` = the baseline's and the variant's means
+            within the group); ``p_value_holm`` is adjusted over every group x variant of the same
+            backend and field (:func:`compare_groups`).
+    """
+
+    backend: str
+    field: str
+    group: str
+    comparison: Comparison
+
+    def to_dict(self) -> dict:
+        """:meth:`Comparison.to_dict` plus ``backend``, ``field`` and ``group``."""
+        return dict(self.comparison.to_dict(), backend=self.backend, field=self.field, group=self.group)
+
+
+def group_order(query_ids: Sequence[str], values: Mapping[str, str]) -> list[str]:
+    """The groups of ``values`` (``{query id: group}``) met along ``query_ids``, in order of first
+    appearance; :data:`MISSING_GROUP` last when some query has no value.
+
+    >>> group_order(["q1", "q2", "q3", "q4"], {"q1": "visual", "q2": "text", "q3": "visual"})
+    ['visual', 'text', '(missing)']
+    """
+    seen = dict.fromkeys(values[q] for q in query_ids if q in values)
+    return [*seen, *([MISSING_GROUP] if any(q not in values for q in query_ids) else [])]
+
+
+def compare_groups(
+    results: Mapping[str, Mapping[str, object]],
+    groups: Mapping[str, Mapping[str, str]],
+    metric: str,
+    *,
+    baseline: str = ORIGINAL,
+    n_permutations: int = 10_000,
+    n_bootstrap: int = 10_000,
+    seed: int = 0,
+) -> list[GroupComparison]:
+    """Each variant against ``baseline`` within each group of queries (``--group-by FIELD``).
+
+    For each backend and field, the queries are split by the field's value (:func:`group_order`;
+    queries without a value form :data:`MISSING_GROUP`); within each group every variant is
+    compared with the baseline on ``metric`` (:func:`compare_arrays` on the group's queries: paired
+    randomization test, t-test, bootstrap CI, W/T/L); then the randomization p-values of all groups
+    x variants of that backend and field are Holm-adjusted as one family (labels
+    ``"field=group/variant:metric"``). A query whose value of ``metric`` is NaN in either run is
+    left out of its group's test.
+
+    Args:
+        results: ``{backend: {variant: MetricsResult}}``; every backend holds ``baseline``.
+        groups: ``{field: {query id: value}}`` (strings).
+        metric: the metric compared (the primary metric).
+        baseline, n_permutations, n_bootstrap, seed: see :func:`compare_variants`.
+
+    Returns:
+        :class:`GroupComparison` records: backend, then field, then group, then variant order.
+
+    Raises:
+        InputError: a backend without ``baseline``, a metric missing from a result.
+    """
+    out: list[GroupComparison] = []
+    for backend, by_variant in results.items():
+        if baseline not in by_variant:
+            raise InputError(f"backend {backend!r} has no {baseline!r} run to compare the variants with")
+        ids, base_vals = _aligned_values(by_variant[baseline], baseline)
+        if metric not in base_vals:
+            raise InputError(f"metric {metric!r} is missing from the {baseline!r} result of backend {backend!r}")
+        for field_name, values in groups.items():
+            family: list[GroupComparison] = []
+            for group in group_order(ids, values):
+                idx = np.array([i for i, q in enumerate(ids) if values.get(q, MISSING_GROUP) == group], dtype=np.int64)
+                for variant, result in by_variant.items():
+                    if variant == baseline:
+                        continue
+                    vids, vals = _aligned_values(result, variant)
+                    if vids != ids:
+                        raise AlignmentError(f"backend {backend!r}: {variant!r} and {baseline!r} list different queries")
+                    if metric not in vals:
+                        raise InputError(f"metric {metric!r} is missing from the {variant!r} result of backend {backend!r}")
+                    a = np.asarray(base_vals[metric], dtype=np.float64)[idx]
+                    b = np.asarray(vals[metric], dtype=np.float64)[idx]
+                    ok = ~(np.isnan(a) | np.isnan(b))
+                    if not ok.any():
+                        continue
+                    c = compare_arrays(a[ok], b[ok], metric, variant=variant, n_permutations=n_permutations,
+                                       n_bootstrap=n_bootstrap, seed=seed)
+                    family.append(GroupComparison(backend, field_name, group, c))
+            labels = tuple(f"{g.field}={g.group}/{g.comparison.label}" for g in family)
+            adj = holm([g.comparison.p_value for g in family]) if family else []
+            out += [replace(g, comparison=replace(g.comparison, p_value_holm=float(p), holm_family=labels)) for g, p in zip(family, adj)]
     return out

@@ -15,6 +15,10 @@ Formats (``format="auto"`` picks one from the file name and its first line):
   of turns ``{"question": ..., "answer": ...}``. Rewrite files may use ConvSearch-R1's spelling
   ``{"qid": ..., "rewrite": ...}`` instead of ``_id``/``text``.
 * **TSV topics** (``.tsv``; pyserini / MS MARCO): ``qid<TAB>text`` per line.
+* **Query fields** (``--group-by``): any other field of a BEIR queries line (``type``,
+  ``language``, the scalars of BEIR's ``metadata`` object) is an attribute of the query
+  (:func:`load_query_fields`); a TSV ``query-id<TAB>field<TAB>value`` gives them for any query set
+  (:func:`load_query_groups`).
 
 Every problem is reported as :class:`~vdr.errors.InputError` naming the file, the line and the id.
 """
@@ -40,6 +44,8 @@ __all__ = [
     "load_run",
     "load_queries",
     "load_rewrites",
+    "load_query_fields",
+    "load_query_groups",
     "save_qrels",
     "save_run",
     "save_queries",
@@ -370,6 +376,100 @@ def load_queries(path: str | Path, name: str = "original", format: Literal["auto
                       f" by U+FFFD as vdr serve and the rewards replace them: {', '.join(replaced[:5])}"
                       f"{' ...' if len(replaced) > 5 else ''}", VdrWarning, stacklevel=2)
     return QuerySet(queries, name=name, source=str(path), lines=lines)
+
+
+#: Keys of a queries.jsonl line that are not query fields (the query itself).
+_QUERY_KEYS = frozenset({"_id", "text", "history", "qid", "rewrite"})
+
+
+def _field_value(value: object) -> str | None:
+    """A query field's value as a group label: strings as they are, numbers and booleans in JSON
+    spelling, a list of scalars joined with ``", "``; ``None`` for null, an empty string or list, or
+    a nested object (no single value)."""
+    if value is None or isinstance(value, dict):
+        return None
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, list):
+        if any(isinstance(v, (dict, list)) for v in value):
+            return None
+        return ", ".join(p for p in (_field_value(v) for v in value) if p) or None
+    return json.dumps(value)
+
+
+def load_query_fields(path: str | Path) -> dict[str, dict[str, str]]:
+    """The attributes of each query of a BEIR ``queries.jsonl`` (``--group-by FIELD``): every field
+    of a line other than ``_id``, ``text`` and ``history`` (``type``, ``language``, ``format``, ...)
+    and the scalar entries of a ``metadata`` object (BEIR's place for them; a top-level field of the
+    same name wins). Values become strings (:func:`_field_value`: numbers in JSON spelling, lists
+    joined with ``", "``); null, empty and nested values are left out (the query has no value).
+
+    Args:
+        path: a queries file as :func:`load_queries` reads it; TSV topics have no fields (``{}``).
+
+    Returns:
+        ``{query id: {field: value}}`` in file order, for the queries that have at least one field.
+
+    Raises:
+        InputError: as :func:`load_queries` (invalid JSON, a missing ``_id``; file and line named).
+    """
+    path = Path(path)
+    first = _first_line(path)
+    if path.suffix.lower() in (".tsv", ".txt", ".topics") or (first.strip() and not first.lstrip().startswith("{")):
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for no, line in read_lines(path):
+        if not line.strip():
+            continue
+        obj = json_object(line, path, no, "a JSON object with '_id' and 'text'")
+        raw = obj.get("_id", obj.get("qid"))
+        if raw is None:
+            raise InputError("missing '_id'", path=path, line=no)
+        qid = to_id(raw, what="query id", path=str(path), line=no)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        fields = {str(k): v for k, v in meta.items()}
+        fields.update((k, v) for k, v in obj.items() if k not in _QUERY_KEYS and k != "metadata")
+        kept = {k: x for k, x in ((k, _field_value(v)) for k, v in fields.items()) if x is not None}
+        if kept:
+            out[qid] = kept
+    return out
+
+
+_GROUP_HEADER = (("query-id", "qid", "_id", "id", "query_id"), ("field",), ("value", "group"))
+
+
+def load_query_groups(path: str | Path) -> dict[str, dict[str, str]]:
+    """Query attributes from a TSV ``query-id<TAB>field<TAB>value`` (one line per query and field;
+    an optional header ``query-id<TAB>field<TAB>value`` is skipped): ``vdr evaluate --groups``.
+
+    Returns:
+        ``{query id: {field: value}}`` in file order.
+
+    Raises:
+        InputError: a line without exactly three tab-separated columns, an empty id, field or
+            value, the same query and field given twice (both lines named); an empty file.
+    """
+    path = Path(path)
+    out: dict[str, dict[str, str]] = {}
+    where: dict[tuple[str, str], int] = {}
+    for no, line in read_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 3:
+            raise InputError(f"expected 'query-id<TAB>field<TAB>value' (3 tab-separated columns), got {len(cols)}", path=path, line=no)
+        qid, name, value = (c.strip() for c in cols)
+        if not where and not out and all(c.lower() in h for c, h in zip((qid, name, value), _GROUP_HEADER)):
+            continue
+        if not qid or not name or not value:
+            raise InputError("empty query id, field or value", path=path, line=no, id=qid or None)
+        if (qid, name) in where:
+            raise InputError(f"field {name!r} of query {qid!r} given twice (first on line {where[qid, name]})", path=path, line=no, id=qid)
+        where[qid, name] = no
+        out.setdefault(qid, {})[name] = value
+    if not out:
+        raise InputError("no query fields: the file is empty (expected query-id<TAB>field<TAB>value lines)", path=path)
+    return out
 
 
 def _without_lone_surrogates(query: Query) -> Query:
