@@ -11,7 +11,8 @@ Writes, deterministically:
 * ``pdfs/*.pdf``: four "in-house" documents made with matplotlib (Agg/PDF backend, DejaVu Sans,
   TrueType text so every page has a text layer): a two-column macro report with charts and
   tables, a 16:9 slide deck, an environment factbook and a state crime statistics brief.
-* ``queries.jsonl`` (BEIR ``_id``/``text``), ``qrels.tsv`` (BEIR TSV; 2 = the page answers,
+* ``queries.jsonl`` (BEIR ``_id``/``text``, plus each query's ``type``, a field to group by:
+  ``vdr evaluate --group-by type``), ``qrels.tsv`` (BEIR TSV; 2 = the page answers,
   1 = partially relevant, 0 = judged not relevant), ``rewrites-conversational.jsonl``
   (underspecified follow-up with ``history``) and ``rewrites-keywords.jsonl``.
 * ``manifest.json``: documents with their page counts and page titles, and every query's type
@@ -1000,7 +1001,7 @@ def generate(out: Path = DEFAULT_OUT, *, pdfs: bool = True) -> dict:
             d.path.unlink()
         pdf_dir.rmdir()
 
-    _write(out / "queries.jsonl", jsonl([{"_id": x["_id"], "text": x["text"]} for x in qs]))
+    _write(out / "queries.jsonl", jsonl([{"_id": x["_id"], "text": x["text"], "type": x["type"]} for x in qs]))
     _write(out / "rewrites-conversational.jsonl",
            jsonl([{"_id": x["_id"], "text": x["conv"], "history": x["history"]} for x in qs]))
     _write(out / "rewrites-keywords.jsonl", jsonl([{"_id": x["_id"], "text": x["kw"]} for x in qs]))

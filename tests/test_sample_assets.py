@@ -116,6 +116,9 @@ def test_query_types(manifest):
             assert q["answer"] and 2 in grades, q
     assert set(types) == {"extractive", "chart", "table", "paraphrase", "none"}
     assert types["none"] >= 3 and min(types.values()) >= 3, types
+    # queries.jsonl carries the same type as a field to group by (vdr evaluate --group-by type; issue 27.2)
+    fields = vdr.io.load_query_fields(SAMPLE / "queries.jsonl")
+    assert fields == {q["_id"]: {"type": q["type"]} for q in manifest["queries"]}
 
 
 def test_answers_in_text_layer(pages, manifest):

@@ -24,6 +24,7 @@ from .params import (
 # Options of `vdr evaluate` that map onto arguments of vdr.evaluate() (the BM25 ones onto its `bm25`
 # dict); _evaluation_kwargs turns their values into those arguments. None: the API's default.
 _PANEL_STATS, _PANEL_TEXT = common.PANEL_STATS, common.PANEL_TEXT
+Pairs = common._choice("Pairs", "baseline", "all")
 
 
 _EVALUATION_OPTIONS = {
@@ -156,6 +157,30 @@ def metrics_command(
             typer.echo(f"wrote {p}")
 
 
+# ---------------------------------------------------------------------------------- verdicts and groups
+# Options shared by `vdr evaluate`, `vdr compare` and `vdr report` (issue 27): the significance level of the
+# verdicts and marks, and the query groups.
+_STORY_OPTIONS = {
+    "alpha": lambda: typer.Option(
+        0.05, "--alpha", min=0.0, max=1.0, rich_help_panel=_PANEL_STATS,
+        help="Significance level of the verdicts and of the marks in the tables: a change is significant when its Holm-adjusted p <= alpha."),
+    "group_by": lambda: typer.Option(
+        None, "--group-by", rich_help_panel=_PANEL_STATS,
+        help="Break the comparisons down by a query field (repeatable): an extra JSON field of the queries file (type, language, ...)"
+             " or a field of --groups. Per group: n, means, the change with its 95% CI and paired test, Holm over groups x variants."),
+    "groups": lambda: typer.Option(
+        None, "--groups", rich_help_panel=common.PANEL_INPUTS, help="Query fields for --group-by from a TSV: query-id<TAB>field<TAB>value lines."),
+}
+
+
+def _echo_groups(res, fields) -> None:
+    """Print the breakdown of each ``--group-by`` field under the summary table."""
+    for f in fields or ():
+        typer.echo("")
+        typer.echo(f"by {f}:")
+        typer.echo(res.group_table(f).to_text())
+
+
 # ---------------------------------------------------------------------------------- evaluate
 # Every parameter of `vdr evaluate`, in --help order: (name, annotation, option factory). The command's
 # signature is built from it by signature_from (typer reads inspect.signature, hence __signature__).
@@ -210,6 +235,9 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("protocol", Optional[Protocol], lambda: typer.Option(
         None, "--protocol",
         rich_help_panel=common.PANEL_STATS, help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),
+    ("group_by", Optional[list[str]], _STORY_OPTIONS["group_by"]),
+    ("groups", Optional[Path], _STORY_OPTIONS["groups"]),
+    ("alpha", float, _STORY_OPTIONS["alpha"]),
     ("drop_missing_judged", bool, lambda: typer.Option(
         False, "--drop-missing-judged/--keep-missing-judged",
         rich_help_panel=common.PANEL_INPUTS, help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the"
@@ -255,11 +283,15 @@ def evaluate_command(**o: Any) -> None:
         drop_missing_judged=o["drop_missing_judged"],
         protocol=o["protocol"],
         backend_options=backend_options or None,
+        group_by=tuple(o["group_by"] or ()),
+        groups=o["groups"],
+        alpha=o["alpha"],
         **api,
     )
     if res is None:  # torchrun: not rank 0
         return
     typer.echo(res.table())
+    _echo_groups(res, o["group_by"])
     main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
     if main_metric:  # --engine mteb: MTEB's own headline number
         values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())
@@ -292,18 +324,36 @@ def compare_command(
     n_permutations: int = typer.Option(10_000, "--permutations", rich_help_panel=common.PANEL_STATS, help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
     n_bootstrap: int = typer.Option(10_000, "--bootstrap", rich_help_panel=common.PANEL_STATS, help="Bootstrap resamples of the 95% CI."),
     write_report: bool = typer.Option(True, "--report/--no-report", rich_help_panel=common.PANEL_RUN, help="With --out, write report.html / report.md (--no-report: do not)."),
+    pairs: Pairs = typer.Option(
+        Pairs.baseline, "--pairs", rich_help_panel=common.PANEL_STATS,
+        help="baseline: each run against the baseline; all: also every pair of runs (ranx's matrix: mean change, paired test, Holm over all pairs, W/T/L)."),
+    alpha: float = _STORY_OPTIONS["alpha"](),
+    group_by: Optional[list[str]] = _STORY_OPTIONS["group_by"](),
+    groups: Optional[Path] = _STORY_OPTIONS["groups"](),
+    queries: Optional[Path] = typer.Option(
+        None, "--queries", rich_help_panel=common.PANEL_INPUTS, help="The queries (BEIR queries.jsonl or TSV topics): their texts in the report, their fields for --group-by."),
+    corpus: Optional[Path] = typer.Option(
+        None, "--corpus", rich_help_panel=common.PANEL_INPUTS, help="The corpus folder the runs searched (vdr ingest): its pages in the report."),
 ) -> None:
     """Compare runs of several systems with a baseline run (paired randomization test, t-test, bootstrap CI,
-    Holm, W/T/L), ranx-style; see vdr.compare."""
+    Holm, W/T/L), ranx-style; --pairs all compares every pair; see vdr.compare."""
     from ..experiment.compare_runs import compare_runs, parse_run_items
 
     res = compare_runs(
         qrels, parse_run_items(runs), baseline=baseline, metrics=metric or None, primary_metric=primary_metric, k=k,
         relevance_level=relevance_level, queries_without_relevant="exclude" if exclude_no_relevant else "zero",
         allow_unjudged=allow_unjudged, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, out=out,
-        overwrite=overwrite, report=write_report,
+        overwrite=overwrite, report=write_report, pairs=str(getattr(pairs, "value", pairs)), alpha=alpha, group_by=tuple(group_by or ()),
+        groups=groups, queries=queries, corpus_dir=corpus,
     )
     typer.echo(res.table())
+    if res.pairwise:
+        typer.echo("")
+        typer.echo("every pair (ranx's table):")
+        typer.echo(res.pairs_table().to_text())
+        typer.echo("")
+        typer.echo(res.pairwise_table().to_text())
+    _echo_groups(res, group_by)
     if out is not None:
         typer.echo(f"results: {out / 'results.json'}" + ("" if not write_report else f"; report: {out / 'report.html'}"))
 
@@ -317,11 +367,21 @@ def report_command(
         None, "--primary-metric", help="Metric of the change columns, changes and cases (default: the evaluation's, ndcg@3; e.g. ndcg@5, ndcg@10, mrr@3)."
     ),
     latex: Optional[Path] = typer.Option(None, "--latex", help="Also write the summary table as a LaTeX table (booktabs) to this file."),
+    alpha: Optional[float] = typer.Option(
+        None, "--alpha", min=0.0, max=1.0, help="Significance level of the verdicts and marks (default: the evaluation's, 0.05)."),
+    group_by: Optional[list[str]] = typer.Option(
+        None, "--group-by", help="Break the comparisons down by a query field (repeatable; default: the evaluation's --group-by)."),
+    groups: Optional[Path] = _STORY_OPTIONS["groups"](),
+    queries: Optional[Path] = typer.Option(
+        None, "--queries", help="A queries file: its texts shown (vdr compare results, or a moved file), its fields for --group-by."),
+    corpus: Optional[Path] = typer.Option(
+        None, "--corpus", help="The corpus folder: its pages shown (vdr compare results, or a moved corpus)."),
 ) -> None:
     """Write a self-contained HTML report and a Markdown summary of a results folder (see vdr.report)."""
     from ..report.render import report
 
-    paths = report(results_dir, out, top=top, primary_metric=primary_metric, latex=latex)
+    paths = report(results_dir, out, top=top, primary_metric=primary_metric, latex=latex, alpha=alpha, group_by=tuple(group_by or ()) or None,
+                   groups=groups, queries=queries, corpus=corpus)
     for w in paths.warnings:
         typer.echo(f"warning: {w}", err=True)
     for p in (paths.html, paths.markdown, paths.latex):

@@ -5,7 +5,10 @@ Every run is evaluated on the qrels' query set (a query a run lacks scores 0, as
 ``-c``); every run other than the baseline is compared with the baseline on the compared metrics
 by :func:`vdr.stats.compare_variants`: paired randomization test (exact over all ``2^n`` sign
 assignments for ``n <= 16`` queries), paired t-test, 95% bootstrap CI of the mean change,
-wins/ties/losses, Holm over all runs x metrics. The outcome is a :class:`~vdr.results.Results`
+wins/ties/losses, Holm over all runs x metrics. With ``pairs="all"`` every pair of runs is also
+compared (ranx's matrix, :func:`vdr.stats.compare_pairs`: Holm over all pairs x metrics); with
+``group_by`` each run is compared with the baseline within each group of queries
+(:func:`vdr.stats.compare_groups`). The outcome is a :class:`~vdr.results.Results`
 (one pseudo-backend ``runs``, one variant per run, the baseline first) written like
 ``vdr evaluate``'s (``results.json``, ``per_query.csv``, ``runs/<name>.trec``), so ``vdr report``
 and :meth:`Results.load <vdr.results.Results.load>` read it.
@@ -23,10 +26,10 @@ from typing import Any
 
 from ..io.digest import file_sha256
 from ..options import with_keywords
-from ..stats import compare_variants
+from ..stats import check_alpha, compare_pairs, compare_variants
 from ..errors import InputError
 from .inputs import check_name
-from ..io.formats import load_qrels, load_run
+from ..io.formats import load_qrels, load_queries, load_run, read_query_fields
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, evaluate_run
 from ..metrics.plan import COMPARE_DEFAULTS
 from ..results import RELATIVE_INPUTS, Results, RunResult, relative_inputs
@@ -119,6 +122,17 @@ class CompareOptions:
             ``overwrite``; replaced as a whole, :mod:`vdr.io.outdir`).
         overwrite: replace an ``out`` holding another experiment's results or other files.
         report: with ``out``, also write the HTML/Markdown report (:func:`vdr.report`).
+        pairs: ``"baseline"`` (default: each run against the baseline) or ``"all"``: also every
+            pair of runs (ranx's comparison matrix; :meth:`Results.pairs_table
+            <vdr.results.Results.pairs_table>`), Holm over all pairs x metrics.
+        alpha: significance level of the verdicts and marks (default 0.05; Holm-adjusted p).
+        group_by: query fields to break the comparison down by (``type``, ``language``): read
+            from ``queries`` (extra JSON fields) or ``groups``.
+        groups: a TSV ``query-id<TAB>field<TAB>value`` of query fields.
+        queries: the queries file (BEIR ``queries.jsonl`` or TSV topics): its texts are shown in
+            the report, its extra fields can be grouped by.
+        corpus_dir: the corpus folder the runs searched (``vdr ingest``): the report shows its
+            pages (or passages).
     """
 
     baseline: str | None = None
@@ -134,6 +148,12 @@ class CompareOptions:
     out: str | Path | None = None
     overwrite: bool = False
     report: bool = True
+    pairs: str = "baseline"
+    alpha: float = 0.05
+    group_by: Sequence[str] = ()
+    groups: str | Path | None = None
+    queries: str | Path | None = None
+    corpus_dir: str | Path | None = None
 
 
 
@@ -156,8 +176,9 @@ def compare_runs(
         **kwargs: any field of :class:`CompareOptions` (``baseline``, ``metrics``,
             ``primary_metric``, ``k``, ``relevance_level``, ``queries_without_relevant``,
             ``allow_unjudged``, ``n_permutations``, ``n_bootstrap``, ``seed``, ``out``,
-            ``overwrite``, ``report``: documented there, with their defaults); they override
-            ``options``' fields.
+            ``overwrite``, ``report``, ``pairs``, ``alpha``, ``group_by``, ``groups``, ``queries``,
+            ``corpus_dir``: documented there, with their defaults); they override ``options``'
+            fields.
 
     Returns:
         :class:`~vdr.results.Results`: rows ``runs`` x run name (baseline first), comparisons of
@@ -176,7 +197,8 @@ def compare_runs(
     qrels_path = str(Path(qrels).resolve()) if isinstance(qrels, (str, Path)) else None
     folder = None
     if o.out is not None:  # before any work
-        files = [qrels_path, *(r for r in (runs.values() if isinstance(runs, Mapping) else runs) if isinstance(r, (str, Path)))]
+        files = [qrels_path, *(r for r in (runs.values() if isinstance(runs, Mapping) else runs) if isinstance(r, (str, Path))),
+                 *(p for p in (o.queries, o.groups, o.corpus_dir) if p is not None)]
         folder = ResultsFolder(o.out, identity={"command": "compare", "qrels": qrels_path}, overwrite=o.overwrite, inputs=files).open()
     try:
         res = _compare(qrels, runs, qrels_path, o)
@@ -210,6 +232,17 @@ compare_runs.__signature__ = inspect.Signature(
 def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
     """:func:`compare_runs` without the folder: read, evaluate, compare."""
     plan = MetricPlan.parse(o.metrics, k=o.k, primary=o.primary_metric, defaults=COMPARE_DEFAULTS)
+    if o.pairs not in ("baseline", "all"):
+        raise InputError(f"--pairs must be 'baseline' (each run against the baseline) or 'all' (every pair), got {o.pairs!r}")
+    alpha = check_alpha(o.alpha)
+    group_by = [o.group_by] if isinstance(o.group_by, str) else list(o.group_by or ())
+    fields = read_query_fields([o.queries], o.groups, group_by)
+    texts = load_queries(o.queries) if o.queries is not None else None
+    corpus = None
+    if o.corpus_dir is not None:
+        from ..corpus import load_corpus
+
+        corpus = load_corpus(o.corpus_dir)
     named = _named_runs(runs)
     if len(named) < 2:
         raise InputError(f"compare needs at least two runs (a baseline and a system), got {len(named)}")
@@ -227,15 +260,24 @@ def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
         except InputError as e:  # name the run and its file: "which of my runs?" (the message alone names neither)
             raise InputError(f"run {n!r}: {e}", path=named[n][1], id=e.id) from None
         results.append(RunResult(RUNS_BACKEND, n, f"runs/{n}.trec", m, ranking=run))
-    comparisons = compare_variants({RUNS_BACKEND: {r.variant: r.metrics for r in results}}, plan.compared_names, baseline=baseline,
+    by_name = {r.variant: r.metrics for r in results}
+    comparisons = compare_variants({RUNS_BACKEND: by_name}, plan.compared_names, baseline=baseline,
                                    n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
+    pairwise = (compare_pairs(by_name, plan.compared_names, n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
+                if o.pairs == "all" else [])
     config = {
         "command": "compare", "qrels": qrels_path, "runs": {n: named[n][1] for n in order}, "baseline": baseline,
         "variants": order, "backends": [RUNS_BACKEND], "k": list(plan.cutoffs), "seed": o.seed, "relevance_level": o.relevance_level,
         "queries_without_relevant": o.queries_without_relevant, "n_permutations": o.n_permutations, "n_bootstrap": o.n_bootstrap,
         "metrics": plan.names, "table_metrics": plan.table_names, "compared_metrics": plan.compared_names,
-        "primary_metric": plan.primary_name,
+        "primary_metric": plan.primary_name, "pairs": o.pairs, "alpha": alpha,
+        **({"group_by": group_by} if group_by else {}),
+        **({"groups": str(Path(o.groups).resolve())} if o.groups is not None else {}),
+        **({"queries": str(Path(o.queries).resolve())} if o.queries is not None else {}),
+        **({"corpus_dir": str(Path(o.corpus_dir).resolve()), "corpus_kind": corpus.kind} if corpus is not None else {}),
     }
-    variants = {n: QuerySet({}, name=n, source=named[n][1]) for n in order}
+    # the systems ran the same queries: their texts (when given) are stored once, with the baseline
+    variants = {n: QuerySet(dict(texts.items()) if texts is not None and n == baseline else {}, name=n, source=named[n][1])
+                for n in order}
     return Results(config=config, versions=_versions(qrels_path, named), runs=results, comparisons=comparisons,
-                   variants=variants, qrels=q)
+                   variants=variants, qrels=q, corpus=corpus, query_fields=fields, pairwise=pairwise)

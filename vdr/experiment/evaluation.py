@@ -391,6 +391,9 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "Evaluat
         **({"judged_passages": inputs.judged} if inputs.judged else {}),
         **({"concat": inputs.concat} if inputs.concat else {}),
         **({"same_texts": inputs.same_texts} if inputs.same_texts else {}),
+        "alpha": o.alpha,
+        **({"group_by": _group_by(o)} if _group_by(o) else {}),
+        **({"groups": str(Path(o.groups).resolve())} if o.groups is not None else {}),
     }
 
 
@@ -574,11 +577,21 @@ class StatisticsSettings:
     Attributes:
         seed: seed of the randomization test and the bootstrap.
         n_permutations, n_bootstrap: sizes of the randomization test and the bootstrap.
+        alpha: significance level of the verdicts and marks (a change is significant when its
+            Holm-adjusted p-value is at most ``alpha``; default 0.05); recorded as ``config.alpha``.
+        group_by: query fields (``type``, ``language``, ...) to break the comparisons down by
+            (:func:`vdr.stats.compare_groups`; Holm over groups x variants of a backend): extra
+            JSON fields of the query files, or of ``groups``; recorded as ``config.group_by``.
+        groups: a TSV ``query-id<TAB>field<TAB>value`` of query fields (they win over the query
+            files' fields).
     """
 
     seed: int = 0
     n_permutations: int = 10_000
     n_bootstrap: int = 10_000
+    alpha: float = 0.05
+    group_by: Sequence[str] = ()
+    groups: str | Path | None = None
 
 
 @dataclass(frozen=True)
@@ -676,6 +689,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             inputs = load_inputs(corpus_dir, options=o.inputs, vidore_dir=out / "corpus", progress=progress)
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
             st.unit = inputs.corpus.kind
+            fields = _query_fields(inputs, o)  # --group-by: a missing field fails here, before any search
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         specs = _specs(plan, inputs, o, encoder=encoder, runs=runs, out=out)
@@ -694,9 +708,25 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
             comparisons=comparisons, skipped=skipped, variants=inputs.variants,
             backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
+            query_fields=fields,
         )
         _write(results, folder, timer)
     return results
+
+
+def _query_fields(inputs: Inputs, o: "EvaluateOptions") -> dict[str, dict[str, str]]:
+    """The queries' attributes (extra fields of the originals' file, then of the rewrite files,
+    then ``o.groups``): :func:`vdr.io.formats.read_query_fields`, checked against ``o.group_by``."""
+    from ..io.formats import read_query_fields
+    from ..stats import check_alpha
+
+    check_alpha(o.alpha)
+    files = [inputs.queries_path, *(o.rewrites or {}).values()]
+    return read_query_fields(files, o.groups, _group_by(o))
+
+
+def _group_by(o: "EvaluateOptions") -> list[str]:
+    return [o.group_by] if isinstance(o.group_by, str) else list(o.group_by or ())
 
 
 def _score(run_map, order, inputs, plan, skipped, timer: "_Timer", o: "EvaluateOptions"):

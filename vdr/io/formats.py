@@ -46,6 +46,7 @@ __all__ = [
     "load_rewrites",
     "load_query_fields",
     "load_query_groups",
+    "read_query_fields",
     "save_qrels",
     "save_run",
     "save_queries",
@@ -469,6 +470,44 @@ def load_query_groups(path: str | Path) -> dict[str, dict[str, str]]:
         out.setdefault(qid, {})[name] = value
     if not out:
         raise InputError("no query fields: the file is empty (expected query-id<TAB>field<TAB>value lines)", path=path)
+    return out
+
+
+def read_query_fields(queries=(), groups: str | Path | None = None, group_by=()) -> dict[str, dict[str, str]]:
+    """The attributes of the queries from every source, for ``--group-by``: the extra fields of
+    each query file in ``queries`` (:func:`load_query_fields`; the first file that gives a query a
+    field wins: the originals before the rewrites), then the TSV ``groups``
+    (:func:`load_query_groups`), whose values win.
+
+    Args:
+        queries: query files (paths; ``None`` entries skipped).
+        groups: a TSV ``query-id<TAB>field<TAB>value``, or ``None``.
+        group_by: fields that must exist: each one has to be given to at least one query.
+
+    Returns:
+        ``{query id: {field: value}}``.
+
+    Raises:
+        InputError: a malformed file (file and line named); a field of ``group_by`` that no query
+            has (the fields found are listed).
+    """
+    out: dict[str, dict[str, str]] = {}
+    for path in (p for p in queries if p is not None):
+        for q, f in load_query_fields(path).items():
+            have = out.setdefault(q, {})
+            for k, v in f.items():
+                have.setdefault(k, v)
+    if groups is not None:
+        for q, f in load_query_groups(groups).items():
+            out.setdefault(q, {}).update(f)
+    found = sorted({k for f in out.values() for k in f})
+    for name in group_by:
+        if name not in found:
+            where = ", ".join(str(p) for p in [*(p for p in queries if p is not None), *([groups] if groups is not None else [])])
+            raise InputError(f"--group-by {name}: no query has a field {name!r} in {where or 'no query file or --groups file'}; "
+                             + (f"fields found: {', '.join(found)}" if found else
+                                "the queries have no fields (add one to each queries.jsonl line, e.g. \"type\": \"visual\", or give"
+                                " --groups FILE.tsv with query-id<TAB>field<TAB>value lines)"))
     return out
 
 

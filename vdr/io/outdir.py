@@ -47,7 +47,7 @@ _STAGING = ".vdr-new-"
 _TRASH = ".vdr-old-"
 #: Entries vdr writes into a results folder (anything else is a user's file: refused without ``overwrite``).
 KNOWN_ENTRIES = frozenset({"results.json", "per_query.csv", "runs", "timing.json", "report.html", "report.md", "judge", "mteb",
-                           "corpus"})
+                           "corpus", "report_pages"})
 _IDENTITY_KEYS = ("command", "corpus_dir", "queries", "qrels", "vidore")
 
 
@@ -57,6 +57,8 @@ def identity_of(config: Mapping) -> dict:
     dataset (the options, backends and runs may change between re-runs)."""
     out = {k: config.get(k) for k in _IDENTITY_KEYS}
     out["command"] = out["command"] or "evaluate"
+    if out["command"] == "compare":  # runs compared on the qrels: the corpus and queries of `vdr compare` are only shown
+        out["corpus_dir"] = out["queries"] = None
     return out
 
 
