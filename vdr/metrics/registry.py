@@ -559,7 +559,7 @@ def _did_you_mean(base: str, k: str | None) -> str:
     """`` (did you mean 'ndcg@10'?)`` for a close known spelling, else ``""``; every suggestion parses."""
     close = difflib.get_close_matches(base, list(_ALIASES), n=6, cutoff=0.6)
     ratio = {c: difflib.SequenceMatcher(None, base, c).ratio() for c in close}
-    close = [c for c in close if ratio[c] >= ratio[close[0]] - 0.1]  # only the closest: 'errr' -> err, not rr/mrr
+    close = [c for c in close if ratio[c] >= ratio[close[0]] - 0.05]  # only the closest: 'errr' -> err, not rr/mrr; 'ndgc' -> ndcg, not rndcg
     fams = list(dict.fromkeys(_ALIASES[c] for c in close))[:3]
     names = []
     for f in fams:
@@ -639,7 +639,7 @@ def parse_metric(name: str | Metric) -> Metric:
     >>> parse_metric("ndgc@10")
     Traceback (most recent call last):
     ...
-    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret@k, hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k]
+    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret@k, hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k], ndcg_rel[@k], rndcg[@k], g[@k], bing[@k], rbp_graded[@k], rbp_resid[@k], unj@k, relative_p@k, rprec_mult_X, set_p[@k], set_recall[@k], set_relative_p[@k], set_map[@k], set_f[@k], utility[@k], num_nonrel_judged_ret[@k], num_q[@k], gm_map[@k], gm_bpref[@k]
     """
     if isinstance(name, Metric):
         return name
