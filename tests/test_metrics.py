@@ -319,7 +319,7 @@ def test_doctests_run():
     import doctest
     import importlib
 
-    for name in ("vdr.metrics", "vdr.metrics.registry", "vdr.metrics.compute", "vdr.metrics.plan", "vdr.stats"):
+    for name in ("vdr.metrics", "vdr.metrics.registry", "vdr.metrics.compute", "vdr.metrics.plan", "vdr.metrics.trec_eval", "vdr.stats"):
         res = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
         assert res.failed == 0 and res.attempted >= 3, (name, res)
 

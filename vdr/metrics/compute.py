@@ -218,7 +218,7 @@ def _mean(v: np.ndarray, family) -> float:
     if family is not None and family.kind == "sum":
         return float(v.sum()) if len(v) else math.nan
     if family is not None and family.kind == "gmean":
-        return float(np.exp(np.log(np.maximum(v, MIN_GEO_MEAN)).mean())) if len(v) else math.nan
+        return float(np.exp(np.log(np.where(v > MIN_GEO_MEAN, v, MIN_GEO_MEAN)).mean())) if len(v) else math.nan
     if family is not None and family.kind == "run_mean":
         v = v[~np.isnan(v)]
     return float(v.mean()) if len(v) else math.nan

@@ -15,21 +15,24 @@ characters, in the query blocks; ``relstring.N`` names its length).
 
 >>> from vdr.metrics import evaluate_run
 >>> res = evaluate_run({"q1": {"a": 1, "b": 0}}, {"q1": {"a": 2.0, "b": 1.0}}, ["P.1,2", "num_ret", "judged@2"])
->>> print(format_trec_eval(res, runid="demo"))
-runid                 	all	demo
-num_ret               	all	2
-P_1                   	all	1.0000
-P_2                   	all	0.5000
-judged@2              	all	1.0000
+>>> for line in format_trec_eval(res, runid="demo").splitlines():
+...     print(line.split("\\t"))
+['runid                 ', 'all', 'demo']
+['num_ret               ', 'all', '2']
+['P_1                   ', 'all', '1.0000']
+['P_2                   ', 'all', '0.5000']
+['judged@2              ', 'all', '1.0000']
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InputError
+from ..types import Run
 from .compute import MetricsResult
 from .registry import METRICS, Metric, parse_metric
 
@@ -158,12 +161,24 @@ def relstrings(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping
     >>> relstrings({"q": {"a": 2, "c": -1, "d": 12}}, {"q": {"a": 3.0, "b": 2.0, "c": 1.0, "d": 1.0}}, ["q"], 10)
     {'q': '2->.'}
     """
+    run = run if isinstance(run, Run) else Run(run)
+    flat, starts, pos = run.columns()
     out = {}
     for q in query_ids:
-        ranking = run[q] if q in run else {}
+        i = pos.get(q)
+        if i is None or length <= 0:
+            out[q] = ""
+            continue
+        ids = list(run[q])
+        scores = flat[starts[i]: starts[i] + len(ids)]
+        if len(ids) > length:  # only the pages scoring at least the length-th best score can be shown
+            keep = np.nonzero(scores >= np.partition(scores, len(ids) - length)[len(ids) - length])[0].tolist()
+            cand = list(zip(scores[keep].tolist(), [ids[j] for j in keep]))
+        else:
+            cand = list(zip(scores.tolist(), ids))
+        cand.sort(reverse=True)  # score descending, then corpus id descending: trec_eval's order
         judged = qrels[q] if q in qrels else {}
-        top = heapq.nlargest(length, ranking.items(), key=lambda kv: (float(kv[1]), kv[0]))
-        out[q] = "".join(_rel_char(judged.get(d)) for d, _ in top)
+        out[q] = "".join([_rel_char(judged.get(d)) for _, d in cand[:length]])
     return out
 
 
