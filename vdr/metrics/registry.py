@@ -818,6 +818,9 @@ _EXTRA_SPELLINGS = {
     "hole_corpus": ["hole_at_k (MTEB)"],
     "ndcg_exp": ["nDCG(dcg=exp-log2)@k (ir_measures)"],
     "iprec_at_recall": ["iprec_at_recall_0.00 ... iprec_at_recall_1.00"],
+    "rprec_mult": ["rprec_mult_0.20 ... rprec_mult_2.00", "Rprec_mult_0.20 (trec_eval)"],
+    "rbp_graded": ["trec_eval's rbp (in --format trec_eval and -m all_trec; the spelling rbp is ir_measures' RBP)"],
+    "set_relative_p": ["SetP(relative=True) (ir_measures)"],
 }
 
 
@@ -827,18 +830,19 @@ def describe_metrics() -> str:
     the ir_measures parameters it takes and how its aggregate is formed.
 
     >>> print(describe_metrics().splitlines()[0])
-    ndcg[@k]  (also: ndcg_at_k, ndcg_cut@k, ndcg_cut)
+    ndcg[@k]  (also: ndcg_at_k, ndcg_cut@k)
     """
     blocks = []
     for f in METRICS.values():
-        if f.name == "iprec_at_recall":
+        if f.name in LEVEL_FAMILIES:
             also = []
         elif f.name == "hole":
             also = []  # hole_at_k is MTEB's measure: hole_corpus
         else:
-            also = [f"{f.name}_at_k"] + [s for a in f.aliases for s in ((f"{a}@k",) if f.needs_k else (f"{a}@k", a))]
+            also = [f"{f.name}_at_k"] + [s for a in f.aliases
+                                         for s in ((f"{a}@k",) if f.needs_k or a in _TREC_BARE else (f"{a}@k", a))]
         also += _EXTRA_SPELLINGS.get(f.name, [])
-        params = [a for a in f.accepts if not (a == "p" and f.name == "iprec_at_recall")]
+        params = [a for a in f.accepts if not (a == "p" and f.name in LEVEL_FAMILIES)]
         blocks.append(
             f"{f.pattern}  (also: {', '.join(also) or '-'})\n"
             f"    {f.definition}\n"
@@ -847,6 +851,7 @@ def describe_metrics() -> str:
             + ("; a count per query (aggregate: mean; total in the policy)" if f.kind == "count" else "")
             + ("; a count per query (aggregate: SUM over the queries, as trec_eval's all line)" if f.kind == "sum" else "")
             + ("; averaged over the queries present in the run only (paper-compatible)" if f.kind == "run_mean" else "")
+            + ("; aggregate: the GEOMETRIC mean of max(value, 1e-5) (trec_eval's gm_*)" if f.kind == "gmean" else "")
         )
     return "\n".join(blocks) + (
         "\nNames are case-insensitive (nDCG@10 = ndcg@10) except Judged@k, which is ir_measures' judged_ret@k (vdr's"
@@ -854,5 +859,8 @@ def describe_metrics() -> str:
         " every name, except hole_at_k, which is MTEB's hole_corpus@k (vdr's hole@k uses the query's own qrels and"
         " counts empty slots); trec_eval's lists (P.5,10) name several metrics; ir_measures' parameters: rel=N (this"
         " metric's relevance level: P(rel=2)@5), p=X (RBP(p=0.9)), dcg=exp-log2 (nDCG: ndcg_exp). The output always uses"
-        " the first name of the row, with its parameters: precision(rel=2)@5."
+        " the first name of the row, with its parameters: precision(rel=2)@5. trec_eval's bare names stand for its default"
+        " parameters (P: P_5 ... P_1000; also recall, ndcg_cut, map_cut, relative_P, success, unj, iprec_at_recall,"
+        " Rprec_mult) and its nicknames all_trec, official and set for its sets of measures (vdr metrics --format trec_eval"
+        " prints trec_eval's own lines)."
     )
