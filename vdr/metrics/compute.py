@@ -11,8 +11,9 @@ Conventions (all as trec_eval 10.0, github.com/usnistgov/trec_eval):
   (trec_eval sorts by ``sim`` then ``docno``, both decreasing), so ``"p9"`` ranks before ``"p10"``.
 * **Query set**: every query with at least one qrels line. A query whose judgment set is empty
   (JSON qrels ``{"q2": {}}``) is not in it: it is skipped and listed in the policy, never averaged
-  as 0. A query absent from the run scores 0 on every metric (trec_eval ``-c``); run queries
-  without qrels are ignored and counted. Queries whose qrels hold no grade > 0 count as 0 by
+  as 0. A query absent from the run scores 0 on every metric (trec_eval ``-c``), or is left out
+  with ``queries_missing_from_run="exclude"`` (trec_eval without ``-c``); run queries without qrels
+  are ignored and counted. Queries whose qrels hold no grade > 0 count as 0 by
   default (``queries_without_relevant="zero"``) or are left out (``"exclude"``);
   :attr:`MetricsResult.policy` always says which, with counts.
 * **Judged overlap** (:func:`check_judged_overlap`): a query whose retrieved pages all lack a qrels
@@ -411,7 +412,8 @@ class Ranked:
     index (int64), ``jg`` grade (int64), ``jr`` trec_eval rank (int64, 1-based, corpus-id tie-break
     applied), ``rel`` grade >= relevance level (bool). Per query (length ``nq``): ``num_rel``
     (int64) relevant lines, ``safe_rel`` = max(num_rel, 1), ``min_rank`` (float64, ``inf`` when no
-    relevant page was retrieved), ``in_run`` (bool, the query has a non-empty ranking). Relevant retrieved lines ordered by (query, rank): ``rq_``,
+    relevant page was retrieved), ``in_run`` (bool, the query has a non-empty ranking), ``max_grade``
+    (int64, the highest grade >= 0 of the query's qrels; trec_eval's ``rbp`` scales gains by it). Relevant retrieved lines ordered by (query, rank): ``rq_``,
     ``rr_`` and ``r_prec`` (precision at that rank, float64), for average precision.
     """
 
