@@ -89,6 +89,7 @@ MODULE_TIERS = {
     "test_metric_plan": "core",
     "test_metrics_measures": "core",  # the cross-checks are marked, mteb's hole() below
     "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
+    "test_trec_eval_all": "crosscheck",  # trec_eval's own all_trec outputs from ../shared/trec_eval_ref
     "test_mteb": "model",  # mteb imports torch and transformers
     "test_page_images": "core",
     "test_passages": "core",
