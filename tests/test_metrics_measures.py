@@ -435,8 +435,8 @@ def test_queries_missing_from_run_and_depth():
     with pytest.raises(InputError, match="no query of the qrels is ranked"):
         ev({"q3": {"c": 1}}, run, ["P@2"], queries_missing_from_run="exclude")
     # depth (trec_eval -M): the rest of each ranking is discarded first
-    with pytest.warns(vdr.errors.VdrWarning, match="only pages without a qrels line"):  # q1's top 1 is x
-        cut = vdr.metrics(qrels, run, metric_names=["num_ret", "set_p", "mrr"], depth=1)
+    cut = vdr.metrics(qrels, run, metric_names=["num_ret", "set_p", "mrr"], depth=1)  # q1's top 1 is x: counted, no warning
+    assert cut.policy["queries_all_unjudged"] == ["q1"]  # sparse, not an id mismatch (issue 25.5)
     assert cut.aggregate["num_ret"] == 2.0 and cut.per_query["q1"]["mrr"] == 0.0 and cut.policy["depth"] == 1
     with pytest.raises(InputError, match="depth"):
         vdr.metrics(qrels, run, metric_names=["P@2"], depth=0)
