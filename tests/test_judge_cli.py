@@ -166,6 +166,6 @@ def test_judge_options_record_equals_keywords(results, tmp_path):
     assert by_kw.document["judge"] == {"endpoint": sim.url, "model": "sim-llm", "modality": "text",
                                        "prompt_version": by_kw.document["prompt_version"], "temperature": 0.0,
                                        "max_tokens": 2048, "json_mode": False, "timeout_s": 30.0, "max_retries": 1,
-                                       "concurrency": 4, "budget": None}
+                                       "concurrency": 4, "budget": None, "top_p": None, "seed": None, "stop": None}
     with pytest.raises(TypeError, match="unknown option.*'model'.*known:.*judge_model"):
         judge(out, endpoint=sim.url, model="sim-llm")  # the judge's model keyword is judge_model
