@@ -39,6 +39,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -352,8 +353,8 @@ def server_wait(headers: Mapping[str, str] | None, now: float | None = None) -> 
                 when = email.utils.parsedate_to_datetime(ra.strip())
             except (TypeError, ValueError, IndexError, OverflowError):
                 when = None
-            if when is not None:
-                stamp = when.timestamp() if when.tzinfo is not None else email.utils.mktime_tz(email.utils.parsedate_tz(ra) or ())
+            if when is not None:  # a date without a zone (asctime's form) is UTC (RFC 9110)
+                stamp = (when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)).timestamp()
                 return max(0.0, stamp - (time.time() if now is None else now)), "Retry-After (HTTP date)"
     resets = []
     for kind in ("requests", "tokens"):

@@ -1,5 +1,7 @@
-"""Judge client: the judge's use of the one OpenAI-compatible client of :mod:`vdr.llm` (retries
-with exponential backoff, a thread concurrency limit, a call budget), with the judge's prompts,
+"""Judge client: the judge's use of the one OpenAI-compatible client of :mod:`vdr.llm` (the
+``openai`` client's retries after the wait the endpoint asks for -- ``Retry-After``,
+``x-ratelimit-reset-*`` -- or a jittered exponential backoff, a thread concurrency limit, a call
+budget), with the judge's prompts,
 strict JSON parsing of the judgements and a resumable on-disk cache.
 
 Pages go to an image judge as PNG data URLs (``image_url`` content parts) and to a text judge as
