@@ -596,3 +596,7 @@ def test_rewrite_counts_rate_limits_in_the_meta_file(fake_factory, tmp_path):
     calls = json.loads((tmp_path / "rw.meta.json").read_text())["calls"]
     assert (calls["calls"], calls["retries"], calls["server_waits"], calls["rate_limited"]) == (5, 2, 2, 2)
     assert calls["waited_s"] == pytest.approx(0.3, abs=0.01) and calls == r.calls
+    assert (calls["answered"], calls["cached"]) == (3, 0)
+    again = rewrite(tmp_path / "q.jsonl", out=tmp_path / "rw.jsonl", endpoint=fake.url, model="m", template="conversational",
+                    backoff=0.01)
+    assert again.calls["cached"] == 3 and again.calls["answered"] == again.calls["calls"] == again.calls["retries"] == 0

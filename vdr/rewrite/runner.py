@@ -382,6 +382,10 @@ def _run(qs: QuerySet, tpl: Template, out: Path, gen, o: RewriteOptions) -> Rewr
         else:
             todo.append((qid, key, msgs))
     failed: dict[str, str] = {}
+    stats = getattr(gen, "stats", None)  # the endpoint client's CallStats (the local model has none)
+    if stats is not None:
+        with stats.lock:
+            stats.cached += cached
 
     def work(entry):
         qid, key, msgs = entry
@@ -392,6 +396,9 @@ def _run(qs: QuerySet, tpl: Template, out: Path, gen, o: RewriteOptions) -> Rewr
             if got[2]:
                 rec["content"] = got[2]
             store.put(rec)
+            if stats is not None:
+                with stats.lock:
+                    stats.answered += 1
         return qid, got, reason
 
     with ThreadPoolExecutor(max_workers=max(1, int(getattr(gen, "concurrency", 1)))) as ex:
@@ -407,7 +414,6 @@ def _run(qs: QuerySet, tpl: Template, out: Path, gen, o: RewriteOptions) -> Rewr
                 "generation": generation, "deadline_s": o.deadline, "timeout_s": o.llm.timeout,
                 "max_history_words": max_history_words, "fill_failed": o.fill_failed, "cache": str(store.path),
                 "cache_format": CACHE_FORMAT, "cache_older_entries": older}
-    stats = getattr(gen, "stats", None)
     calls = stats.to_dict() if stats is not None else {"calls": int(getattr(gen, "calls", 0))}
     meta_path = _paths(out)[1]
     report = RewriteReport(len(qs), len(todo) - len(failed), cached, failed, history_cut, out, failures_path, meta_path, settings,
