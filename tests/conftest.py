@@ -85,6 +85,7 @@ MODULE_TIERS = {
     "test_layout": "core",
     "test_lexical_scale": "core",
     "test_llm": "core",
+    "test_llm_robustness": "core",  # a local fake OpenAI-compatible server (HTTP 429, content parts)
     "test_options": "core",
     "test_metric_plan": "core",
     "test_metrics_measures": "core",  # the cross-checks are marked, mteb's hole() below
