@@ -85,10 +85,12 @@ MODULE_TIERS = {
     "test_layout": "core",
     "test_lexical_scale": "core",
     "test_llm": "core",
+    "test_llm_robustness": "core",  # a local fake OpenAI-compatible server (HTTP 429, content parts)
     "test_options": "core",
     "test_metric_plan": "core",
     "test_metrics_measures": "core",  # the cross-checks are marked, mteb's hole() below
     "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
+    "test_trec_eval_all": "crosscheck",  # trec_eval's own all_trec outputs from ../shared/trec_eval_ref
     "test_mteb": "model",  # mteb imports torch and transformers
     "test_page_images": "core",
     "test_passages": "core",

@@ -166,6 +166,80 @@ def test_judge_options_record_equals_keywords(results, tmp_path):
     assert by_kw.document["judge"] == {"endpoint": sim.url, "model": "sim-llm", "modality": "text",
                                        "prompt_version": by_kw.document["prompt_version"], "temperature": 0.0,
                                        "max_tokens": 2048, "json_mode": False, "timeout_s": 30.0, "max_retries": 1,
-                                       "concurrency": 4, "budget": None}
+                                       "concurrency": 4, "budget": None, "top_p": None, "seed": None, "stop": None}
     with pytest.raises(TypeError, match="unknown option.*'model'.*known:.*judge_model"):
         judge(out, endpoint=sim.url, model="sim-llm")  # the judge's model keyword is judge_model
+
+
+def _dead_endpoint() -> str:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens here
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize("extra", [["--budget", "2"], ["--budget", "1", "--concurrency", "8"], ["--budget", "3", "--max-retries", "1"],
+                                   ["--budget", "2", "--concurrency", "1"]])
+def test_cli_judge_unreachable_endpoint_blames_the_endpoint_not_the_budget(results, tmp_path, capsys, extra):
+    """issue 26.9: with a small --budget the message names the endpoint and its failure (and lists
+    the failed windows), not the call budget; nothing but the failures is written."""
+    out, _ = results
+    url = _dead_endpoint()
+    args = ["judge", str(out), "--endpoint", url, "--judge-model", "m", "--modality", "text", "--cache", str(tmp_path / "c.jsonl"),
+            *extra]
+    before = {p: p.stat().st_mtime_ns for p in (out / "judge").glob("*.json")} if (out / "judge").is_dir() else {}
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: judge endpoint {url}: connection failed (ConnectError)") and "Traceback" not in err
+    assert "the call budget of" in err and "failed window(s) listed in" in err
+    fails = [json.loads(line) for line in (out / "judge" / "failures.jsonl").read_text().splitlines()]
+    assert fails and all(f["query_id"] in {"q0", "q1", "q2", "q3"} and f["reason"] for f in fails)
+    assert any("connection failed" in f["reason"] for f in fails)
+    assert {p: p.stat().st_mtime_ns for p in (out / "judge").glob("*.json")} == before  # no results written
+
+
+def test_cli_judge_http_errors_blame_the_endpoint_with_a_budget(results, tmp_path, capsys):
+    out, sim = results
+    failing = SimJudge(sim.latent, noise=0.2, image_ids=sim.image_ids)
+    failing.mode = "http500"
+    try:
+        args = ["judge", str(out), "--endpoint", failing.url, "--judge-model", "m", "--modality", "text", "--budget", "2",
+                "--cache", str(tmp_path / "c.jsonl")]
+        assert main(args) == 2
+    finally:
+        failing.close()
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: judge endpoint {failing.url}: HTTP 500") and "the call budget of 2" in err
+    assert failing.hits == 2
+
+
+class PartsJudge(SimJudge):
+    """The simulated judge answering as a reasoning model behind an OpenAI-compatible server:
+    ``message.content`` is a list of a thinking part and a text part (Mistral Magistral's form)."""
+
+    def answer(self, req, body):
+        return [{"type": "thinking", "thinking": [{"type": "text", "text": "Comparing the pages."}]},
+                {"type": "text", "text": super().answer(req, body)}]
+
+
+def test_cli_judge_with_content_parts_judges_and_counts_the_dropped_thinking(results, tmp_path, capsys):
+    out, sim = results
+    parts = PartsJudge(sim.latent, noise=0.2, image_ids=sim.image_ids)
+    try:
+        args = ["judge", str(out), "--endpoint", parts.url, "--judge-model", "magistral", "--modality", "text",
+                "--cache", str(tmp_path / "c.jsonl")]
+        assert main(args) == 0
+    finally:
+        parts.close()
+    text = capsys.readouterr().out
+    doc = json.loads((out / "judge" / "rcp.json").read_text())
+    calls = doc["calls"]
+    assert calls["answered"] == parts.hits and calls["content_parts"] == parts.hits == calls["thinking_dropped"]
+    assert f"{parts.hits} thinking parts dropped from answers" in text
+    assert not (out / "judge" / "failures.jsonl").exists()  # removed by a run that succeeds
+    recs = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert all(r["content"] == {"content_parts": 2, "thinking_parts_dropped": 1} for r in recs)
+    assert not any("Comparing the pages" in r["raw"] for r in recs)

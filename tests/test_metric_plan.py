@@ -124,7 +124,8 @@ def test_protocol_convsearch():
 
 def test_roles_quality_and_diagnostic():
     assert ROLES == ("quality", "diagnostic")
-    assert {f.name for f in METRICS.values() if f.role == "diagnostic"} == {"judged", "judged_ret", "hole", "hole_corpus", "ties", "num_ret", "num_rel", "num_rel_ret"}
+    assert {f.name for f in METRICS.values() if f.role == "diagnostic"} == {"judged", "judged_ret", "hole", "hole_corpus", "ties", "num_ret", "num_rel", "num_rel_ret",
+                                                                                    "num_nonrel_judged_ret", "num_q", "unj", "rbp_resid"}
     assert all(f.role in ROLES for f in METRICS.values())
     p = MetricPlan.parse(k=3)
     assert names(p.diagnostics) == ["judged@3", "hole@3", "ties@3"]

@@ -154,7 +154,8 @@ def test_registry_parse_and_errors():
     with pytest.raises(InputError, match="no queries"):
         ev({}, {"q": {"a": 1.0}}, ["ndcg@3"])
     # every registered family is computed
-    names = [f"{f}@5" for f in METRICS if f != "iprec_at_recall"] + ["mrr", "map", "iprec_at_recall_0.50"]
+    names = [f"{f}@5" for f in METRICS if f not in ("iprec_at_recall", "rprec_mult")] + ["mrr", "map", "iprec_at_recall_0.50",
+                                                                                        "rprec_mult_0.20"]
     r = ev({"q": {"a": 1}}, {"q": {"a": 1.0}}, names)
     assert set(r.aggregate) == set(names)
 
@@ -239,16 +240,23 @@ def test_registry_rows_are_complete():
     text = describe_metrics()
     for name, fam in METRICS.items():
         assert fam.name == name and fam.definition and fam.reference and callable(fam.compute)
-        assert fam.kind in ("mean", "count", "sum", "run_mean")
+        assert fam.kind in ("mean", "count", "sum", "run_mean", "gmean")
         assert fam.pattern in known_metrics() and text.count(f"\n{fam.pattern}  (also:") + text.startswith(fam.pattern) == 1
         for a in fam.aliases:
             assert alias_table()[a] == name
     # the trec_eval / ir_measures equivalents named in the rows parse back to the row
+    from vdr.metrics.trec_eval import trec_eval_name
+
     for fam in METRICS.values():
-        if fam.ir_measures and "(" not in fam.ir_measures:
+        if fam.ir_measures:
             assert parse_metric(fam.ir_measures.replace("@k", "@7")).family == fam.name
         if fam.trec_eval:
-            assert parse_metric(fam.trec_eval.split()[0].replace("_k", "_7")).family == fam.name
+            te = fam.trec_eval.split()[0].replace("_k", "_7")
+            if fam.name == "rbp_graded":  # trec_eval's rbp; the spelling rbp means ir_measures' RBP (vdr's rbp)
+                assert te == "rbp" and trec_eval_name(fam.name)[1] == "rbp" and parse_metric(te).family == "rbp"
+                continue
+            assert parse_metric(te).family == fam.name
+            assert trec_eval_name(parse_metric(te))[1] == te  # and --format trec_eval prints it under that name
 
 
 def test_evaluation_dispatches_through_the_registry(monkeypatch):
@@ -311,7 +319,7 @@ def test_doctests_run():
     import doctest
     import importlib
 
-    for name in ("vdr.metrics", "vdr.metrics.registry", "vdr.metrics.compute", "vdr.metrics.plan", "vdr.stats"):
+    for name in ("vdr.metrics", "vdr.metrics.registry", "vdr.metrics.compute", "vdr.metrics.plan", "vdr.metrics.trec_eval", "vdr.stats"):
         res = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
         assert res.failed == 0 and res.attempted >= 3, (name, res)
 

@@ -206,19 +206,20 @@ def test_against_ir_measures_itself():
 # ------------------------------------------------------------------------------------------------ pytrec_eval, random runs with ties
 
 
-def _pytrec_eval_in_child(qrels: dict, run: dict, level: int) -> dict:
+def _pytrec_eval_in_child(qrels: dict, run: dict, level: int, measures: tuple[str, ...] = (
+        "Rprec", "bpref", "infAP", "ndcg", "num_ret", "num_rel", "num_rel_ret", "iprec_at_recall", "11pt_avg")) -> dict:
     """pytrec_eval's per-query values of the new measures, computed in a child process with one
     evaluator per measure: pytrec_eval-terrier 0.5.11 crashed (SIGSEGV) on seed 2, level 1 with the
     measures in one evaluator, and hung when earlier evaluators of the same process had run; each
     measure alone, in a fresh process, gives trec_eval's values."""
     code = ("import json, sys, pytrec_eval\n"
-            "qrels, run, level = json.load(sys.stdin)\n"
+            "qrels, run, level, measures = json.load(sys.stdin)\n"
             "ref = {}\n"
-            "for m in ('Rprec', 'bpref', 'infAP', 'ndcg', 'num_ret', 'num_rel', 'num_rel_ret', 'iprec_at_recall', '11pt_avg'):\n"
+            "for m in measures:\n"
             "    for q, vals in pytrec_eval.RelevanceEvaluator(qrels, {m}, relevance_level=level).evaluate(run).items():\n"
             "        ref.setdefault(q, {}).update(vals)\n"
             "print(json.dumps(ref))\n")
-    p = subprocess.run([sys.executable, "-c", code], input=json.dumps([qrels, run, level]), capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-c", code], input=json.dumps([qrels, run, level, list(measures)]), capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(p.stdout)
@@ -251,6 +252,51 @@ def test_against_pytrec_eval(seed, level):
             if theirs in differ or (theirs == "11pt_avg" and differ):
                 continue
             assert ours.per_query[q][mine] == pytest.approx(ref[q][theirs], abs=1e-9), (q, theirs)
+
+
+# the rest of all_trec that pytrec_eval-terrier 0.5.11 computes (trec_eval 9.0.8's code; rbp, rbp_resid and unj came in 10)
+REST = ("ndcg_rel", "Rndcg", "G", "binG", "set_P", "set_recall", "set_relative_P", "set_map", "set_F", "utility", "relative_P",
+        "success", "Rprec_mult", "num_nonrel_judged_ret", "gm_map", "gm_bpref", "map_cut")
+
+
+def _random_case(seed: int) -> tuple[dict, dict]:
+    """Graded qrels with negative grades and runs with many ties, ids that sort differently as bytes and numbers."""
+    rng = random.Random(seed)
+    ids = [f"p{i}" for i in range(30)] + ["p9", "10", "9", "b b"]
+    qrels, run = {}, {}
+    for i in range(15):
+        q = f"q{i}"
+        qrels[q] = {d: rng.choice([-1, 0, 0, 1, 1, 2, 3]) for d in rng.sample(ids, rng.randint(1, 12))}
+        if rng.random() < 0.9:
+            run[q] = {d: rng.choice([0.0, 0.5, 1.0, 2.0, -1.5]) for d in rng.sample(ids, rng.randint(1, 25))}
+    return qrels, run
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("level", [1, 2])
+def test_rest_of_all_trec_against_pytrec_eval(seed, level):
+    pytest.importorskip("pytrec_eval")
+    qrels, run = _random_case(100 + seed)
+    ref = _pytrec_eval_in_child(qrels, run, level, REST)
+    names = [n for n in parse_metrics("all_trec") if n.family in (
+        "ndcg_rel", "rndcg", "g", "bing", "set_p", "set_recall", "set_relative_p", "set_map", "set_f", "utility", "relative_p", "hit",
+        "rprec_mult", "num_nonrel_judged_ret", "gm_map", "gm_bpref", "map")]
+    from vdr.metrics.trec_eval import trec_eval_name
+
+    ours = ev(qrels, run, names, relevance_level=level)
+    checked = 0
+    for q in run:
+        for m in names:
+            theirs = trec_eval_name(m)[1]
+            if theirs == "map":
+                continue
+            got = ours.per_query[q][str(m)]
+            if m.family in ("gm_map", "gm_bpref"):  # pytrec_eval gives each query's log(max(value, 1e-5))
+                got = math.log(max(got, 1e-5))
+            assert got == pytest.approx(ref[q][theirs], abs=1e-9), (q, theirs)
+            checked += 1
+    assert checked == 44 * len(run)  # 44 measures per query (map is checked above)
 
 
 # ------------------------------------------------------------------------------------------------ trec_eval's own test outputs
@@ -287,3 +333,110 @@ def test_trec_eval_conformance_of_the_new_measures(expected, qrels_file, run_fil
             assert got == pytest.approx(float(v), abs=5e-5), (m, q)
             checked += 1
     assert checked >= 19 * 4
+
+
+# ------------------------------------------------------------------------------------------------ the rest of all_trec (hand goldens)
+
+
+def test_hand_goldens_of_the_rest_of_all_trec():
+    """QRELS/RUN above: q ranks b(0) x(-) a(2) u(-1) c(1) y(-), d (grade 1) not retrieved; R = 3 (a, c, d), the
+    ideal gains 2, 1, 1; 6 pages retrieved. o ranks x (grade 1) first."""
+    names = ["ndcg_rel", "rndcg", "g", "bing", "rbp_graded", "rbp_graded(p=0.5)", "rbp_resid", "unj@5", "unj@10", "relative_p@2",
+             "relative_p@5", "rprec_mult_0.20", "rprec_mult_1.00", "rprec_mult_1.40", "rprec_mult_2.00", "set_p", "set_recall",
+             "set_relative_p", "set_map", "set_f", "utility", "num_nonrel_judged_ret", "num_q", "gm_map", "gm_bpref", "bing(rel=2)"]
+    r = ev(QRELS, RUN, names)
+    v = r.per_query["q"]
+    L2 = math.log2
+    idcg = 2 / L2(2) + 1 / L2(3) + 1 / L2(4)  # IDCG@3 = IDCG of the whole list
+    dcg = 2 / L2(4) + 1 / L2(6)  # a at 3, c at 5
+    # ndcg_rel: a at rank 3: DCG@3 / IDCG@3; c at rank 5: DCG@5 / IDCG@3; d not retrieved: DCG / IDCG; over 3
+    assert v["ndcg_rel"] == pytest.approx((2 / L2(4) / idcg + dcg / idcg + dcg / idcg) / 3)
+    # Rndcg: the ideal gain drops after rank 1 (grade 2) and rank 3 (grade 1): nDCG@1 = 0, nDCG@3 = 1 / idcg; and 6 retrieved
+    # > 3 + 1, so the whole list's nDCG too
+    assert v["rndcg"] == pytest.approx((0 + (2 / L2(4)) / idcg + dcg / idcg) / 3)
+    # G: a (gain 2) at rank 3: C = 2 + 1 + 1, S = 2 -> 2 / log2(2 + 4 - 2); c (gain 1) at rank 5: C = 4 + 2 (two ranks past the
+    # ideal list, max(0, 1) each), S = 3 -> 1 / log2(2 + 6 - 3); over the total gain 4
+    assert v["g"] == pytest.approx((2 / L2(4) + 1 / L2(5)) / 4)
+    # binG: a at rank 3 with 2 non-relevant pages above, c at rank 5 with 3: 1/log2(2 + n); over R = 3
+    assert v["bing"] == pytest.approx((1 / L2(4) + 1 / L2(5)) / 3)
+    assert v["bing(rel=2)"] == pytest.approx(1 / L2(4) / 1)  # only a is relevant at level 2 (R = 1)
+    # trec_eval's rbp: gains scaled by the highest grade (2): a 2/2 at rank 3, c 1/2 at rank 5; p = 0.9
+    assert v["rbp_graded"] == pytest.approx(0.1 * (1.0 * 0.9 ** 2 + 0.5 * 0.9 ** 4))
+    assert v["rbp_graded(p=0.5)"] == pytest.approx(0.5 * (1.0 * 0.5 ** 2 + 0.5 * 0.5 ** 4))
+    # rbp_resid: p^6 + (1 - p) * (x at 2, u at 4, y at 6: p^1 + p^3 + p^5)
+    assert v["rbp_resid"] == pytest.approx(0.9 ** 6 + 0.1 * (0.9 + 0.9 ** 3 + 0.9 ** 5))
+    # unjudged: x, u in the top 5; x, u, y in the top 10 (the 4 empty slots are not unjudged)
+    assert (v["unj@5"], v["unj@10"]) == (pytest.approx(2 / 5), pytest.approx(3 / 10))
+    assert (v["relative_p@2"], v["relative_p@5"]) == (0.0, pytest.approx(2 / 3))  # 2 relevant in the top 5 / min(5, 3)
+    # Rprec_mult: c = floor(X * 3 + 0.9): 1 (P@1 = 0), 3 (1/3), 5 (2/5), 6 (2/6)
+    assert (v["rprec_mult_0.20"], v["rprec_mult_1.00"], v["rprec_mult_1.40"], v["rprec_mult_2.00"]) == (
+        0.0, pytest.approx(1 / 3), pytest.approx(2 / 5), pytest.approx(2 / 6))
+    # the set measures: 2 relevant of 6 retrieved, R = 3
+    assert v["set_p"] == pytest.approx(2 / 6) and v["set_recall"] == pytest.approx(2 / 3) and v["set_relative_p"] == pytest.approx(2 / 3)
+    assert v["set_map"] == pytest.approx(2 * 2 / (6 * 3)) and v["set_f"] == pytest.approx(2 * (2 / 6) * (2 / 3) / (2 / 6 + 2 / 3))
+    assert v["utility"] == 2 - 4 and v["num_nonrel_judged_ret"] == 1.0  # b (grade 0); u's -1 is not judged
+    # num_q sums to the queries; gm_map is the geometric mean of AP: q (1/3 + 2/5) / 3, o 1
+    ap_q = (1 / 3 + 2 / 5) / 3
+    assert r.aggregate["num_q"] == 2.0 and v["gm_map"] == pytest.approx(ap_q)
+    assert r.aggregate["gm_map"] == pytest.approx(math.sqrt(ap_q * 1.0))
+    # a query scoring 0 enters the geometric mean as 1e-5 (trec_eval's MIN_GEO_MEAN)
+    z = ev({"a": {"d": 1}, "b": {"e": 1}}, {"a": {"d": 1.0}, "b": {"f": 1.0}}, ["gm_map", "gm_bpref"])
+    assert z.aggregate["gm_map"] == pytest.approx(math.sqrt(1.0 * 1e-5)) and z.aggregate["gm_bpref"] == pytest.approx(math.sqrt(1e-5))
+
+
+def test_trec_eval_names_nicknames_and_bare_names():
+    assert [str(m) for m in parse_metrics(["P", "success"])] == [f"precision@{k}" for k in (5, 10, 15, 20, 30, 100, 200, 500, 1000)] + [
+        "hit@1", "hit@5", "hit@10"]
+    assert [str(m) for m in parse_metrics("Rprec_mult")][::9] == ["rprec_mult_0.20", "rprec_mult_2.00"]
+    assert [str(m) for m in parse_metrics("unj")] == ["unj@5", "unj@10", "unj@20"]
+    assert [str(m) for m in parse_metrics("set")] == ["num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_p", "set_relative_p",
+                                                       "set_recall", "set_map", "set_f"]
+    assert len(parse_metrics("official")) == 9 + 11 + 9 and len(parse_metrics("all_trec")) == 98
+    for name, canonical in [("Rprec_mult_0.20", "rprec_mult_0.20"), ("relative_P_10", "relative_p@10"), ("set_F", "set_f"),
+                            ("SetP(relative=True)", "set_relative_p"), ("SetF(beta=1)", "set_f"), ("NumQ", "num_q"),
+                            ("binG", "bing"), ("G", "g"), ("Rndcg", "rndcg"), ("unj_5", "unj@5"), ("SetAP", "set_map")]:
+        assert str(parse_metric(name)) == canonical, name
+    with pytest.raises(InputError, match="needs a cutoff.*P_5 .* P_1000|needs a cutoff.*precision@5 ... precision@1000"):
+        parse_metric("P")
+    with pytest.raises(InputError, match="names several metrics"):
+        parse_metric("ndcg_cut")  # trec_eval's -m ndcg_cut is the nine default cutoffs, not the whole-list ndcg
+    with pytest.raises(InputError, match="multiple of R"):
+        parse_metric("Rprec_mult@3")
+    with pytest.raises(InputError, match="beta"):
+        parse_metric("SetF(beta=0.5)")
+
+
+def test_format_trec_eval_names_order_and_formats():
+    from vdr.metrics.trec_eval import format_trec_eval, relstrings, split_trec_names
+
+    names, extras = split_trec_names(["judged@2", "RBP", "rbp_graded", "map", "num_ret", "gm_map", "relstring.3"])
+    assert names == ["judged@2", "RBP", "rbp_graded", "map", "num_ret", "gm_map"] and (extras.runid, extras.relstring) == (False, 3)
+    res = ev(QRELS, RUN, names)
+    rel = relstrings(QRELS, RUN, res.query_ids, extras.relstring)
+    assert rel == {"o": "1", "q": "0-2"}
+    text = format_trec_eval(res, per_query=True, runid="sys1", relstring=rel, relstring_name=extras.relstring_name)
+    lines = text.splitlines()
+    # per query (sorted ids): trec_eval's order (num_ret, map, relstring ... rbp), gm_map only in `all`, vdr-only names last
+    assert [ln.split("\t")[0].strip() for ln in lines[:6]] == ["num_ret", "map", "relstring_3", "rbp", "judged@2", "rbp(p=0.8)"]
+    assert lines[0] == f"{'num_ret':<22}\to\t1" and lines[2] == f"{'relstring_3':<22}\to\t'1'"
+    assert lines[12] == f"{'runid':<22}\tall\tsys1" and lines[13] == f"{'num_ret':<22}\tall\t7"
+    assert lines[15] == f"{'gm_map':<22}\tall\t{res.aggregate['gm_map']:6.4f}" and len(lines) == 12 + 1 + 6
+
+
+def test_queries_missing_from_run_and_depth():
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}
+    run = {"q1": {"x": 3.0, "a": 2.0}, "q2": {"b": 1.0}}
+    full = ev(qrels, run, ["P@2", "num_q"])
+    both = ev(qrels, run, ["P@2", "num_q"], queries_missing_from_run="exclude")
+    assert full.num_queries == 3 and full.aggregate["precision@2"] == pytest.approx((0.5 + 0.5 + 0) / 3)
+    assert both.query_ids == ("q1", "q2") and both.aggregate == {"precision@2": 0.5, "num_q": 2.0}
+    assert both.policy["num_queries_missing_from_run"] == 1 and "without -c" in both.policy["missing_run_queries"]
+    assert "queries missing from the run left out: 1" in both.table()
+    with pytest.raises(InputError, match="no query of the qrels is ranked"):
+        ev({"q3": {"c": 1}}, run, ["P@2"], queries_missing_from_run="exclude")
+    # depth (trec_eval -M): the rest of each ranking is discarded first
+    cut = vdr.metrics(qrels, run, metric_names=["num_ret", "set_p", "mrr"], depth=1)  # q1's top 1 is x: counted, no warning
+    assert cut.policy["queries_all_unjudged"] == ["q1"]  # sparse, not an id mismatch (issue 25.5)
+    assert cut.aggregate["num_ret"] == 2.0 and cut.per_query["q1"]["mrr"] == 0.0 and cut.policy["depth"] == 1
+    with pytest.raises(InputError, match="depth"):
+        vdr.metrics(qrels, run, metric_names=["P@2"], depth=0)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -112,20 +113,42 @@ def _evaluation_kwargs(values: dict) -> dict:
     }
 
 
+_MetricsFormat = Enum("MetricsFormat", {"table": "table", "trec_eval": "trec_eval"}, type=str)
+
+
 @common.command("metrics")
 def metrics_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
     run: Path = typer.Argument(..., help="Run file: TREC (qid Q0 docid rank score tag) or JSON."),
     k: str = typer.Option(cutoffs_text(METRICS_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Comma-separated cutoffs for the default metric families and ties@k."),
     metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", rich_help_panel=common.PANEL_STATS, help=metric_help()),
-    relevance_level: int = typer.Option(1, "--relevance-level", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics)."),
+    relevance_level: int = typer.Option(1, "--relevance-level", "-l", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics; trec_eval -l)."),
     exclude_no_relevant: bool = typer.Option(
         False, "--exclude-queries-without-relevant/--keep-all-queries",
         rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0).",
     ),
+    complete: Optional[bool] = typer.Option(
+        None, "--complete/--run-queries-only", "-c", rich_help_panel=common.PANEL_STATS,
+        help="-c: average over every qrels query, a query missing from the run scoring 0 (trec_eval -c; the default of"
+             " the table). --run-queries-only: only the queries of both the qrels and the run (trec_eval without -c; the"
+             " default of --format trec_eval).",
+    ),
+    depth: Optional[int] = typer.Option(
+        None, "--depth", "-M", min=1, rich_help_panel=common.PANEL_STATS,
+        help="Evaluate only each query's N best pages, the rest of the run discarded (trec_eval -M N).",
+    ),
     allow_unjudged: bool = typer.Option(
         False, "--allow-unjudged/--refuse-unjudged",
         rich_help_panel=common.PANEL_STATS, help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
+    ),
+    fmt: _MetricsFormat = typer.Option(
+        "table", "--format", rich_help_panel=common.PANEL_RUN,
+        help="table: vdr's table; trec_eval: trec_eval's own lines, measure<TAB>query|all<TAB>value (without -m: trec_eval's"
+             " official measures; -m all_trec: all of trec_eval's).",
+    ),
+    each_query: bool = typer.Option(
+        False, "--each-query", "-Q", rich_help_panel=common.PANEL_RUN,
+        help="With --format trec_eval: each query's lines before the 'all' lines (trec_eval -q; -q is --quiet).",
     ),
     json_out: Optional[Path] = typer.Option(None, "--json", rich_help_panel=common.PANEL_RUN, help="Write aggregate, per-query values and policy as JSON."),
     per_query: Optional[Path] = typer.Option(None, "--per-query", rich_help_panel=common.PANEL_RUN, help="Write per-query values as CSV."),
@@ -135,26 +158,46 @@ def metrics_command(
 ) -> None:
     """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
     from .. import distributed as D
+    from ..errors import InputError
+    from ..io.formats import load_qrels, load_run
     from ..metrics import metrics
+    from ..metrics.trec_eval import format_trec_eval, relstrings, split_trec_names
 
     if not D.is_main():
         return
-
+    trec = fmt == _MetricsFormat.trec_eval
+    names, extras = split_trec_names(metric or ())
+    if not trec and (each_query or len(names) < len(metric or ())):  # runid, relstring named
+        raise InputError("--each-query, runid and relstring are trec_eval's output: give --format trec_eval"
+                         " (per-query values of the table: --per-query FILE.csv)")
+    if trec and not metric:
+        names, extras = split_trec_names(["official"])
+    if complete is None:
+        complete = not trec  # trec_eval averages over the queries of both files unless -c
+    qrels_data, run_data = load_qrels(qrels), load_run(run)
     res = metrics(
-        qrels,
-        run,
+        qrels_data,
+        run_data,
         k=k,
-        metric_names=metric or None,
+        metric_names=names or None,
         relevance_level=relevance_level,
         queries_without_relevant="exclude" if exclude_no_relevant else "zero",
+        queries_missing_from_run="zero" if complete else "exclude",
+        depth=depth,
         allow_unjudged=allow_unjudged,
         json_path=json_out,
         per_query_path=per_query,
     )
-    typer.echo(res.table())
+    if trec:
+        shown = run_data if depth is None else run_data.top_k(depth)
+        rel = relstrings(qrels_data, shown, res.query_ids, extras.relstring) if extras.relstring is not None and each_query else None
+        typer.echo(format_trec_eval(res, per_query=each_query, runid=(run_data.name or run.name) if extras.runid else None,
+                                    relstring=rel, relstring_name=extras.relstring_name))
+    else:
+        typer.echo(res.table())
     for p in (json_out, per_query):
         if p is not None:
-            typer.echo(f"wrote {p}")
+            typer.echo(f"wrote {p}", err=trec)
 
 
 # ---------------------------------------------------------------------------------- verdicts and groups

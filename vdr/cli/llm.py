@@ -24,7 +24,7 @@ def judge_command(
     concurrency: int = typer.Option(4, "--concurrency", rich_help_panel=common.PANEL_REQUESTS, help="Parallel requests."),
     cache: Optional[Path] = typer.Option(None, "--cache", rich_help_panel=common.PANEL_REQUESTS, help="JSONL answer cache (default RESULTS_DIR/judge/cache.jsonl)."),
     timeout: float = typer.Option(120.0, "--timeout", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per request."),
-    max_retries: int = typer.Option(4, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (exponential backoff)."),
+    max_retries: int = typer.Option(4, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (timeouts, HTTP 429 and 5xx): after the wait the endpoint asks for (Retry-After, x-ratelimit-reset-*), else exponential backoff with jitter."),
     json_mode: bool = typer.Option(False, "--json-mode/--no-json-mode", rich_help_panel=common.PANEL_LLM, help="Ask the endpoint for JSON output (response_format json_object)."),
 ) -> None:
     """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
@@ -50,9 +50,13 @@ def rewrite_command(
     budget: Optional[int] = typer.Option(None, "--budget", rich_help_panel=common.PANEL_REQUESTS, help="Most calls to make (cached rewrites are free)."),
     timeout: str = typer.Option("30", "--timeout", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per HTTP attempt ('none' is refused)."),
     deadline: str = typer.Option("120", "--deadline", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per query, retries and backoff included."),
-    max_retries: int = typer.Option(2, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (exponential backoff)."),
+    max_retries: int = typer.Option(2, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (timeouts, HTTP 429 and 5xx): after the wait the endpoint asks for (Retry-After, x-ratelimit-reset-*), else exponential backoff with jitter."),
     max_tokens: int = typer.Option(1024, "--max-tokens", rich_help_panel=common.PANEL_LLM, help="Token limit of an answer; an answer cut by it is a failed query."),
     temperature: float = typer.Option(0.0, "--temperature", rich_help_panel=common.PANEL_LLM, help="Sampling temperature."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", rich_help_panel=common.PANEL_LLM, help="Nucleus sampling mass in (0, 1] (default: not sent)."),
+    seed: Optional[int] = typer.Option(None, "--seed", rich_help_panel=common.PANEL_LLM, help="Sampling seed sent to the endpoint (sample I asks with SEED + I; default: not sent)."),
+    stop: Optional[list[str]] = typer.Option(None, "--stop", rich_help_panel=common.PANEL_LLM, help="A stop sequence (repeatable; default: none)."),
+    sample: int = typer.Option(0, "--sample", rich_help_panel=common.PANEL_LLM, help="Index of this sample among several rewrites per query (needs --temperature > 0); each index is its own variant and cache key."),
     max_history_words: int = typer.Option(2000, "--max-history-words", rich_help_panel=common.PANEL_LLM, help="History word budget (oldest turns dropped first, the question always kept)."),
     fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", rich_help_panel=common.PANEL_RUN, help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_LLM, help="Device of --local (cpu, cuda)."),
@@ -65,12 +69,25 @@ def rewrite_command(
     r = rewrite(queries, template=template, out=out, endpoint=endpoint, model=model, local=local, cache=cache,
                 concurrency=concurrency, budget=budget, timeout=timeout, deadline=deadline, max_retries=max_retries,
                 max_tokens=max_tokens, temperature=temperature, max_history_words=max_history_words,
-                fill_failed=fill_failed, device=device, trust_remote_code=trust_remote_code)
-    t = r.settings["template"]
+                fill_failed=fill_failed, device=device, trust_remote_code=trust_remote_code, top_p=top_p, seed=seed,
+                stop=tuple(stop) if stop else None, sample=sample)
+    t, g = r.settings["template"], r.settings["generation"]
+    sampled = f", temperature {g['temperature']:g}" if g.get("temperature") else ""
+    sampled += f", sample {g['sample']}" if g.get("sample") else ""
     typer.echo(f"{r.total} queries: {r.rewritten} rewritten, {r.cached} from cache, {len(r.failed)} failed"
-               f" (template {t['name']} {t['version']}, model {r.settings['model']}) -> {r.out}")
+               f" (template {t['name']} {t['version']}, model {r.settings['model']}{sampled}) -> {r.out}")
     if r.history_cut:
         typer.echo(f"note: {r.history_cut} queries had their history shortened to {max_history_words} words (oldest turns first)")
+    c = r.calls
+    if c.get("retries"):
+        limited = f", {c['rate_limited']} HTTP 429 answers" if c.get("rate_limited") else ""
+        typer.echo(f"note: {c['retries']} retries ({c.get('waited_s', 0.0):.1f} s waited, {c.get('server_waits', 0)} waits asked by"
+                   f" the endpoint{limited}); counts in {r.meta_path}")
+    if c.get("thinking_dropped"):
+        typer.echo(f"note: {c['content_parts']} answers came as content parts; {c['thinking_dropped']} thinking parts dropped")
+    if r.settings.get("cache_older_entries") and not r.cached:
+        typer.echo(f"note: the cache holds {r.settings['cache_older_entries']} entries of an older format (keyed without the"
+                   " generation settings); they are not reused")
     if r.failed:
         for qid, reason in list(r.failed.items())[:20]:
             typer.echo(f"failed: {qid}: {reason}", err=True)

@@ -1,5 +1,7 @@
-"""Judge client: the judge's use of the one OpenAI-compatible client of :mod:`vdr.llm` (retries
-with exponential backoff, a thread concurrency limit, a call budget), with the judge's prompts,
+"""Judge client: the judge's use of the one OpenAI-compatible client of :mod:`vdr.llm` (the
+``openai`` client's retries after the wait the endpoint asks for -- ``Retry-After``,
+``x-ratelimit-reset-*`` -- or a jittered exponential backoff, a thread concurrency limit, a call
+budget), with the judge's prompts,
 strict JSON parsing of the judgements and a resumable on-disk cache.
 
 Pages go to an image judge as PNG data URLs (``image_url`` content parts) and to a text judge as
@@ -8,9 +10,17 @@ page text.
 Cache (:class:`vdr.llm.AnswerCache`): one JSON object per line in a JSONL file (never pickle),
 appended, flushed and fsynced as each answer arrives, so an interrupted or failed run keeps every
 answer it got. The key is the sha256 of ``(judge model, PROMPT_VERSION, stage, modality, query id,
-sha256(query text), content hash of each page in window order)``: a rerun with the same judge,
-prompts, pages and windows makes no call, and any change (another model, an edited page, another
-order) asks again. A torn last line (a crash mid-write) is ignored with a warning. The API key is
+sha256(query text), content hash of each page in window order)``, plus the sampling settings that
+differ from the defaults (``temperature`` other than 0, ``top_p``, ``seed``, ``stop``; absent from
+the key at their defaults, so caches written before they were keyed stay valid): a rerun with the
+same judge, prompts, sampling, pages and windows makes no call, and any change (another model, an
+edited page, another order, another temperature) asks again.
+
+Answers given as a list of content parts (reasoning models: thinking and text parts) are read by
+:func:`vdr.llm.read_content`: the text parts are judged, the thinking parts dropped and counted
+(``CallStats.thinking_dropped``; ``"content"`` in the cache record). A window whose answer cannot
+be read or parsed is a failure with its reason in :attr:`JudgeClient.failures` (``vdr judge``
+writes them to ``RESULTS_DIR/judge/failures.jsonl``). A torn last line (a crash mid-write) is ignored with a warning. The API key is
 never written to the cache, to results or to error messages.
 """
 
@@ -40,6 +50,7 @@ from ..llm import (
     LLMError,
     LLMOutputError,
     LLMSettings,
+    read_content,
     redact_url,
     settings_from,
 )
@@ -215,8 +226,11 @@ def strip_wrappers(text: str) -> str:
     return s
 
 
-def parse_answer(text: str | None, stage: str, labels: Sequence[str]) -> list:
+def parse_answer(text: str | list | None, stage: str, labels: Sequence[str]) -> list:
     """Strictly parse a judge answer.
+
+    ``text`` is the answer's content: a string, or a list of content parts whose text parts are
+    read and thinking parts dropped (:func:`vdr.llm.read_content`).
 
     Open reasoning models often answer ``<think>...</think>`` before the JSON, or wrap the JSON in a
     Markdown code fence; both wrappers are removed first (:func:`strip_wrappers`), then strict JSON
@@ -229,8 +243,11 @@ def parse_answer(text: str | None, stage: str, labels: Sequence[str]) -> list:
         tournament: list of float scores in label order; rubric: list of ``C``-tuples of int.
 
     Raises:
-        ValueError: with the reason (the caller adds query and window).
+        ValueError: with the reason (the caller adds query and window): also a content that cannot
+            be read (:func:`vdr.llm.read_content`).
     """
+    if text is not None and not isinstance(text, str):
+        text = read_content(text)[0]
     if text is None:
         raise ValueError("empty answer (no message content)")
     s = strip_wrappers(text)
@@ -286,7 +303,12 @@ class JudgeClient(ChatClient):
             written anywhere), ``concurrency``, ``budget`` (most HTTP attempts; retries count),
             ``timeout`` (seconds per request), ``max_retries`` (timeout, connection error, HTTP 429
             or >= 500; exponential backoff ``backoff * 2**attempt`` + jitter), ``backoff``,
-            ``temperature``, ``max_tokens``, ``json_mode`` (``response_format=json_object``).
+            ``temperature``, ``max_tokens``, ``json_mode`` (``response_format=json_object``),
+            ``top_p``, ``seed``, ``stop``.
+
+    Attributes:
+        failures: one record per window that failed in :meth:`judge` (``query_id``, ``stage``,
+            ``phase``, ``window``, ``reversed``, ``pages``, ``reason``), in the order they failed.
 
     Raises:
         JudgeConfigError: no endpoint or model, bad modality or counts.
@@ -308,17 +330,25 @@ class JudgeClient(ChatClient):
         super().__init__(settings_from(base, {"endpoint": endpoint, "model": model}, what="JudgeClient()"), label="judge")
         self.modality = modality
         self.cache = cache if isinstance(cache, AnswerCache) else AnswerCache(cache)
+        self.failures: list[dict] = []
+        self._failures_lock = threading.Lock()
 
     def config(self) -> dict:
         """JSON-ready settings (no key; the endpoint without credentials)."""
         return {"endpoint": self.endpoint, "model": self.model, "modality": self.modality, "prompt_version": PROMPT_VERSION,
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "json_mode": self.json_mode,
-                "timeout_s": self.timeout, "max_retries": self.max_retries, "concurrency": self.concurrency, "budget": self.budget}
+                "timeout_s": self.timeout, "max_retries": self.max_retries, "concurrency": self.concurrency, "budget": self.budget,
+                "top_p": self.top_p, "seed": self.seed, "stop": None if self.stop is None else list(self.stop)}
 
     def cache_key(self, window: Window, query: str, hashes: Sequence[str]) -> str:
         """The cache key of a window's answer (see the module docstring)."""
-        ident = [self.model, PROMPT_VERSION, window.stage, self.modality, window.query_id,
-                 hashlib.sha256(query.encode("utf-8")).hexdigest(), list(hashes)]
+        ident: list = [self.model, PROMPT_VERSION, window.stage, self.modality, window.query_id,
+                       hashlib.sha256(query.encode("utf-8")).hexdigest(), list(hashes)]
+        sampling = {name: value for name, value, default in (
+            ("temperature", self.temperature, 0.0), ("top_p", self.top_p, None), ("seed", self.seed, None),
+            ("stop", None if self.stop is None else list(self.stop), None)) if value != default}
+        if sampling:  # only settings off their defaults: the keys of default runs are those of earlier vdr versions
+            ident.append(sampling)
         return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode("utf-8")).hexdigest()
 
     def _messages(self, window: Window, query: str, payloads: Sequence[str]) -> list[dict]:
@@ -337,6 +367,13 @@ class JudgeClient(ChatClient):
                 parts.append({"type": "image_url", "image_url": {"url": url}})
             user = parts
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _failed(self, w: Window, error: BaseException) -> None:
+        """Record a failed window in :attr:`failures` (thread-safe)."""
+        reason = self._hide(str(error)) if isinstance(error, JudgeError) else f"{type(error).__name__}: {error}"
+        with self._failures_lock:
+            self.failures.append({"query_id": w.query_id, "stage": w.stage, "phase": w.phase, "window": w.index,
+                                  "reversed": w.reversed, "pages": list(w.pages), "reason": reason})
 
     def judge(self, windows: Sequence[Window], queries: Mapping[str, str], pages: PageSource) -> list[list]:
         """Judge every window (cached answers are reused; new ones are cached as they arrive).
@@ -373,30 +410,39 @@ class JudgeClient(ChatClient):
             if stop.is_set():
                 return
             try:
-                raw = self.ask(w, self._messages(w, queries[w.query_id], [p for _, p in hp]))
+                got = self.answer(w, self._messages(w, queries[w.query_id], [p for _, p in hp]))
+                raw = got.text
                 labels = [f"doc_{i + 1}" for i in range(len(w.pages))]
                 try:
                     ans = parse_answer(raw, w.stage, labels)
                 except ValueError as e:
-                    raise JudgeOutputError(f"judge answer for {w.describe()} is not valid: {e}; answer starts {(raw or '')[:200]!r}") from None
-            except BaseException:
+                    dropped = f" ({got.thinking_dropped} thinking part(s) dropped)" if got.thinking_dropped else ""
+                    raise JudgeOutputError(f"judge answer for {w.describe()} is not valid: {e}{dropped};"
+                                           f" answer starts {(raw or '')[:200]!r}") from None
+            except BaseException as e:
                 stop.set()
+                self._failed(w, e)
                 raise
-            self.cache.put({"key": key, "model": self.model, "prompt_version": PROMPT_VERSION, "stage": w.stage,
-                            "modality": self.modality, "query_id": w.query_id, "pages": list(w.pages),
-                            "hashes": [h for h, _ in hp], "answer": [list(a) if isinstance(a, tuple) else a for a in ans], "raw": raw})
+            rec = {"key": key, "model": self.model, "prompt_version": PROMPT_VERSION, "stage": w.stage,
+                   "modality": self.modality, "query_id": w.query_id, "pages": list(w.pages),
+                   "hashes": [h for h, _ in hp], "answer": [list(a) if isinstance(a, tuple) else a for a in ans], "raw": raw}
+            if got.notes():
+                rec["content"] = got.notes()
+            self.cache.put(rec)
             with self.stats.lock:
                 self.stats.answered += 1
             results[n] = ans
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as ex:
             futs = [ex.submit(work, it) for it in todo]
-            done, _ = wait(futs, return_when=FIRST_EXCEPTION)
-            errs = [f.exception() for f in futs if f.done() and not f.cancelled() and f.exception() is not None]
-            if errs:
+            wait(futs, return_when=FIRST_EXCEPTION)
+            if any(f.done() and not f.cancelled() and f.exception() is not None for f in futs):
                 stop.set()
                 for f in futs:
                     f.cancel()
+        # every request in flight has ended: an endpoint failure among them is the cause, before a
+        # budget that ran out meanwhile (threads that found it spent while others were retrying)
+        errs = [f.exception() for f in futs if not f.cancelled() and f.exception() is not None]
         if errs:
             missing = sum(r is None for r in results)
             first = next((e for e in errs if not isinstance(e, BudgetExhausted)), errs[0])

@@ -23,13 +23,13 @@ from ..options import with_keywords
 from ..llm import LLM_FIELDS, LLMSettings, split_keywords
 from ..results import RESULTS_FILE, Results, Table, fmt4, fmt_p, json_safe
 from ..types import ORIGINAL
-from .client import CorpusPages, JudgeClient
+from .client import CorpusPages, JudgeClient, JudgeError
 from .irt import Calibration, Priors
 from .prompts import PROMPT_VERSION, prompts_fingerprint
 from .rcp import build_pools, judge_pools, rcp_ndcg
 from .schedule import Schedule
 
-__all__ = ["judge", "JudgeOptions", "JudgeResult", "rcp_table", "ENDPOINT_ENV", "JUDGE_LLM"]
+__all__ = ["judge", "JudgeOptions", "JudgeResult", "rcp_table", "ENDPOINT_ENV", "JUDGE_LLM", "FAILURES_FILE"]
 
 ENDPOINT_ENV = "VDR_JUDGE_ENDPOINT"
 
@@ -63,9 +63,20 @@ def rcp_table(document: dict) -> Table:
         f"RCP-nDCG@{k} (Rubric-Calibrated Preferences; arXiv 2609.35739) replaces missing labels with calibrated judgments of"
         f" {j.get('model')} ({j.get('modality')}), prompts {document.get('prompt_version')}; pages outside the calibrated pool"
         " gain 0 and are counted (outside pool). qrels-based nDCG penalises unjudged pages by construction (see hole@k).",
-        f"judge calls {calls.get('calls')}, cached answers {calls.get('cached')}.",
+        f"judge calls {calls.get('calls')}, cached answers {calls.get('cached')}" + _retry_note(calls) + ".",
     )
     return Table(head, tuple(rows), notes)
+
+
+def _retry_note(calls: dict) -> str:
+    """``"; 3 retries (2 after HTTP 429), 4.2 s waited; 5 thinking parts dropped"`` (empty when none)."""
+    out = ""
+    if calls.get("retries"):
+        limited = f" ({calls['rate_limited']} after HTTP 429)" if calls.get("rate_limited") else ""
+        out += f"; {calls['retries']} retries{limited}, {calls.get('waited_s', 0.0):.1f} s waited"
+    if calls.get("thinking_dropped"):
+        out += f"; {calls['thinking_dropped']} thinking parts dropped from answers"
+    return out
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,23 @@ def _write(out_dir: Path, document: dict, cal: Calibration, query_ids, qrels_obj
         f.write("\n")
 
 
+FAILURES_FILE = "failures.jsonl"
+"""``RESULTS_DIR/judge/failures.jsonl``: one JSON object per failed window (its query, stage, phase,
+index, pages and the reason), written when ``vdr judge`` stops on a failure."""
+
+
+def _write_failures(out_dir: Path, failures: list[dict]) -> Path:
+    """Write ``failures`` to ``out_dir/failures.jsonl`` (atomically); its path."""
+    from ..io.atomic import atomic_write
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / FAILURES_FILE
+    with atomic_write(path) as f:
+        for rec in failures:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return path
+
+
 def _document(k: int, client: JudgeClient, details: dict, pools: dict, cal: Calibration, rows: list, comparisons: list,
               results_path: Path) -> dict:
     """The ``rcp.json`` document: method, judge, calls, schedule, pools, calibration, rows, comparisons."""
@@ -216,8 +244,8 @@ class JudgeOptions:
             required), ``api_key`` (default ``$VDR_JUDGE_API_KEY``, then ``$OPENAI_API_KEY``; never
             written), ``budget`` (most judge calls, HTTP attempts, this run may make; ``None``:
             unlimited; cached answers cost nothing), ``concurrency`` (parallel requests),
-            ``timeout``, ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``, ``json_mode``
-            (see :class:`~vdr.llm.LLMSettings`).
+            ``timeout``, ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``, ``json_mode``,
+            ``top_p``, ``seed``, ``stop`` (see :class:`~vdr.llm.LLMSettings`).
         modality: ``"image"`` (page PNGs; a vision judge) or ``"text"`` (page text, cut to ``max_chars``).
         k: cutoff of RCP-nDCG@k and pool depth.
         cache: JSONL answer cache (default ``RESULTS_DIR/judge/cache.jsonl``).
@@ -273,7 +301,9 @@ def judge(results_dir: str | Path, *, options: JudgeOptions | None = None, **kwa
     Raises:
         JudgeConfigError: no endpoint or model (nothing is computed, no score is made up).
         JudgeOutputError / JudgeCallError / BudgetExhausted: the judge failed or the budget ran out;
-            every answer received is cached and a rerun resumes; no results file is written.
+            every answer received is cached and a rerun resumes; no results file is written; the
+            failed windows and their reasons are in ``RESULTS_DIR/judge/failures.jsonl`` (named in
+            the message; removed by a run that succeeds).
         InputError: a missing or malformed ``results.json``, run, corpus, queries or qrels file;
             another vdr run holds the results folder's lock (raised at once, before any judge call).
         TypeError: a keyword that is not an option (named, with the known ones).
@@ -315,7 +345,14 @@ def _judge(results_dir: Path, o: JudgeOptions) -> JudgeResult:
         pools = build_pools(runs, qrels_obj, k, query_ids)
         _check_pools(pools, corpus, originals, query_ids)
         texts = {q: _query_text(originals[q]) for q in query_ids}
-        cal, details = judge_pools(pools, texts, CorpusPages(corpus, o.max_chars), client, o.schedule, o.priors)
+        try:
+            cal, details = judge_pools(pools, texts, CorpusPages(corpus, o.max_chars), client, o.schedule, o.priors)
+        except JudgeError as e:
+            if not client.failures:
+                raise
+            path = _write_failures(out_dir, client.failures)
+            raise type(e)(f"{e}; {len(client.failures)} failed window(s) listed in {path}") from None
+        (out_dir / FAILURES_FILE).unlink(missing_ok=True)
         rows, comparisons = _score_runs(res, entries, runs, cal, query_ids, k)
         document = _document(k, client, details, pools, cal, rows, comparisons, results_dir / RESULTS_FILE)
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@ definitions are declared once in :data:`METRICS` (:mod:`vdr.metrics.registry`; t
 :mod:`vdr.metrics.kernels`); cutoffs are parsed by :func:`parse_cutoffs` (defaults
 :data:`METRICS_CUTOFFS`, :data:`EVALUATE_CUTOFFS`); what one evaluation computes, tabulates and
 compares is a :class:`MetricPlan` (:mod:`vdr.metrics.plan`), parsed once;
-:func:`check_judged_overlap` is the id-format rule.
+:func:`check_judged_overlap` is the id-format rule; :mod:`vdr.metrics.trec_eval` prints trec_eval's own
+output lines (``vdr metrics --format trec_eval``).
 
 >>> from vdr.metrics import metrics
 >>> res = metrics({"q1": {"p01": 1}}, {"q1": {"p01": 2.0, "p02": 1.0}}, metric_names=["RR", "P@2", "ndcg_at_2"])

@@ -11,8 +11,9 @@ Conventions (all as trec_eval 10.0, github.com/usnistgov/trec_eval):
   (trec_eval sorts by ``sim`` then ``docno``, both decreasing), so ``"p9"`` ranks before ``"p10"``.
 * **Query set**: every query with at least one qrels line. A query whose judgment set is empty
   (JSON qrels ``{"q2": {}}``) is not in it: it is skipped and listed in the policy, never averaged
-  as 0. A query absent from the run scores 0 on every metric (trec_eval ``-c``); run queries
-  without qrels are ignored and counted. Queries whose qrels hold no grade > 0 count as 0 by
+  as 0. A query absent from the run scores 0 on every metric (trec_eval ``-c``), or is left out
+  with ``queries_missing_from_run="exclude"`` (trec_eval without ``-c``); run queries without qrels
+  are ignored and counted. Queries whose qrels hold no grade > 0 count as 0 by
   default (``queries_without_relevant="zero"``) or are left out (``"exclude"``);
   :attr:`MetricsResult.policy` always says which, with counts.
 * **Judged overlap** (:func:`check_judged_overlap`): a query whose retrieved pages all lack a qrels
@@ -53,7 +54,10 @@ from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
 from .plan import METRICS_DEFAULTS, MetricPlan
-from .registry import METRICS, METRICS_CUTOFFS, Metric, default_metrics, metric_label, parse_cutoffs, parse_metric, parse_metrics
+from .kernels import MIN_GEO_MEAN
+from .registry import (
+    LEVEL_FAMILIES, METRICS, METRICS_CUTOFFS, Metric, default_metrics, metric_label, parse_cutoffs, parse_metric, parse_metrics,
+)
 
 __all__ = [
     "Metric",
@@ -99,7 +103,8 @@ class MetricsResult:
         """``{metric_name: mean over the query set}`` (NaN if the set is empty); families of kind
         ``"run_mean"`` (paper-compatible ``rr_full``) average over their non-NaN values only (the
         queries present in the run); families of kind ``"sum"`` (``num_ret``, ``num_rel``,
-        ``num_rel_ret``) are SUMMED over the query set, as trec_eval's ``all`` line does."""
+        ``num_rel_ret``) are SUMMED over the query set, as trec_eval's ``all`` line does; families of
+        kind ``"gmean"`` (``gm_map``, ``gm_bpref``) take the geometric mean of max(value, 1e-5)."""
         return {m: _mean(v, _family_of(m)) for m, v in self.values.items()}
 
     @property
@@ -169,7 +174,8 @@ class MetricsResult:
         p = self.policy
         lines = [
             f"{self.num_queries} queries averaged; relevant = grade >= {p.get('relevance_level')};"
-            f" queries missing from the run scored 0: {p.get('num_queries_missing_from_run')};"
+            f" queries missing from the run {'left out' if str(p.get('missing_run_queries', '')).startswith('excluded') else 'scored 0'}:"
+            f" {p.get('num_queries_missing_from_run')};"
             f" queries without relevant pages ({p.get('queries_without_relevant')}): {p.get('num_queries_without_relevant')};"
             f" run queries without qrels ignored: {p.get('num_run_queries_without_qrels')}"
         ]
@@ -202,14 +208,18 @@ def run_mean_notes(res: "MetricsResult") -> list[str]:
 def _family_of(name: str):
     """The registry family of metric ``name`` (canonical, possibly with parameters), or ``None``."""
     base = name.partition("@")[0].partition("(")[0]
-    return METRICS.get("iprec_at_recall" if base.startswith("iprec_at_recall_") else base)
+    level = next((f for f in LEVEL_FAMILIES if base.startswith(f + "_")), None)
+    return METRICS.get(level or base)
 
 
 def _mean(v: np.ndarray, family) -> float:
     """Mean of per-query values ``v``; over the non-NaN values for ``run_mean`` families; the sum for
-    ``sum`` families (trec_eval's ``all`` line for counts); NaN when there are no values."""
+    ``sum`` families (trec_eval's ``all`` line for counts); the geometric mean of max(v, 1e-5) for
+    ``gmean`` families (trec_eval's ``gm_map``); NaN when there are no values."""
     if family is not None and family.kind == "sum":
         return float(v.sum()) if len(v) else math.nan
+    if family is not None and family.kind == "gmean":
+        return float(np.exp(np.log(np.where(v > MIN_GEO_MEAN, v, MIN_GEO_MEAN)).mean())) if len(v) else math.nan
     if family is not None and family.kind == "run_mean":
         v = v[~np.isnan(v)]
     return float(v.mean()) if len(v) else math.nan
@@ -417,7 +427,8 @@ class Ranked:
     index (int64), ``jg`` grade (int64), ``jr`` trec_eval rank (int64, 1-based, corpus-id tie-break
     applied), ``rel`` grade >= relevance level (bool). Per query (length ``nq``): ``num_rel``
     (int64) relevant lines, ``safe_rel`` = max(num_rel, 1), ``min_rank`` (float64, ``inf`` when no
-    relevant page was retrieved), ``in_run`` (bool, the query has a non-empty ranking). Relevant retrieved lines ordered by (query, rank): ``rq_``,
+    relevant page was retrieved), ``in_run`` (bool, the query has a non-empty ranking), ``max_grade``
+    (int64, the highest grade >= 0 of the query's qrels; trec_eval's ``rbp`` scales gains by it). Relevant retrieved lines ordered by (query, rank): ``rq_``,
     ``rr_`` and ``r_prec`` (precision at that rank, float64), for average precision.
     """
 
@@ -439,6 +450,8 @@ class Ranked:
         self._set_level(level)
         pos_mask = g_all > 0
         self._pq, self._pg = q_all[pos_mask], g_all[pos_mask]
+        self.max_grade = np.zeros(nq, dtype=np.int64)  # the highest grade >= 0 of each query's qrels
+        np.maximum.at(self.max_grade, q_all[g_all >= 0], g_all[g_all >= 0])
         j_idx = np.nonzero(~np.isnan(s_all))[0]
         self.jq, self.jg = q_all[j_idx], g_all[j_idx]
         js = s_all[j_idx]
@@ -487,6 +500,24 @@ class Ranked:
             self._cache["order"] = np.lexsort((self.jr, self.jq))
         o = self._cache["order"]
         return o if k is None else o[self.jr[o] <= k]
+
+    def ideal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The ideal ranking of every query (trec_eval's default gains): its qrels grades > 0 sorted
+        descending. Returns ``(iq, ig, first, count)``: query index (int64) and grade (float64) of each ideal
+        position, ordered by query then grade descending, and per query the index of its first position
+        and its number of positions (int64 ``(nq,)``)."""
+        if "ideal" not in self._cache:
+            order = np.lexsort((-self._pg, self._pq))
+            iq, ig = self._pq[order], self._pg[order]
+            first = np.searchsorted(iq, np.arange(self.nq))
+            count = np.bincount(iq, minlength=self.nq)
+            self._cache["ideal"] = (iq, ig.astype(np.float64), first, count)
+        return self._cache["ideal"]
+
+    def ideal_pos(self) -> np.ndarray:
+        """The 0-based position of each ideal entry within its query (:meth:`ideal`): float64."""
+        iq, _, first, _ = self.ideal()
+        return (np.arange(len(iq)) - first[iq]).astype(np.float64)
 
     def corpus_judged_ranks(self) -> tuple[np.ndarray, np.ndarray]:
         """The retrieved pages that another query's qrels hold but the query's own do not (the
@@ -624,6 +655,7 @@ def evaluate_run(
     relevance_level: int = 1,
     queries_without_relevant: Literal["zero", "exclude"] = "zero",
     allow_unjudged: bool = False,
+    queries_missing_from_run: Literal["zero", "exclude"] = "zero",
 ) -> MetricsResult:
     """Compute per-query metrics of ``run`` against ``qrels`` (trec_eval semantics, see module doc).
 
@@ -640,6 +672,9 @@ def evaluate_run(
             as 0; ``"exclude"`` leaves them out. Either way they are counted in ``policy``.
         allow_unjudged: score a run none of whose retrieved pages has a qrels line (see
             :func:`check_judged_overlap`) instead of raising.
+        queries_missing_from_run: ``"zero"`` (default, trec_eval ``-c``) scores a query of the qrels
+            that the run does not rank 0 on every metric; ``"exclude"`` (trec_eval without ``-c``:
+            the queries of both the qrels and the run) leaves it out. Either way it is counted in ``policy``.
 
     Returns:
         :class:`MetricsResult` with one float64 value per evaluated query and metric.
@@ -658,12 +693,20 @@ def evaluate_run(
         mlist = default_metrics() if metrics is None else parse_metrics(metrics)
     if queries_without_relevant not in ("zero", "exclude"):
         raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', not {queries_without_relevant!r}")
+    if queries_missing_from_run not in ("zero", "exclude"):
+        raise InputError(f"queries_missing_from_run must be 'zero' or 'exclude', not {queries_missing_from_run!r}")
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)):
         raise InputError(f"relevance_level must be an integer, not {relevance_level!r}")
     level = int(relevance_level)
 
     qd, rd = qrels._data, run._data
     qids, empty, no_rel = _query_set(qd, queries_without_relevant)
+    missing = [q for q in qids if q not in rd]
+    if queries_missing_from_run == "exclude" and missing:
+        if len(missing) == len(qids):
+            raise InputError(f"no query of the qrels is ranked by the run (queries_missing_from_run='exclude',"
+                             f" trec_eval without -c): qrels query ids [{_examples(qids, 3)}]")
+        qids = [q for q in qids if q not in set(missing)]
     unjudged = check_judged_overlap(qrels, run, allow_unjudged=allow_unjudged, query_ids=qids)
     ctx = Ranked(qd, run, qids, level)
     values = {str(m): _compute(ctx, m) for m in mlist}
@@ -672,13 +715,14 @@ def evaluate_run(
         "relevance_level": level,
         "gain": "linear grade, grades > 0 only (trec_eval ndcg_cut)",
         "tie_break": "score descending, then corpus id descending in byte order (trec_eval)",
-        "missing_run_queries": "zero (trec_eval -c)",
+        "missing_run_queries": "zero (trec_eval -c)" if queries_missing_from_run == "zero"
+        else "excluded: not averaged (trec_eval without -c)",
         "queries_without_relevant": queries_without_relevant,
         "empty_judgment_sets": "skipped: not in the query set, listed in queries_skipped_no_judgments",
         "num_queries_in_qrels": len(qd),
         "num_queries_averaged": len(qids),
         "num_queries_without_relevant": len(no_rel),
-        "num_queries_missing_from_run": sum(1 for q in qids if q not in rd),
+        "num_queries_missing_from_run": len(missing),
         "num_run_queries_without_qrels": sum(1 for q in rd if q not in qd),
         "num_queries_skipped_no_judgments": len(empty),
         "queries_skipped_no_judgments": empty,
@@ -697,7 +741,10 @@ class MetricsOptions:
     """The keyword options of :func:`metrics` (``vdr.metrics(qrels, run, k, names, **options)``).
 
     Attributes:
-        relevance_level, queries_without_relevant, allow_unjudged: see :func:`evaluate_run`.
+        relevance_level, queries_without_relevant, allow_unjudged, queries_missing_from_run: see
+            :func:`evaluate_run`.
+        depth: if given, only each query's ``depth`` best pages are evaluated (trec_eval ``-M``:
+            the rest of the ranking is discarded before any metric is computed).
         json_path: if given, write ``{"aggregate", "per_query", "num_queries", "policy"}`` there.
         per_query_path: if given, write a per-query CSV there.
     """
@@ -707,8 +754,8 @@ class MetricsOptions:
     allow_unjudged: bool = False
     json_path: str | Path | None = None
     per_query_path: str | Path | None = None
-
-
+    queries_missing_from_run: Literal["zero", "exclude"] = "zero"
+    depth: int | None = None
 
 
 def metrics(
@@ -755,10 +802,17 @@ def metrics(
         qrels = load_qrels(qrels)
     if isinstance(run, (str, Path)):
         run = load_run(run)
+    if o.depth is not None:
+        if isinstance(o.depth, bool) or not isinstance(o.depth, (int, np.integer)) or o.depth < 1:
+            raise InputError(f"depth (trec_eval -M) must be an integer >= 1, got {o.depth!r}")
+        run = (run if isinstance(run, Run) else Run(run)).top_k(int(o.depth))
     res = evaluate_run(
         qrels, run, plan,
         relevance_level=o.relevance_level, queries_without_relevant=o.queries_without_relevant, allow_unjudged=o.allow_unjudged,
+        queries_missing_from_run=o.queries_missing_from_run,
     )
+    if o.depth is not None:
+        res.policy["depth"] = int(o.depth)
     if o.json_path is not None:
         res.write_json(o.json_path)
     if o.per_query_path is not None:

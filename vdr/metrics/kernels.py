@@ -25,7 +25,9 @@ if TYPE_CHECKING:  # the evaluation context; imported for annotations only (no c
 
 __all__ = ["ndcg", "ndcg_exp", "ndcg_run", "mrr", "rr_full", "recall", "precision", "hit", "average_precision", "judged",
            "judged_ret", "hole", "hole_corpus", "ties", "rprec", "bpref", "infap", "iprec_at_recall", "eleven_pt_avg",
-           "num_ret", "num_rel", "num_rel_ret", "err", "rbp"]
+           "num_ret", "num_rel", "num_rel_ret", "err", "rbp", "ndcg_rel", "rndcg", "g_measure", "bin_g", "rbp_graded",
+           "rbp_resid", "unj", "relative_precision", "set_precision", "set_recall", "set_relative_precision", "set_map",
+           "set_f", "utility", "rprec_mult", "num_nonrel_judged_ret", "num_q", "gm_map", "gm_bpref"]
 
 #: trec_eval's INFAP_EPSILON (trec_eval.h).
 INFAP_EPSILON = 0.00001
@@ -291,3 +293,236 @@ def rbp(ctx: "Ranked", k: int | None, p: float | None = None) -> np.ndarray:
     p = 0.8 if p is None else p
     sel = ctx.rel & (ctx.jr <= _lim(k))
     return ctx.count(sel, ctx.jq, (1.0 - p) * np.power(p, ctx.jr - 1.0))
+
+
+# ------------------------------------------------------------------------------------------------ trec_eval's all_trec set
+# Gains below are trec_eval's defaults: a page's gain is its grade (grades > 0; the relevance level
+# plays no part), the ideal ranking holds the query's positive grades sorted descending.
+
+#: trec_eval's MIN_GEO_MEAN: the floor of a per-query value before the geometric mean (gm_map, gm_bpref).
+MIN_GEO_MEAN = 0.00001
+#: trec_eval's default persistence of ``rbp`` and ``rbp_resid``.
+TREC_RBP_P = 0.9
+
+
+def _retrieved(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """Pages retrieved per query, the ranking cut at ``k``: int64 ``(nq,)`` (trec_eval ``num_ret`` under ``-M k``)."""
+    return np.minimum(ctx.num_retrieved, _lim(k))
+
+
+def _positive(ctx: "Ranked", k: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The retrieved pages with a grade > 0 at rank <= ``k``, by (query, rank): query index, grade
+    (float64) and rank (float64)."""
+    o = ctx.judged_order(k)
+    o = o[ctx.jg[o] > 0]
+    return ctx.jq[o], ctx.jg[o].astype(np.float64), ctx.jr[o].astype(np.float64)
+
+
+def _ideal_at(ctx: "Ranked", q: np.ndarray, n: np.ndarray, cum: np.ndarray) -> np.ndarray:
+    """``cum`` (a per-query cumulative array over the ideal ranking, :meth:`Ranked.ideal`) at the
+    first ``n`` ideal positions of query ``q``; 0 where ``n`` is 0: float64, the shape of ``q``."""
+    _, _, first, count = ctx.ideal()
+    m = np.minimum(n, count[q]).astype(np.int64)
+    if len(cum) == 0:
+        return np.zeros(len(q))
+    return np.where(m > 0, cum[np.clip(first[q] + m - 1, 0, len(cum) - 1)], 0.0)
+
+
+def _ideal_cumsum(ctx: "Ranked", w: np.ndarray) -> np.ndarray:
+    """Per query, the running sum of ``w`` over the ideal ranking (inclusive): float64, aligned with :meth:`Ranked.ideal`."""
+    iq = ctx.ideal()[0]
+    return _excl_cumsum(iq, w) + w
+
+
+def _dcg_at(q: np.ndarray, r: np.ndarray, cdcg: np.ndarray, bq: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """The DCG of query ``bq`` at rank ``cut``: ``cdcg`` (running DCG of the entries ``(q, r)``, ordered
+    by query then rank) at the last entry of ``bq`` ranked at or above ``cut``; 0 when none is."""
+    if len(q) == 0:
+        return np.zeros(len(bq))
+    width = int(r.max()) + 1
+    key = q.astype(np.int64) * width + r.astype(np.int64)
+    bkey = bq.astype(np.int64) * width + np.minimum(cut, width - 1).astype(np.int64)
+    idx = np.searchsorted(key, bkey, side="right") - 1
+    ok = (idx >= 0) & (q[np.maximum(idx, 0)] == bq)
+    return np.where(ok, cdcg[np.maximum(idx, 0)], 0.0)
+
+
+def ndcg_rel(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``ndcg_rel`` (``m_ndcg_rel.c``): nDCG averaged over the query's pages of grade > 0 --
+    at the rank of each such retrieved page, ``DCG@r / IDCG@r``; for each one not retrieved, the
+    final ``DCG / IDCG`` -- divided by their number; gain = grade; 0 when no page has a grade > 0."""
+    q, g, r = _positive(ctx, k)
+    w = g / np.log2(r + 1.0)
+    cd = _excl_cumsum(q, w) + w
+    _, ig, _, count = ctx.ideal()
+    icum = _ideal_cumsum(ctx, ig / np.log2(ctx.ideal_pos() + 2.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = ctx.count(np.ones(len(q), dtype=bool), q, cd / _ideal_at(ctx, q, r, icum))
+        dcg = ctx.count(np.ones(len(q), dtype=bool), q, w)
+        idcg = _ideal_at(ctx, np.arange(ctx.nq), count, icum)
+        s = s + np.where(count > 0, (count - ctx.count(np.ones(len(q), dtype=bool), q)) * dcg / np.where(idcg > 0, idcg, 1.0), 0.0)
+        return np.where((s > 0) & (count > 0), s / np.maximum(count, 1), 0.0)
+
+
+def rndcg(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``Rndcg`` (``m_Rndcg.c``): the mean of nDCG@c over the R levels c -- the ranks where the
+    ideal gain drops (the number of the query's pages at each positive grade, cumulated from the top
+    grade down) -- plus nDCG over the whole ranking when more than (pages of grade > 0) + 1 are
+    retrieved; gain = grade; 0 when the query has no relevant page (grade >= the relevance level)."""
+    q, g, r = _positive(ctx, k)
+    w = g / np.log2(r + 1.0)
+    cd = _excl_cumsum(q, w) + w
+    iq, ig, _, count = ctx.ideal()
+    pos = ctx.ideal_pos()
+    icum = _ideal_cumsum(ctx, ig / np.log2(pos + 2.0))
+    ends = np.ones(len(iq), dtype=bool)  # the last ideal position of each grade of each query
+    if len(iq) > 1:
+        ends[:-1] = (iq[1:] != iq[:-1]) | (ig[1:] != ig[:-1])
+    bq, c = iq[ends], pos[ends] + 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        terms = _dcg_at(q, r, cd, bq, c) / icum[ends]
+        s = ctx.count(np.ones(len(bq), dtype=bool), bq, terms)
+        nb = ctx.count(np.ones(len(bq), dtype=bool), bq)
+        tail = (_retrieved(ctx, k) > count + 1) & (count > 0)
+        idcg = _ideal_at(ctx, np.arange(ctx.nq), count, icum)
+        s = s + np.where(tail, ctx.count(np.ones(len(q), dtype=bool), q, w) / np.where(idcg > 0, idcg, 1.0), 0.0)
+        nb = nb + tail
+        return np.where((ctx.num_rel > 0) & (nb > 0), s / np.maximum(nb, 1), 0.0)
+
+
+def g_measure(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``G`` (``m_G.c``, "normalized gain"): ``sum`` over the retrieved pages of grade > 0 at
+    rank r of ``gain / log2(2 + C(r) - S(r))``, S(r) the gains retrieved at ranks <= r, C(r) the sum of
+    max(ideal gain, 1) over the ideal ranks <= r; divided by the query's total positive gain; gain = grade."""
+    q, g, r = _positive(ctx, k)
+    s_run = _excl_cumsum(q, g) + g
+    _, ig, _, count = ctx.ideal()
+    icum = _ideal_cumsum(ctx, ig)
+    cost = _ideal_at(ctx, q, r, icum) + np.maximum(0.0, r - count[q])
+    total = _ideal_at(ctx, np.arange(ctx.nq), count, icum)
+    got = ctx.count(np.ones(len(q), dtype=bool), q, g / np.log2(2.0 + cost - s_run))
+    return np.where(total > 0, got / np.where(total > 0, total, 1.0), 0.0)
+
+
+def bin_g(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``binG`` (``m_binG.c``): ``1/R * sum`` over the relevant retrieved pages of
+    ``1 / log2(2 + n)``, n = the pages ranked above it that are not relevant (judged or not)."""
+    sel = ctx.rr_ <= _lim(k)
+    q, r = ctx.rq_[sel], ctx.rr_[sel].astype(np.float64)
+    j = np.arange(len(q)) - np.searchsorted(q, q) + 1.0  # 1-based ordinal among the relevant
+    return ctx.count(np.ones(len(q), dtype=bool), q, 1.0 / np.log2(2.0 + r - j)) / ctx.safe_rel
+
+
+def rbp_graded(ctx: "Ranked", k: int | None, p: float | None = None) -> np.ndarray:
+    """trec_eval ``rbp`` (``m_rbp.c``): ``(1 - p) * sum_{r <= k} gain_r * p^(r - 1)``, gain = grade /
+    the query's highest grade when that is above 1 (gains scaled into [0, 1]), else the grade;
+    ``p`` = 0.9 unless given. The relevance level plays no part."""
+    p = TREC_RBP_P if p is None else p
+    q, g, r = _positive(ctx, k)
+    norm = np.maximum(ctx.max_grade[q], 1).astype(np.float64)
+    return (1.0 - p) * ctx.count(np.ones(len(q), dtype=bool), q, g / norm * np.power(p, r - 1.0))
+
+
+def rbp_resid(ctx: "Ranked", k: int | None, p: float | None = None) -> np.ndarray:
+    """trec_eval ``rbp_resid`` (``m_rbp_resid.c``): the most RBP could rise if every unjudged retrieved
+    page (no qrels line, or a negative grade) had gain 1: ``p^n + (1 - p) * sum`` over the unjudged
+    pages of ``p^(r - 1)`` (n pages retrieved), which is ``1 - (1 - p) * sum`` over the judged ones;
+    0 when every retrieved page is judged. ``p`` = 0.9 unless given."""
+    p = TREC_RBP_P if p is None else p
+    sel = (ctx.jg >= 0) & (ctx.jr <= _lim(k))
+    judged = ctx.count(sel, ctx.jq)
+    w = ctx.count(sel, ctx.jq, np.power(p, ctx.jr - 1.0))
+    return np.where(_retrieved(ctx, k) > judged, 1.0 - (1.0 - p) * w, 0.0)
+
+
+def unj(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``unj_k`` (``m_unjudged.c``): unjudged pages (no qrels line, or a negative grade) in
+    the top k / k; a run shorter than k is filled with judged pages (empty slots are not unjudged)."""
+    judged = ctx.count((ctx.jg >= 0) & (ctx.jr <= k), ctx.jq)
+    return (_retrieved(ctx, k) - judged) / k
+
+
+def relative_precision(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``relative_P_k`` (``m_rel_P.c``): relevant pages in the top k / min(k, R); 0 when R = 0."""
+    return np.where(ctx.num_rel > 0, _relevant_in_top(ctx, k) / np.minimum(k, ctx.safe_rel), 0.0)
+
+
+def _set_counts(ctx: "Ranked", k: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(relevant retrieved, retrieved, relevant) per query, the ranking cut at ``k``: float64 ``(nq,)``."""
+    return num_rel_ret(ctx, k), _retrieved(ctx, k).astype(np.float64), ctx.num_rel.astype(np.float64)
+
+
+def set_precision(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``set_P``: relevant retrieved / retrieved (0 when nothing is retrieved)."""
+    a, n, _ = _set_counts(ctx, k)
+    return np.where(n > 0, a / np.maximum(n, 1.0), 0.0)
+
+
+def set_recall(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``set_recall``: relevant retrieved / relevant (0 when the query has no relevant page)."""
+    a, _, R = _set_counts(ctx, k)
+    return np.where(R > 0, a / np.maximum(R, 1.0), 0.0)
+
+
+def set_relative_precision(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``set_relative_P``: relevant retrieved / min(retrieved, relevant) (0 when either is 0)."""
+    a, n, R = _set_counts(ctx, k)
+    return np.where((n > 0) & (R > 0), a / np.maximum(np.minimum(n, R), 1.0), 0.0)
+
+
+def set_map(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``set_map``: relevant retrieved^2 / (retrieved * relevant), set precision times set recall."""
+    a, n, R = _set_counts(ctx, k)
+    return np.where((n > 0) & (R > 0), a * a / np.maximum(n * R, 1.0), 0.0)
+
+
+def set_f(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``set_F`` (beta 1): ``2 P R / (P + R)`` of set precision P and set recall R; 0 when
+    nothing relevant is retrieved."""
+    a, n, R = _set_counts(ctx, k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        P, Rc = a / n, a / R
+        return np.where(a > 0, 2.0 * P * Rc / (P + Rc), 0.0)
+
+
+def utility(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """trec_eval ``utility`` with its default coefficients (1, -1, 0, 0): relevant retrieved minus
+    non-relevant retrieved (a count, negative for most runs; pages without a qrels line are non-relevant)."""
+    a, n, _ = _set_counts(ctx, k)
+    return a - (n - a)
+
+
+def rprec_mult(ctx: "Ranked", k: int | None, p: float | None = None) -> np.ndarray:
+    """trec_eval ``Rprec_mult_X`` (``m_Rprec_mult.c``): precision at rank c = floor(X * R + 0.9) (the
+    relevant pages in the top c / c; a run shorter than c is filled with non-relevant pages); 0 when R = 0.
+
+    Raises:
+        InputError: no multiplier ``p``."""
+    if p is None:
+        raise InputError("rprec_mult needs a multiple of R, e.g. rprec_mult_0.20")
+    c = np.floor(p * ctx.num_rel + 0.9)
+    hits = ctx.count(ctx.rel & (ctx.jr <= np.minimum(c, _lim(k))[ctx.jq]), ctx.jq)
+    return np.where((ctx.num_rel > 0) & (c > 0), hits / np.maximum(c, 1.0), 0.0)
+
+
+def num_nonrel_judged_ret(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """Judged non-relevant pages retrieved (0 <= grade < the relevance level): float64 counts
+    (trec_eval ``num_nonrel_judged_ret``; summed in the aggregate)."""
+    return ctx.count((ctx.jg >= 0) & ~ctx.rel & (ctx.jr <= _lim(k)), ctx.jq)
+
+
+def num_q(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """1 per query of the query set (trec_eval ``num_q``: summed in the aggregate, the queries averaged)."""
+    return np.ones(ctx.nq)
+
+
+def gm_map(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """Average precision per query (:func:`average_precision`); the aggregate is trec_eval's geometric
+    mean ``exp(mean(log(max(AP, 1e-5))))`` (``m_gm_map.c``)."""
+    return average_precision(ctx, k)
+
+
+def gm_bpref(ctx: "Ranked", k: int | None) -> np.ndarray:
+    """bpref per query (:func:`bpref`); the aggregate is trec_eval's geometric mean
+    ``exp(mean(log(max(bpref, 1e-5))))`` (``m_gm_bpref.c``)."""
+    return bpref(ctx, k)

@@ -54,6 +54,11 @@ __all__ = [
     "KINDS",
     "RECALL_LEVELS",
     "RBP_DEFAULT_P",
+    "DEFAULT_P",
+    "LEVEL_FAMILIES",
+    "TREC_CUTOFFS",
+    "RPREC_MULTS",
+    "TREC_NICKNAMES",
     "default_metrics",
     "diagnostic_metrics",
     "known_metrics",
@@ -67,7 +72,7 @@ __all__ = [
 #: (judgment coverage and score ties: reported beside the quality metrics, never tested).
 ROLES = ("quality", "diagnostic")
 #: The kinds of a metric family (how its per-query values aggregate): see :class:`Family`.
-KINDS = ("mean", "count", "sum", "run_mean")
+KINDS = ("mean", "count", "sum", "run_mean", "gmean")
 
 #: The default cutoffs of ``vdr metrics``, :func:`vdr.metrics` and :func:`~vdr.metrics.evaluate_run`
 #: (:func:`default_metrics`) when no metric is named.
@@ -100,7 +105,9 @@ class Family:
             (a per-query count whose aggregate is the SUM over the queries, as trec_eval's ``all``
             line gives ``num_ret``, ``num_rel``, ``num_rel_ret``) or
             ``"run_mean"`` (a per-query value, NaN for the queries absent from the run, averaged
-            over the queries present in the run only; a paper-compatible measure).
+            over the queries present in the run only; a paper-compatible measure) or ``"gmean"``
+            (a per-query value whose aggregate is the geometric mean of max(value, 1e-5), as
+            trec_eval's ``gm_map`` and ``gm_bpref``).
         label: how tables head the family when it is not vdr's standard measure
             (``"rr_full (paper-compatible: ConvSearch-R1 code)"``); ``None``: its name.
         role: ``"quality"`` (a measure of the ranking, compared between systems and variants by
@@ -108,7 +115,8 @@ class Family:
             the scores -- ``judged``, ``hole``, ``ties`` -- shown, never tested); see :data:`ROLES`.
         accepts: the parameters a name of the family may give in ir_measures' syntax:
             ``"rel"`` (the relevance level of this metric, ``P(rel=2)@5``) and ``"p"`` (a real
-            parameter: ``RBP(p=0.8)``'s persistence, ``iprec_at_recall_0.10``'s recall level).
+            parameter: ``RBP(p=0.8)``'s persistence, ``iprec_at_recall_0.10``'s recall level,
+            ``rprec_mult_0.20``'s multiple of R).
             A family accepting ``"p"`` has its kernel called as ``compute(ctx, k, p=...)``.
 
     Raises:
@@ -141,9 +149,9 @@ class Family:
 
     @property
     def pattern(self) -> str:
-        """``"ndcg@k"``, ``"mrr[@k]"`` or ``"iprec_at_recall_R"``: how the family is written."""
-        if self.name == "iprec_at_recall":
-            return "iprec_at_recall_R"
+        """``"ndcg@k"``, ``"mrr[@k]"``, ``"iprec_at_recall_R"`` or ``"rprec_mult_X"``: how the family is written."""
+        if self.name in LEVEL_FAMILIES:
+            return f"{self.name}_{LEVEL_FAMILIES[self.name]}"
         return f"{self.name}@k" if self.needs_k else f"{self.name}[@k]"
 
 
@@ -308,6 +316,114 @@ METRICS: dict[str, Family] = {
             None, "RBP(rel=1)", "Moffat & Zobel 2008 (ACM TOIS 27(1)); ir_measures RBP(rel=1) (cwl_eval)",
             (), K.rbp, accepts=("rel", "p"),
         ),
+        # ---- the rest of trec_eval 10's -m all_trec (trec_eval's default gains: gain = grade > 0)
+        Family(
+            "ndcg_rel", False,
+            "nDCG averaged over the query's pages of grade > 0: DCG@r / IDCG@r at the rank r of each retrieved one,"
+            " the final DCG / IDCG for each one not retrieved; gain = grade; 0 when no page has a grade > 0",
+            "ndcg_rel", None, "trec_eval m_ndcg_rel.c (experimental measure)", (), K.ndcg_rel,
+        ),
+        Family(
+            "rndcg", False,
+            "mean of nDCG@c over the R levels c (the ranks where the ideal gain drops: the query's pages of each"
+            " positive grade, cumulated from the top grade down), plus the whole-list nDCG when more than"
+            " (pages of grade > 0) + 1 pages are retrieved; gain = grade; 0 when the query has no relevant page",
+            "Rndcg", None, "trec_eval m_Rndcg.c (experimental measure)", (), K.rndcg,
+        ),
+        Family(
+            "g", False,
+            "normalized gain: sum over retrieved pages of grade > 0 at rank r of gain / log2(2 + C(r) - S(r)), S(r) the"
+            " gain retrieved at ranks <= r, C(r) the sum of max(ideal gain, 1) over ideal ranks <= r; divided by the"
+            " query's total gain; gain = grade",
+            "G", None, "trec_eval m_G.c (experimental measure, 2008)", (), K.g_measure,
+        ),
+        Family(
+            "bing", False,
+            "binary G: 1/R * sum over relevant retrieved pages of 1 / log2(2 + n), n = the pages above it that are not"
+            " relevant (judged or not)",
+            "binG", None, "trec_eval m_binG.c (experimental measure, 2008)", (), K.bin_g, accepts=("rel",),
+        ),
+        Family(
+            "rbp_graded", False,
+            "rank-biased precision as trec_eval computes it: (1 - p) * sum_{r <= k} gain_r * p^(r - 1), gain = grade /"
+            " the query's highest grade when that is above 1 (else the grade); p = 0.9 unless given; the relevance"
+            " level plays no part. trec_eval calls it rbp; vdr's rbp is ir_measures' binary RBP (p = 0.8)",
+            "rbp (trec_eval's name; vdr's rbp is ir_measures' RBP)", None,
+            "Moffat & Zobel 2008 (ACM TOIS 27(1)); trec_eval 10 m_rbp.c", (), K.rbp_graded, accepts=("p",),
+        ),
+        Family(
+            "rbp_resid", False,
+            "RBP's residual: how far rbp_graded could rise if every unjudged retrieved page (no qrels line or a negative"
+            " grade) had gain 1: p^n + (1 - p) * sum over unjudged pages of p^(r - 1), n = pages retrieved; 0 when every"
+            " retrieved page is judged; p = 0.9 unless given",
+            "rbp_resid", None, "Moffat & Zobel 2008; trec_eval 10 m_rbp_resid.c", (), K.rbp_resid, accepts=("p",),
+            role="diagnostic",
+        ),
+        Family(
+            "unj", True,
+            "unjudged pages (no qrels line for the query, or a negative grade) in the top k / k; a run shorter than k is"
+            " filled with judged pages (empty slots are not unjudged, unlike hole@k)",
+            "unj_k", None, "trec_eval 10 m_unjudged.c", (), K.unj, role="diagnostic",
+        ),
+        Family(
+            "relative_p", True,
+            "relative precision: relevant pages in the top k / min(k, R) (precision up to R, recall beyond); 0 when R = 0",
+            "relative_P_k", None, "trec_eval m_rel_P.c", (), K.relative_precision, accepts=("rel",),
+        ),
+        Family(
+            "rprec_mult", False,
+            "precision at c = floor(X * R + 0.9) pages (relevant in the top c / c; a shorter run is filled with"
+            " non-relevant pages), X a multiple of R (0.20 ... 2.00); 0 when R = 0. Written rprec_mult_0.20",
+            "Rprec_mult_0.20 (multiples 0.20 ... 2.00)", None, "trec_eval m_Rprec_mult.c", (), K.rprec_mult,
+            accepts=("rel", "p"),
+        ),
+        Family(
+            "set_p", False, "set precision: relevant retrieved / retrieved (the whole ranking; top k with @k)",
+            "set_P", "SetP", "trec_eval m_set_P.c", ("setp",), K.set_precision, accepts=("rel",),
+        ),
+        Family(
+            "set_recall", False, "set recall: relevant retrieved / relevant (0 when R = 0)",
+            "set_recall", "SetR", "trec_eval m_set_recall.c", ("setr",), K.set_recall, accepts=("rel",),
+        ),
+        Family(
+            "set_relative_p", False, "relative set precision: relevant retrieved / min(retrieved, R)",
+            "set_relative_P", "SetP(relative=True)", "trec_eval m_set_rel_P.c", (), K.set_relative_precision,
+            accepts=("rel",),
+        ),
+        Family(
+            "set_map", False, "unranked set AP: relevant retrieved^2 / (retrieved * R), set precision times set recall",
+            "set_map", "SetAP", "trec_eval m_set_map.c", ("setap",), K.set_map, accepts=("rel",),
+        ),
+        Family(
+            "set_f", False, "set F1: 2 * P * R / (P + R) of set precision and set recall; 0 when nothing relevant is retrieved",
+            "set_F", "SetF", "trec_eval m_set_F.c (van Rijsbergen 1979, beta 1)", ("setf",), K.set_f, accepts=("rel",),
+        ),
+        Family(
+            "utility", False,
+            "set utility with trec_eval's default coefficients (1, -1, 0, 0): relevant retrieved - non-relevant retrieved"
+            " (a count, averaged; pages without a qrels line are non-relevant)",
+            "utility", None, "trec_eval m_utility.c", (), K.utility, accepts=("rel",),
+        ),
+        Family(
+            "num_nonrel_judged_ret", False,
+            "judged non-relevant pages retrieved (0 <= grade < the relevance level); the aggregate is the SUM over queries",
+            "num_nonrel_judged_ret", None, "trec_eval m_num_nonrel_judged_ret.c", (), K.num_nonrel_judged_ret,
+            kind="sum", role="diagnostic", accepts=("rel",),
+        ),
+        Family(
+            "num_q", False, "1 per query of the query set; the aggregate is the SUM: the number of queries averaged",
+            "num_q", "NumQ", "trec_eval m_num_q.c", ("numq",), K.num_q, kind="sum", role="diagnostic",
+        ),
+        Family(
+            "gm_map", False,
+            "average precision per query (as map); the aggregate is the GEOMETRIC mean exp(mean(log(max(AP, 1e-5))))",
+            "gm_map", None, "trec_eval m_gm_map.c (Robertson 2006, GMAP)", (), K.gm_map, kind="gmean", accepts=("rel",),
+        ),
+        Family(
+            "gm_bpref", False,
+            "bpref per query (as bpref); the aggregate is the GEOMETRIC mean exp(mean(log(max(bpref, 1e-5))))",
+            "gm_bpref", None, "trec_eval m_gm_bpref.c", (), K.gm_bpref, kind="gmean", accepts=("rel",),
+        ),
     )
 }
 
@@ -331,16 +447,37 @@ _ALIASES = _build_aliases(METRICS.values())
 # base (lazy, so "ndcg_at_10" splits at "_at_" and "ndcg_cut_10" at the last "_"), ir_measures'
 # parameters "(rel=2)", then the separator and the cutoff; matched on the name as written (case kept)
 _NAME_RE = re.compile(r"^([a-z0-9][a-z0-9_\-]*?)(?:\(([^()]*)\))?(?:(@|_at_|_|\.)(\d+))?$", re.IGNORECASE)
-# trec_eval's interpolated precision: iprec_at_recall_0.10, with optional parameters
-_IPREC_RE = re.compile(r"^iprec_at_recall_(\d(?:\.\d+)?)(?:\(([^()]*)\))?$", re.IGNORECASE)
+# trec_eval's interpolated precision and precision at multiples of R: iprec_at_recall_0.10,
+# Rprec_mult_0.20, with optional parameters
+_IPREC_RE = re.compile(r"^(iprec_at_recall|rprec_mult)_(\d+(?:\.\d+)?)(?:\(([^()]*)\))?$", re.IGNORECASE)
 # trec_eval's list of cutoffs: P.5,10 and ndcg_cut.5,10 (several metrics)
 _LIST_RE = re.compile(r"^(.*?)\.(\d+(?:\s*,\s*\d+)+)$")
 #: RBP's persistence when none is given (ir_measures' default).
 RBP_DEFAULT_P = 0.8
+#: The families taking a real parameter ``p``, with its default (a name giving it is written without it).
+DEFAULT_P = {"rbp": RBP_DEFAULT_P, "rbp_graded": K.TREC_RBP_P, "rbp_resid": K.TREC_RBP_P}
+#: trec_eval's families written NAME_X with a real parameter X (the recall level, the multiple of R),
+#: with the letter their pattern uses.
+LEVEL_FAMILIES = {"iprec_at_recall": "R", "rprec_mult": "X"}
+#: trec_eval's default cutoffs of P, recall, ndcg_cut, map_cut and relative_P (``-m P`` = P_5 ... P_1000).
+TREC_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+#: trec_eval's default multiples of R of Rprec_mult.
+RPREC_MULTS = tuple(round(0.2 * i, 1) for i in range(1, 11))
 #: The recall levels of trec_eval's ``iprec_at_recall`` and ``11pt_avg``.
 RECALL_LEVELS = tuple(i / 10 for i in range(11))
 # ir_measures nDCG(dcg=...): the DCG form -> the family computing it
 _DCG_FAMILY = {"log2": "ndcg", "exp-log2": "ndcg_exp"}
+# the parameters some families take beyond their Family.accepts (for the error message)
+_EXTRA_PARAMS = {"ndcg": ", dcg=log2|exp-log2", "ndcg_exp": ", dcg=log2|exp-log2", "ndcg_run": ", dcg=log2|exp-log2",
+                 "set_p": ", relative=true|false", "set_relative_p": ", relative=true|false", "set_f": ", beta=1"}
+
+
+# trec_eval's measure names that, given without a parameter, stand for its default parameters
+_TREC_BARE: dict[str, tuple[str, tuple]] = {
+    "p": ("precision", TREC_CUTOFFS), "recall": ("recall", TREC_CUTOFFS), "ndcg_cut": ("ndcg", TREC_CUTOFFS),
+    "map_cut": ("map", TREC_CUTOFFS), "relative_p": ("relative_p", TREC_CUTOFFS), "success": ("hit", (1, 5, 10)),
+    "unj": ("unj", (5, 10, 20)), "iprec_at_recall": ("iprec_at_recall", RECALL_LEVELS), "rprec_mult": ("rprec_mult", RPREC_MULTS),
+}
 
 
 def alias_table() -> dict[str, str]:
@@ -375,12 +512,13 @@ def known_metrics() -> str:
 class Metric:
     """A parsed metric name: ``family`` (a key of :data:`METRICS`), cutoff ``k`` (``None`` = whole list)
     and the parameters of ir_measures' syntax: ``rel`` (this metric's relevance level; ``None`` = the
-    evaluation's) and ``p`` (RBP's persistence, ``None`` = 0.8; ``iprec_at_recall``'s recall level).
+    evaluation's) and ``p`` (RBP's persistence, ``None`` = the family's default; ``iprec_at_recall``'s recall
+    level; ``rprec_mult``'s multiple of R).
 
     >>> str(Metric("ndcg", 3)), str(Metric("mrr")), str(Metric("precision", 5, rel=2)), str(Metric("rbp", p=0.9))
     ('ndcg@3', 'mrr', 'precision(rel=2)@5', 'rbp(p=0.9)')
-    >>> str(Metric("iprec_at_recall", p=0.1))
-    'iprec_at_recall_0.10'
+    >>> str(Metric("iprec_at_recall", p=0.1)), str(Metric("rprec_mult", p=0.2))
+    ('iprec_at_recall_0.10', 'rprec_mult_0.20')
     """
 
     family: str
@@ -389,8 +527,8 @@ class Metric:
     p: float | None = None
 
     def __str__(self) -> str:
-        if self.family == "iprec_at_recall":
-            base, params = f"iprec_at_recall_{self.p:.2f}", []
+        if self.family in LEVEL_FAMILIES:
+            base, params = f"{self.family}_{self.p:.2f}", []
         else:
             base, params = self.family, ([] if self.p is None else [f"p={self.p:g}"])
         if self.rel is not None:
@@ -421,13 +559,13 @@ def _did_you_mean(base: str, k: str | None) -> str:
     """`` (did you mean 'ndcg@10'?)`` for a close known spelling, else ``""``; every suggestion parses."""
     close = difflib.get_close_matches(base, list(_ALIASES), n=6, cutoff=0.6)
     ratio = {c: difflib.SequenceMatcher(None, base, c).ratio() for c in close}
-    close = [c for c in close if ratio[c] >= ratio[close[0]] - 0.1]  # only the closest: 'errr' -> err, not rr/mrr
+    close = [c for c in close if ratio[c] >= ratio[close[0]] - 0.05]  # only the closest: 'errr' -> err, not rr/mrr; 'ndgc' -> ndcg, not rndcg
     fams = list(dict.fromkeys(_ALIASES[c] for c in close))[:3]
     names = []
     for f in fams:
         n = f"{f}@{k}" if k else (f"{f}@10" if METRICS[f].needs_k else f)
-        if f == "iprec_at_recall":
-            n = "iprec_at_recall_0.10"
+        if f in LEVEL_FAMILIES:
+            n = f"{f}_{'0.10' if f == 'iprec_at_recall' else '1.00'}"
         try:
             parse_metric(n)
         except InputError:  # pragma: no cover - a suggestion must be a valid name
@@ -436,6 +574,14 @@ def _did_you_mean(base: str, k: str | None) -> str:
     if not names:
         return ""
     return f" (did you mean {' or '.join(repr(n) for n in names)}?)"
+
+
+def _is_one(text: str) -> bool:
+    """Whether ``text`` is the number 1 (``"1"``, ``"1.0"``)."""
+    try:
+        return float(text) == 1.0
+    except ValueError:
+        return False
 
 
 def _parse_params(name: str, fam: str, text: str | None) -> tuple[str, dict]:
@@ -451,14 +597,19 @@ def _parse_params(name: str, fam: str, text: str | None) -> tuple[str, dict]:
         if key == "dcg" and fam in ("ndcg", "ndcg_exp") and val.lower() in _DCG_FAMILY:
             fam = _DCG_FAMILY[val.lower()]
             continue
+        if key == "relative" and fam in ("set_p", "set_relative_p") and val.lower() in ("true", "false"):
+            fam = "set_relative_p" if val.lower() == "true" else "set_p"  # ir_measures: SetP(relative=True)
+            continue
+        if key == "beta" and fam == "set_f" and _is_one(val):  # ir_measures' SetF(beta=1), trec_eval's default
+            continue
         if not eq or key not in METRICS[fam].accepts:
-            acc = ", ".join(f"{a}=..." for a in METRICS[fam].accepts) + (", dcg=log2|exp-log2" if fam.startswith("ndcg") else "")
+            acc = ", ".join(f"{a}=..." for a in METRICS[fam].accepts) + _EXTRA_PARAMS.get(fam, "")
             raise InputError(f"metric {name!r}: parameter {item!r} is not accepted; {fam} accepts: {acc or 'no parameters'}")
         try:
             out[key] = int(val) if key == "rel" else float(val)
         except ValueError:
             raise InputError(f"metric {name!r}: {key} must be {'an integer' if key == 'rel' else 'a number'}, got {val!r}") from None
-    if fam == "rbp" and "p" in out and not 0 < out["p"] < 1:
+    if fam in DEFAULT_P and "p" in out and not 0 < out["p"] < 1:
         raise InputError(f"metric {name!r}: RBP's persistence p must be in (0, 1), got {out['p']!r}")
     return fam, out
 
@@ -488,7 +639,7 @@ def parse_metric(name: str | Metric) -> Metric:
     >>> parse_metric("ndgc@10")
     Traceback (most recent call last):
     ...
-    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret@k, hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k]
+    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret@k, hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k], ndcg_rel[@k], rndcg[@k], g[@k], bing[@k], rbp_graded[@k], rbp_resid[@k], unj@k, relative_p@k, rprec_mult_X, set_p[@k], set_recall[@k], set_relative_p[@k], set_map[@k], set_f[@k], utility[@k], num_nonrel_judged_ret[@k], num_q[@k], gm_map[@k], gm_bpref[@k]
     """
     if isinstance(name, Metric):
         return name
@@ -500,32 +651,73 @@ def parse_metric(name: str | Metric) -> Metric:
                          " taken (vdr metrics -m, MetricPlan.parse, parse_metrics)")
     ip = _IPREC_RE.match(text)
     if ip:
-        level = float(ip.group(1))
-        if not 0 <= level <= 1:
+        fam, level = ip.group(1).lower(), float(ip.group(2))
+        if fam == "iprec_at_recall" and not 0 <= level <= 1:
             raise InputError(f"metric {name!r}: the recall level must be in [0, 1]")
-        _, params = _parse_params(name, "iprec_at_recall", ip.group(2))
-        return Metric("iprec_at_recall", None, params.get("rel"), level)
+        if fam == "rprec_mult" and not level > 0:
+            raise InputError(f"metric {name!r}: the multiple of R must be > 0")
+        _, params = _parse_params(name, fam, ip.group(3))
+        return Metric(fam, None, params.get("rel"), level)
     m = _NAME_RE.match(text)
     base = m.group(1).lower() if m else ""
     if not m or base not in _ALIASES:
         hint = _did_you_mean(base, m.group(4)) if m else ""
         raise InputError(f"unknown metric {name!r}{hint}; known metrics: {known_metrics()}")
     fam, sep, k = _ALIASES[base], m.group(3), m.group(4)
+    if k is None and m.group(2) is None and base in _TREC_BARE and base not in ("iprec_at_recall", "rprec_mult"):
+        first, last = (str(x) for x in _trec_defaults(base)[:: len(_trec_defaults(base)) - 1])
+        raise InputError(f"metric {name!r} needs a cutoff, e.g. {fam}@10; trec_eval's bare {name} names several metrics"
+                         f" ({first} ... {last}): give it where a list of metrics is taken (vdr metrics -m, parse_metrics)")
     if m.group(1) == "Judged":  # ir_measures' spelling: its own measure (vdr's judged@k divides by k)
         fam = "judged_ret"
     elif fam == "hole" and sep is not None and sep.lower() == "_at_":  # MTEB's spelling: MTEB's measure
         fam = "hole_corpus"
     if fam == "iprec_at_recall":
         raise InputError(f"metric {name!r} needs a recall level, e.g. iprec_at_recall_0.10 (trec_eval's 11 levels 0.00 ... 1.00)")
+    if fam == "rprec_mult":
+        raise InputError(f"metric {name!r} needs a multiple of R, e.g. rprec_mult_0.20 (trec_eval's 10 multiples 0.20 ... 2.00)")
     fam, params = _parse_params(name, fam, m.group(2))
     if k is None and METRICS[fam].needs_k:
         raise InputError(f"metric {name!r} needs a cutoff, e.g. {fam}@10")
     if k is not None and int(k) < 1:
         raise InputError(f"metric {name!r}: the cutoff must be >= 1")
     p = params.get("p")
-    if fam == "rbp" and p == RBP_DEFAULT_P:
+    if fam in DEFAULT_P and p == DEFAULT_P[fam]:
         p = None
     return Metric(fam, None if k is None else int(k), params.get("rel"), p)
+
+
+def _trec_defaults(base: str) -> list[Metric]:
+    """The metrics trec_eval's bare measure name ``base`` (lowercase, a key of ``_TREC_BARE``) stands for."""
+    fam, params = _TREC_BARE[base]
+    if fam in LEVEL_FAMILIES:
+        return [Metric(fam, p=x) for x in params]
+    return [Metric(fam, x) for x in params]
+
+
+def _trec_set(*names: str) -> tuple[Metric, ...]:
+    """Metrics in trec_eval's order: vdr family names, or trec_eval's bare names (their default parameters)."""
+    out: list[Metric] = []
+    for n in names:
+        out += _trec_defaults(n) if n in _TREC_BARE else [Metric(n)]
+    return tuple(out)
+
+
+#: trec_eval's nicknames for sets of measures (``-m all_trec``, ``-m official``, ``-m set``) as vdr
+#: metrics, in trec_eval's output order; trec_eval's ``runid`` and ``relstring`` (not numbers) are not
+#: metrics (see :mod:`vdr.metrics.trec_eval`); trec_eval's ``rbp`` is ``rbp_graded``.
+TREC_NICKNAMES: dict[str, tuple[Metric, ...]] = {
+    "all_trec": _trec_set(
+        "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "rprec", "bpref", "mrr", "iprec_at_recall", "p",
+        "recall", "infap", "gm_bpref", "rprec_mult", "utility", "11pt_avg", "bing", "g", "ndcg", "ndcg_rel", "rndcg",
+        "ndcg_cut", "map_cut", "relative_p", "success", "set_p", "set_relative_p", "set_recall", "set_map", "set_f",
+        "num_nonrel_judged_ret", "rbp_graded", "rbp_resid", "unj",
+    ),
+    "official": _trec_set("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "rprec", "bpref", "mrr",
+                          "iprec_at_recall", "p"),
+    "set": _trec_set("num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_p", "set_relative_p", "set_recall",
+                     "set_map", "set_f"),
+}
 
 
 def parse_metrics(names: str | Metric | Iterable[str | Metric]) -> list[Metric]:
@@ -537,14 +729,27 @@ def parse_metrics(names: str | Metric | Iterable[str | Metric]) -> list[Metric]:
     Raises:
         InputError: as :func:`parse_metric`.
 
+    trec_eval's measure names without a parameter stand for trec_eval's default parameters (``P`` is
+    ``P_5`` ... ``P_1000``; also ``recall``, ``ndcg_cut``, ``map_cut``, ``relative_P``, ``success``, ``unj``,
+    ``iprec_at_recall``, ``Rprec_mult``), and its nicknames for sets of measures, ``all_trec``,
+    ``official`` and ``set``, for those measures (:data:`TREC_NICKNAMES`; ``runid`` and ``relstring``,
+    which are not numbers, are left to :mod:`vdr.metrics.trec_eval`).
+
     >>> [str(m) for m in parse_metrics(["P.5,10", "ndcg_cut.5,10", "P@5"])]
     ['precision@5', 'precision@10', 'ndcg@5', 'ndcg@10']
+    >>> [str(m) for m in parse_metrics("success")], len(parse_metrics("all_trec"))
+    (['hit@1', 'hit@5', 'hit@10'], 98)
     """
     items = [names] if isinstance(names, (str, Metric)) else list(names)
     out: list[Metric] = []
     for n in items:
         lm = _LIST_RE.match(n.strip()) if isinstance(n, str) else None
-        if lm:
+        key = n.strip().lower() if isinstance(n, str) else None
+        if key in TREC_NICKNAMES:
+            out += TREC_NICKNAMES[key]
+        elif key in _TREC_BARE:
+            out += _trec_defaults(key)
+        elif lm:
             out += [parse_metric(f"{lm.group(1)}.{c.strip()}") for c in lm.group(2).split(",")]
         else:
             out.append(parse_metric(n))
@@ -613,6 +818,9 @@ _EXTRA_SPELLINGS = {
     "hole_corpus": ["hole_at_k (MTEB)"],
     "ndcg_exp": ["nDCG(dcg=exp-log2)@k (ir_measures)"],
     "iprec_at_recall": ["iprec_at_recall_0.00 ... iprec_at_recall_1.00"],
+    "rprec_mult": ["rprec_mult_0.20 ... rprec_mult_2.00", "Rprec_mult_0.20 (trec_eval)"],
+    "rbp_graded": ["trec_eval's rbp (in --format trec_eval and -m all_trec; the spelling rbp is ir_measures' RBP)"],
+    "set_relative_p": ["SetP(relative=True) (ir_measures)"],
 }
 
 
@@ -622,18 +830,19 @@ def describe_metrics() -> str:
     the ir_measures parameters it takes and how its aggregate is formed.
 
     >>> print(describe_metrics().splitlines()[0])
-    ndcg[@k]  (also: ndcg_at_k, ndcg_cut@k, ndcg_cut)
+    ndcg[@k]  (also: ndcg_at_k, ndcg_cut@k)
     """
     blocks = []
     for f in METRICS.values():
-        if f.name == "iprec_at_recall":
+        if f.name in LEVEL_FAMILIES:
             also = []
         elif f.name == "hole":
             also = []  # hole_at_k is MTEB's measure: hole_corpus
         else:
-            also = [f"{f.name}_at_k"] + [s for a in f.aliases for s in ((f"{a}@k",) if f.needs_k else (f"{a}@k", a))]
+            also = [f"{f.name}_at_k"] + [s for a in f.aliases
+                                         for s in ((f"{a}@k",) if f.needs_k or a in _TREC_BARE else (f"{a}@k", a))]
         also += _EXTRA_SPELLINGS.get(f.name, [])
-        params = [a for a in f.accepts if not (a == "p" and f.name == "iprec_at_recall")]
+        params = [a for a in f.accepts if not (a == "p" and f.name in LEVEL_FAMILIES)]
         blocks.append(
             f"{f.pattern}  (also: {', '.join(also) or '-'})\n"
             f"    {f.definition}\n"
@@ -642,6 +851,7 @@ def describe_metrics() -> str:
             + ("; a count per query (aggregate: mean; total in the policy)" if f.kind == "count" else "")
             + ("; a count per query (aggregate: SUM over the queries, as trec_eval's all line)" if f.kind == "sum" else "")
             + ("; averaged over the queries present in the run only (paper-compatible)" if f.kind == "run_mean" else "")
+            + ("; aggregate: the GEOMETRIC mean of max(value, 1e-5) (trec_eval's gm_*)" if f.kind == "gmean" else "")
         )
     return "\n".join(blocks) + (
         "\nNames are case-insensitive (nDCG@10 = ndcg@10) except Judged@k, which is ir_measures' judged_ret@k (vdr's"
@@ -649,5 +859,8 @@ def describe_metrics() -> str:
         " every name, except hole_at_k, which is MTEB's hole_corpus@k (vdr's hole@k uses the query's own qrels and"
         " counts empty slots); trec_eval's lists (P.5,10) name several metrics; ir_measures' parameters: rel=N (this"
         " metric's relevance level: P(rel=2)@5), p=X (RBP(p=0.9)), dcg=exp-log2 (nDCG: ndcg_exp). The output always uses"
-        " the first name of the row, with its parameters: precision(rel=2)@5."
+        " the first name of the row, with its parameters: precision(rel=2)@5. trec_eval's bare names stand for its default"
+        " parameters (P: P_5 ... P_1000; also recall, ndcg_cut, map_cut, relative_P, success, unj, iprec_at_recall,"
+        " Rprec_mult) and its nicknames all_trec, official and set for its sets of measures (vdr metrics --format trec_eval"
+        " prints trec_eval's own lines)."
     )

@@ -1,6 +1,7 @@
 """Where rewrites come from: an OpenAI-compatible chat endpoint (:class:`vdr.llm.ChatClient`, the
 client the judge uses too: retries, backoff, call budget, concurrency) or a local transformers
-causal LM (:class:`LocalGenerator`). Both answer ``ask(item, messages, deadline=...)``.
+causal LM (:class:`LocalGenerator`). Both answer ``answer(item, messages, deadline=...)`` with a
+:class:`vdr.llm.Answer` (and ``ask``, its text).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from ..llm import AnswerTruncated, BudgetExhausted, ChatClient, LLMCallError, LLMSettings
+from ..llm import Answer, AnswerTruncated, BudgetExhausted, ChatClient, LLMCallError, LLMSettings
 
 __all__ = ["endpoint_generator", "LocalGenerator"]
 
@@ -93,6 +94,10 @@ class LocalGenerator:
         if getattr(self.tok, "chat_template", None):
             return self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return "\n\n".join(m["content"] for m in messages) + "\n"
+
+    def answer(self, item, messages: list[dict], *, deadline: float | None = None) -> Answer:
+        """:meth:`ask`'s text as an :class:`vdr.llm.Answer` (a local model's answer is plain text)."""
+        return Answer(self.ask(item, messages, deadline=deadline))
 
     def ask(self, item, messages: list[dict], *, deadline: float | None = None) -> str:
         """Generate an answer to ``messages`` (greedy).

@@ -6,10 +6,30 @@ Every query is either rewritten or listed as failed with its reason -- never sil
   failed ids are left out (``vdr evaluate`` then names them: a rewrite file must hold every id),
   or, with ``fill_failed="original"``, written with the original text (and still listed as failed).
 * ``OUT`` with suffix ``.failures.jsonl`` lists ``{"_id", "reason"}`` per failed query (removed
-  when a run has no failure); ``.meta.json`` records template, model, settings and counts.
-* Cache (JSONL, :class:`vdr.llm.AnswerCache`, the judge's cache too): keyed by (model, template name
-  and version, history word budget, query text, history); only successful rewrites are cached, so
-  a rerun retries exactly the failed queries.
+  when a run has no failure); ``.meta.json`` records the template (name, version, source, its text's
+  sha256 and system prompt), every generation setting (``generation``: endpoint, model, temperature,
+  top_p, max_tokens, seed, stop, json_mode, sample), the calls (retries, waits, HTTP 429 answers,
+  thinking parts dropped) and the counts.
+* Cache (JSONL, :class:`vdr.llm.AnswerCache`, the judge's cache too): keyed by every setting that
+  changes the output -- the endpoint (without credentials), the model, temperature, top_p,
+  max_tokens, seed, stop, json_mode, the template (name, version and its whole text: system
+  prompt, user text, extract pattern), the prompt as sent (query text and history after the word
+  budget) and the sample index; only successful rewrites are cached, so a rerun retries exactly
+  the failed queries. Another temperature, endpoint or template text is a miss (asked again), never
+  a hit. Caches of earlier vdr versions (format ``vdr-rewrite-1``, keyed without the generation
+  settings) are never reused: their entries stay in the file, are ignored, and are counted in the
+  meta file (``cache_older_entries``).
+* Samples: ``sample`` (``--sample I``, default 0) is the index of one of several rewrites per
+  query at temperature > 0; each index is its own variant (its own ``OUT``) and its own cache key,
+  so ``--sample 0``, ``--sample 1``, ... give independent samples and each rerun is free. With a
+  ``seed``, sample ``I`` is requested with seed ``seed + I`` (recorded as ``request_seed``). At
+  temperature 0 (greedy, one answer) an index other than 0 is refused.
+* Answers given as a list of content parts (reasoning models: thinking and text parts) are read by
+  :func:`vdr.llm.read_content`: the text parts make the answer, the thinking parts are dropped,
+  counted in the meta file and noted in the cache record; a content that cannot be read (another
+  part type, a refusal) is a failed query with the reason.
+* Rate limits: the client honours the endpoint's ``Retry-After`` / ``retry-after-ms`` /
+  ``x-ratelimit-reset-*`` (see :mod:`vdr.llm`); every retry and wait is counted in the meta file.
 
 Failed ids and ``vdr evaluate`` (the policy): a rewrite variant must hold every query id, so the
 query set of every variant -- and the paired comparison -- is the same; failed ids are never
@@ -22,8 +42,9 @@ this way, naming the failures file (:func:`read_failures`).
 
 Failures: HTTP errors and timeouts after the retries; the per-query ``deadline`` (seconds, retries
 and backoff included) passing; an answer cut by the token limit (``finish_reason: "length"``, e.g. a
-reasoning model still thinking: "length: no final answer"); an empty answer; an answer without
-the template's tags; the call budget running out.
+reasoning model still thinking: "length: no final answer"); an empty answer (or one holding only
+thinking parts); a content that cannot be read; an answer without the template's tags; the call
+budget running out.
 """
 
 from __future__ import annotations
@@ -43,14 +64,16 @@ from ..errors import InputError
 from ..options import with_keywords
 from ..io import load_queries
 from ..io.atomic import atomic_write, write_text_atomic
-from ..llm import LLM_FIELDS, AnswerCache, AnswerTruncated, BudgetExhausted, LLMError, LLMSettings, split_keywords
-from ..types import Query, QuerySet
+from ..llm import LLM_FIELDS, Answer, AnswerCache, AnswerTruncated, BudgetExhausted, LLMError, LLMSettings, split_keywords
+from ..types import QuerySet
 from .templates import Template, load_template
 
 __all__ = ["rewrite", "RewriteOptions", "RewriteReport", "check_time_limit", "failures_file", "read_failures", "CACHE_FORMAT",
            "REWRITE_LLM"]
 
-CACHE_FORMAT = "vdr-rewrite-1"
+CACHE_FORMAT = "vdr-rewrite-2"
+"""Format of the cache records (``"format"`` of each record): ``vdr-rewrite-2`` keys hold every
+generation setting; ``vdr-rewrite-1`` records (no ``"format"``) are never reused."""
 
 REWRITE_LLM = LLMSettings(timeout=30.0, max_retries=2, backoff=1.0, max_tokens=1024, concurrency=4)
 """``vdr rewrite``'s endpoint defaults (give ``endpoint`` and ``model``, or ``local``)."""
@@ -73,7 +96,10 @@ class RewriteReport:
         failed: ``{query_id: reason}`` in input order.
         history_cut: queries whose history was shortened by the word budget.
         out, failures_path, meta_path: files written (``failures_path`` None when nothing failed).
-        settings: template, model and settings (JSON-ready).
+        settings: template, model and settings (JSON-ready; ``settings["generation"]``: every
+            setting that changes the output, the cache key's).
+        calls: the client's counters (:class:`vdr.llm.CallStats`: calls, retries, ``waited_s``,
+            ``rate_limited``, ``thinking_dropped``, ...; the local model: ``calls`` only).
     """
 
     total: int
@@ -85,6 +111,7 @@ class RewriteReport:
     failures_path: Path | None
     meta_path: Path
     settings: dict = field(default_factory=dict)
+    calls: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -95,7 +122,8 @@ class RewriteReport:
         """The ``.meta.json`` document: counts, failed ids, files and settings."""
         return {"total": self.total, "rewritten": self.rewritten, "cached": self.cached, "failed": len(self.failed),
                 "failed_ids": list(self.failed), "history_cut": self.history_cut, "out": str(self.out),
-                "failures": None if self.failures_path is None else str(self.failures_path), **self.settings}
+                "failures": None if self.failures_path is None else str(self.failures_path), **self.settings,
+                "calls": self.calls}
 
 
 def check_time_limit(value: object, what: str) -> float:
@@ -116,15 +144,32 @@ def check_time_limit(value: object, what: str) -> float:
     return v
 
 
-def _cache_key(model: str, tpl: Template, budget: int | None, q: Query) -> str:
-    ident = [CACHE_FORMAT, model, tpl.name, tpl.version, budget, q.text, list(q.history)]
-    return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode("utf-8")).hexdigest()
+def _template_identity(tpl: Template) -> dict:
+    """What of a template changes the output: name, version and its whole text (with its sha256)."""
+    text = {"system": tpl.system, "user": tpl.user, "extract": tpl.extract}
+    digest = hashlib.sha256(json.dumps(text, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+    return {"name": tpl.name, "version": tpl.version, **text, "sha256": digest}
 
 
-def _one(gen, tpl: Template, item: _Item, messages: list[dict], deadline_s: float) -> tuple[tuple[str, str] | None, str | None]:
-    """``((rewrite, raw answer), None)`` or ``(None, reason)``; never raises."""
+def _generation(gen, o: RewriteOptions) -> dict:
+    """Every setting of ``gen`` that changes a rewrite, JSON-ready (the cache key's and the meta file's)."""
+    if getattr(gen, "endpoint", None) is None:  # the local model: greedy decoding
+        return {"endpoint": None, "model": gen.model, "decoding": "greedy", "max_tokens": int(o.llm.max_tokens), "sample": o.sample}
+    return {"endpoint": gen.endpoint.rstrip("/"), "model": gen.model, "temperature": gen.temperature, "top_p": gen.top_p,
+            "max_tokens": gen.max_tokens, "seed": o.llm.seed, "request_seed": gen.seed,
+            "stop": None if gen.stop is None else list(gen.stop), "json_mode": gen.json_mode, "sample": o.sample}
+
+
+def _cache_key(generation: dict, template: dict, messages: list[dict]) -> str:
+    """sha256 of (format, generation settings, template identity, the messages as sent)."""
+    ident = [CACHE_FORMAT, generation, template, messages]
+    return hashlib.sha256(json.dumps(ident, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _one(gen, tpl: Template, item: _Item, messages: list[dict], deadline_s: float) -> tuple[tuple[str, str, dict] | None, str | None]:
+    """``((rewrite, raw answer, content notes), None)`` or ``(None, reason)``; never raises."""
     try:
-        raw = gen.ask(item, messages, deadline=time.monotonic() + deadline_s)
+        got: Answer = gen.answer(item, messages, deadline=time.monotonic() + deadline_s)
     except AnswerTruncated:
         return None, "length: no final answer (the answer reached the token limit)"
     except BudgetExhausted as e:
@@ -133,7 +178,10 @@ def _one(gen, tpl: Template, item: _Item, messages: list[dict], deadline_s: floa
         return None, str(e)
     except Exception as e:  # an unexpected client failure is a failed query, never a missing one
         return None, f"{type(e).__name__}: {e}"
+    raw = got.text
     if raw is None or not raw.strip():
+        if got.thinking_dropped:
+            return None, f"empty answer: no text part, only {got.thinking_dropped} thinking part(s) (dropped)"
         return None, "empty answer (no content)"
     rw, _ = tpl.extractor().extract(raw)
     if rw is None:
@@ -141,7 +189,7 @@ def _one(gen, tpl: Template, item: _Item, messages: list[dict], deadline_s: floa
     rw = " ".join(rw.split())
     if not rw:
         return None, "empty rewrite"
-    return (rw, raw), None
+    return (rw, raw, got.notes()), None
 
 
 def _paths(out: Path) -> tuple[Path, Path, Path]:
@@ -215,6 +263,9 @@ class RewriteOptions:
         fill_failed: ``None`` (leave failed ids out) or ``"original"`` (write the original text).
         device: device of ``local`` (default: CUDA when available).
         trust_remote_code: allow the ``local`` checkpoint's own code.
+        sample: index of this sample among several rewrites per query (>= 0; > 0 needs
+            temperature > 0 and an endpoint); part of the cache key; with a ``seed``, the request's
+            seed is ``seed + sample``.
     """
 
     llm: LLMSettings = REWRITE_LLM
@@ -225,8 +276,7 @@ class RewriteOptions:
     fill_failed: str | None = None
     device: str | None = None
     trust_remote_code: bool = False
-
-
+    sample: int = 0
 
 
 def _options(options: RewriteOptions | None, kwargs: dict[str, Any]) -> RewriteOptions:
@@ -246,9 +296,23 @@ def _generator(o: RewriteOptions):
     if o.local is not None:
         if o.llm.endpoint:
             raise InputError("give either --endpoint (with --model) or --local MODEL_DIR, not both")
+        if o.sample:
+            raise InputError("--sample needs an endpoint sampling at temperature > 0: --local decodes greedily (one answer)")
         return LocalGenerator(o.local, device=o.device, max_new_tokens=o.llm.max_tokens, budget=o.llm.budget,
                               trust_remote_code=o.trust_remote_code)
-    return endpoint_generator(o.llm)
+    llm = o.llm
+    if o.sample and llm.seed is not None and not isinstance(llm.seed, bool) and isinstance(llm.seed, int):
+        llm = dataclasses.replace(llm, seed=llm.seed + o.sample)  # each sample its own reproducible seed
+    return endpoint_generator(llm)
+
+
+def _check_sample(o: RewriteOptions) -> None:
+    """Raise :class:`InputError` for a sample index that is not an integer >= 0, or > 0 at temperature 0."""
+    if isinstance(o.sample, bool) or not isinstance(o.sample, int) or o.sample < 0:
+        raise InputError(f"sample must be an integer >= 0, got {o.sample!r}")
+    if o.sample and o.local is None and not float(o.llm.temperature) > 0:
+        raise InputError(f"sample {o.sample} at temperature {o.llm.temperature}: greedy decoding has one answer;"
+                         " give --temperature > 0 to draw several samples")
 
 
 def rewrite(queries: QuerySet | str | Path, *, template: str | Path, out: str | Path, options: RewriteOptions | None = None,
@@ -261,10 +325,11 @@ def rewrite(queries: QuerySet | str | Path, *, template: str | Path, out: str | 
         out: the rewrite file to write.
         options: a :class:`RewriteOptions` (default: all defaults).
         **kwargs: any field of :class:`RewriteOptions` (``local``, ``cache``, ``deadline``,
-            ``max_history_words``, ``fill_failed``, ``device``, ``trust_remote_code``) or endpoint
-            setting (``endpoint``, ``model``, ``api_key``, ``concurrency``, ``budget``, ``timeout``,
-            ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``, ``json_mode``): documented
-            there, with their defaults; they override ``options``.
+            ``max_history_words``, ``fill_failed``, ``device``, ``trust_remote_code``, ``sample``) or
+            endpoint setting (``endpoint``, ``model``, ``api_key``, ``concurrency``, ``budget``,
+            ``timeout``, ``max_retries``, ``backoff``, ``temperature``, ``max_tokens``, ``json_mode``,
+            ``top_p``, ``seed``, ``stop``): documented there, with their defaults; they override
+            ``options``.
 
     Returns:
         :class:`RewriteReport` (``report.ok`` is False when any query failed).
@@ -278,6 +343,7 @@ def rewrite(queries: QuerySet | str | Path, *, template: str | Path, out: str | 
     o = dataclasses.replace(o, llm=dataclasses.replace(o.llm, timeout=timeout), deadline=deadline)
     if o.fill_failed not in (None, "original"):
         raise InputError(f"fill_failed must be None or 'original', got {o.fill_failed!r}")
+    _check_sample(o)
     qs = queries if isinstance(queries, QuerySet) else load_queries(queries)
     tpl = load_template(template)
     out = Path(out)
@@ -303,25 +369,36 @@ def _run(qs: QuerySet, tpl: Template, out: Path, gen, o: RewriteOptions) -> Rewr
     """Ask ``gen`` for every query not in the cache, write ``out``, the failures and the meta file."""
     max_history_words = o.max_history_words
     store = AnswerCache(o.cache if o.cache is not None else _paths(out)[2])
+    generation, template = _generation(gen, o), _template_identity(tpl)
     results: dict[str, str] = {}
     todo, history_cut, cached = [], 0, 0
     for qid, q in qs.items():
         msgs, dropped = tpl.messages(q, max_history_words)
         history_cut += dropped > 0
-        key = _cache_key(gen.model, tpl, max_history_words, q)
+        key = _cache_key(generation, template, msgs)
         rec = store.get(key)
         if rec is not None:
             results[qid], cached = rec["rewrite"], cached + 1
         else:
             todo.append((qid, key, msgs))
     failed: dict[str, str] = {}
+    stats = getattr(gen, "stats", None)  # the endpoint client's CallStats (the local model has none)
+    if stats is not None:
+        with stats.lock:
+            stats.cached += cached
 
     def work(entry):
         qid, key, msgs = entry
         got, reason = _one(gen, tpl, _Item(qid), msgs, o.deadline)
         if got is not None:
-            store.put({"key": key, "model": gen.model, "template": tpl.name, "template_version": tpl.version,
-                       "query_id": qid, "rewrite": got[0], "raw": got[1]})
+            rec = {"key": key, "format": CACHE_FORMAT, "model": gen.model, "template": tpl.name, "template_version": tpl.version,
+                   "sample": o.sample, "query_id": qid, "rewrite": got[0], "raw": got[1]}
+            if got[2]:
+                rec["content"] = got[2]
+            store.put(rec)
+            if stats is not None:
+                with stats.lock:
+                    stats.answered += 1
         return qid, got, reason
 
     with ThreadPoolExecutor(max_workers=max(1, int(getattr(gen, "concurrency", 1)))) as ex:
@@ -332,9 +409,14 @@ def _run(qs: QuerySet, tpl: Template, out: Path, gen, o: RewriteOptions) -> Rewr
                 results[qid] = got[0]
     failed = {q: failed[q] for q in qs.ids() if q in failed}
     failures_path = _write(out, qs, results, failed, o.fill_failed)
-    settings = {"template": tpl.to_json(), "model": gen.model, "deadline_s": o.deadline, "timeout_s": o.llm.timeout,
-                "max_history_words": max_history_words, "fill_failed": o.fill_failed, "cache": str(store.path)}
+    older = sum(rec.get("format") != CACHE_FORMAT for rec in store.records())
+    settings = {"template": {**tpl.to_json(), "sha256": template["sha256"], "system": tpl.system}, "model": gen.model,
+                "generation": generation, "deadline_s": o.deadline, "timeout_s": o.llm.timeout,
+                "max_history_words": max_history_words, "fill_failed": o.fill_failed, "cache": str(store.path),
+                "cache_format": CACHE_FORMAT, "cache_older_entries": older}
+    calls = stats.to_dict() if stats is not None else {"calls": int(getattr(gen, "calls", 0))}
     meta_path = _paths(out)[1]
-    report = RewriteReport(len(qs), len(todo) - len(failed), cached, failed, history_cut, out, failures_path, meta_path, settings)
+    report = RewriteReport(len(qs), len(todo) - len(failed), cached, failed, history_cut, out, failures_path, meta_path, settings,
+                           calls)
     write_text_atomic(meta_path, json.dumps(report.to_json(), indent=1, ensure_ascii=False) + "\n")
     return report
