@@ -57,6 +57,30 @@ def test_changed_local_file_is_detected_not_served_stale(v2, tmp_path):
     assert load_queries(tmp_path / "b" / "queries.jsonl")["0"].text == "CHANGED"
 
 
+def test_query_attributes_are_kept_as_group_fields(v2, tmp_path):
+    """ViDoRe V2/V3 queries carry attributes (language, type, format, ...): every other column of
+    the queries config is written to queries.jsonl, where --group-by reads it (issue 27.2); nulls
+    and empty lists are no value, lists of strings are joined."""
+    from datasets import Dataset
+
+    from vdr.io import load_query_fields
+
+    f = v2 / "queries" / "test-00000-of-00001.parquet"
+    Dataset.from_dict({
+        "query-id": [0, 1, 2, 3], "query": ["what is red", "quel est rouge", "which page", "quelle page"],
+        "language": ["english", "french", "english", "french"], "query_type": ["extractive", "visual", "extractive", None],
+        "query_format": ["question", "keyword", "question", "question"], "content_type": [["table", "text"], ["chart"], [], ["text"]],
+    }).to_parquet(str(f))
+    ingest_vidore(v2, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert load_query_fields(tmp_path / "out" / "queries.jsonl") == {
+        "0": {"language": "english", "query_type": "extractive", "query_format": "question", "content_type": "table, text"},
+        "1": {"language": "french", "query_type": "visual", "query_format": "keyword", "content_type": "chart"},
+        "2": {"language": "english", "query_type": "extractive", "query_format": "question"},
+        "3": {"language": "french", "query_format": "question", "content_type": "text"},
+    }
+    assert load_queries(tmp_path / "out" / "queries.jsonl")["1"].text == "quel est rouge"
+
+
 def test_v1_qa_layout(tmp_path):
     root = make_v1(tmp_path / "docvqa_test_subsampled")
     r = ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)

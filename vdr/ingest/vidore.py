@@ -295,13 +295,14 @@ def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOption
     out_dir.mkdir(parents=True, exist_ok=True)
     sink = _PageSink(out_dir, o.ocr, o.ocr_lang, o.max_pixels, src.folder, src.notes)
     language, split, ocr, max_pixels = o.language, o.split, o.ocr, o.max_pixels
-    layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, o.progress)
+    attrs: dict[str, dict] = {}  # query attributes of a BEIR-layout dataset (type, format, ...): --group-by fields
+    layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, o.progress, attrs)
     known = {u["corpus-id"] for u in sink.skipped} | {p.corpus_id for p in sink.pages}
     resolved, fingerprint, pages = src.finish(fp_parts, sink.pages)
     queries, kept = _filter(queries, judgments, language, has_lang, known, src)
     _warn_skipped(src.name, sink)
     qrels = Qrels(kept, name=src.name)
-    _write_dataset(out_dir, pages, queries, qrels)
+    _write_dataset(out_dir, pages, queries, qrels, attrs)
     per_lang = dict(sorted(Counter(lang for _, lang in queries.values()).items()))
     extra = {
         "split": split, "ocr": ocr, "max_pixels": max_pixels, "datasets_version": datasets.__version__,
@@ -326,7 +327,7 @@ def _options(options: VidoreOptions | None, kwargs: dict) -> VidoreOptions:
     return with_keywords(VidoreOptions, options, kwargs, "ingest_vidore")
 
 
-def _read_dataset(src: _Source, sink: _PageSink, progress: bool):
+def _read_dataset(src: _Source, sink: _PageSink, progress: bool, attrs: dict | None = None):
     """Read the dataset in its layout (BEIR when it has the ``corpus``, ``queries`` and ``qrels``
     configs, else QA); pages go to ``sink``.
 
@@ -339,7 +340,7 @@ def _read_dataset(src: _Source, sink: _PageSink, progress: bool):
     """
     if set(_BEIR) <= set(src.configs):
         layout = "beir"
-        queries, judgments, has_lang, fp_parts = _read_beir(src, sink, progress)
+        queries, judgments, has_lang, fp_parts = _read_beir(src, sink, progress, attrs)
     else:
         layout = "qa"
         queries, judgments, has_lang, fp_parts = _read_qa(src, sink, progress)
@@ -351,13 +352,15 @@ def _read_dataset(src: _Source, sink: _PageSink, progress: bool):
     return layout, queries, judgments, has_lang, fp_parts
 
 
-def _write_dataset(out_dir: Path, pages: list[Page], queries: dict, qrels: Qrels) -> None:
-    """Write ``pages.jsonl``, ``queries.jsonl`` (``{"_id", "text", "language"}`` lines) and
+def _write_dataset(out_dir: Path, pages: list[Page], queries: dict, qrels: Qrels, attrs: dict | None = None) -> None:
+    """Write ``pages.jsonl``, ``queries.jsonl`` (``{"_id", "text", "language"}`` lines, then the
+    query's other attributes from ``attrs``: fields ``vdr evaluate --group-by`` reads) and
     ``qrels.tsv`` atomically, then delete images no page refers to."""
     write_pages(out_dir / PAGES_FILE, pages)
+    attrs = attrs or {}
     with atomic_write(out_dir / "queries.jsonl") as f:
         for q, (text, lang) in queries.items():
-            f.write(json.dumps({"_id": q, "text": text, "language": lang}, ensure_ascii=False) + "\n")
+            f.write(json.dumps({"_id": q, "text": text, "language": lang, **attrs.get(q, {})}, ensure_ascii=False) + "\n")
     save_qrels(qrels, out_dir / "qrels.tsv")
     _remove_orphans(out_dir, {p.image for p in pages})
 
@@ -422,8 +425,25 @@ class _Source:
         return resolved, fingerprint, [replace(p, source=source) for p in pages]
 
 
-def _read_beir(src: _Source, sink: _PageSink, progress: bool):
-    """Pages, ``{qid: (text, language)}``, ``{qid: {cid: grade}}``, has_lang and fingerprints of a BEIR-layout dataset."""
+#: Columns of a queries config that are not attributes of the query.
+_NOT_ATTRIBUTES = frozenset({"query-id", "query", "language", "_id", "text", "history", "image", "corpus-id"})
+
+
+def _attribute(value: object) -> object | None:
+    """A query attribute as JSON (a string, number, boolean or list of them), or ``None`` when it
+    has none (null, an image, bytes, a nested record)."""
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float, bool)) for v in value):
+        return value
+    return None
+
+
+def _read_beir(src: _Source, sink: _PageSink, progress: bool, attrs: dict | None = None):
+    """Pages, ``{qid: (text, language)}``, ``{qid: {cid: grade}}``, has_lang and fingerprints of a
+    BEIR-layout dataset; every other column of the queries config (ViDoRe V3: the query's type,
+    format, ...) goes to ``attrs`` (``{qid: {column: value}}``; values as :func:`_attribute` keeps
+    them)."""
     from tqdm.auto import tqdm
 
     name = src.name
@@ -448,6 +468,11 @@ def _read_beir(src: _Source, sink: _PageSink, progress: bool):
         if not isinstance(text, str):
             raise InputError(f"query {qid!r} is not a string ({type(text).__name__})", path=name, id=qid)
         queries[qid] = (text, str(row["language"]) if has_lang and row["language"] is not None else "unknown")
+        if attrs is not None:
+            kept = {str(k): _attribute(v) for k, v in row.items() if k not in _NOT_ATTRIBUTES}
+            kept = {k: v for k, v in kept.items() if v is not None}
+            if kept:
+                attrs[qid] = kept
     return queries, _read_judgments(qrels_ds, name), has_lang, [corpus_ds._fingerprint, queries_ds._fingerprint, qrels_ds._fingerprint]
 
 
