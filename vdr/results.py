@@ -95,6 +95,27 @@ def metric_title(name: str) -> str:
     return _TITLES[fam] + at + k if fam in _TITLES else metric_label(name)
 
 
+_SUPER = dict(zip("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ"))
+
+
+def _superscript(text: str) -> str:
+    """Letters as Unicode superscripts (``"ab"`` -> ``"ᵃᵇ"``); ``^text`` when one has none (``q``)."""
+    return "".join(_SUPER[c] for c in text) if all(c in _SUPER for c in text) else "^" + text
+
+
+def _ranx_latex_sup(won: list[str], others: list[str]) -> str:
+    """ranx's LaTeX superscript of a value: the letters it beats as ``$^{ab}$``, the other systems'
+    letters as ``\\hphantom{$^{cd}$}`` (invisible, so that the column stays aligned); ``""`` when
+    there is nothing to write."""
+    return (f"$^{{{''.join(won)}}}$" if won else "") + (rf"\hphantom{{$^{{{''.join(others)}}}$}}" if others else "")
+
+
+def _names_order(letter: Mapping[str, str]):
+    """Sort key of system letters in their table order (``a`` < ... < ``z`` < ``aa``)."""
+    order = {v: i for i, v in enumerate(letter.values())}
+    return lambda x: order[x]
+
+
 def _letter(i: int) -> str:
     """ranx's system labels: ``a`` ... ``z``, then ``aa``, ``ab``, ..."""
     return chr(97 + i) if i < 26 else _letter(i // 26 - 1) + chr(97 + i % 26)
@@ -177,15 +198,17 @@ class Table:
     def _at(self, table: tuple[tuple[str, ...], ...], i: int, j: int) -> str:
         return table[i][j] if i < len(table) and j < len(table[i]) else ""
 
-    def _plain(self, i: int, j: int, cell: str, sup_fmt: str) -> str:
-        """``cell`` with its superscript (``sup_fmt`` formats it) and its mark symbol appended."""
+    def _plain(self, i: int, j: int, cell: str, sup_fmt: str | None) -> str:
+        """``cell`` with its superscript (``sup_fmt`` formats it; ``None``: Unicode superscript
+        letters, as ranx prints them) and its mark symbol appended."""
         sup, mark = self._at(self.sups, i, j), self._at(self.marks, i, j)
-        return cell + (sup_fmt.format(sup) if sup else "") + (" " + MARK_SYMBOLS[mark] if mark in MARK_SYMBOLS else "")
+        sup = (_superscript(sup) if sup_fmt is None else sup_fmt.format(sup)) if sup else ""
+        return cell + sup + (" " + MARK_SYMBOLS[mark] if mark in MARK_SYMBOLS else "")
 
     def to_text(self, verdicts: bool = True) -> str:
         """Fixed-width plain text: columns padded with two spaces between them, then the verdicts
         and the notes."""
-        rows = [[self._plain(i, j, c, "^{}") for j, c in enumerate(r)] for i, r in enumerate(self._cells(""))]
+        rows = [[self._plain(i, j, c, None) for j, c in enumerate(r)] for i, r in enumerate(self._cells(""))]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(self.columns)]
         lines = ["  ".join(h.ljust(w) for h, w in zip(self.columns, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
@@ -211,6 +234,8 @@ class Table:
 
         def cell(i: int, j: int, c: str) -> str:
             sup, raw, mark = self._at(self.sups, i, j), self._at(self.latex_sups, i, j), self._at(self.marks, i, j)
+            if raw:  # the raw LaTeX superscript replaces the plain one
+                sup = ""
             return (latex_escape(c) + (rf"\textsuperscript{{{latex_escape(sup)}}}" if sup else "") + raw
                     + _LATEX_MARKS.get(mark, ""))
 
@@ -254,7 +279,7 @@ class Table:
         for i, h in enumerate(self.columns):
             t.add_column(h, justify="left" if i < self.left else "right", no_wrap=True)
         for i, r in enumerate(self._cells("")):
-            t.add_row(*(self._plain(i, j, c, "^{}") for j, c in enumerate(r)))
+            t.add_row(*(self._plain(i, j, c, None) for j, c in enumerate(r)))
         return t
 
 
@@ -809,17 +834,20 @@ class Results:
                 beats.setdefault((c.variant, c.metric), []).append(c.baseline)
             elif o == "loss":
                 beats.setdefault((c.baseline, c.metric), []).append(c.variant)
-        rows, sups = [], []
+        rows, sups, latex = [], [], []
         for n in names:
             agg = self.run(self.runs[0].backend, n).metrics.aggregate
             rows.append((letter[n], n, *(fmt4(agg[m]) for m in metrics)))
-            sups.append(("", "", *("".join(sorted(letter[x] for x in beats.get((n, m), []))) for m in metrics)))
+            won = [sorted((letter[x] for x in beats.get((n, m), [])), key=_names_order(letter)) for m in metrics]
+            sups.append(("", "", *("".join(w) for w in won)))
+            # ranx's LaTeX: the letters as a math superscript, the others as an invisible phantom (columns stay aligned)
+            latex.append(("", "", *(_ranx_latex_sup(w, [letter[x] for x in names if x != n and letter[x] not in w]) for w in won)))
         fam = len(self.pairwise)
         note = (f"Superscripts: the systems (by letter) that a system is significantly better than on that metric: two-sided paired"
                 f" randomization test ({describe_test(self.pairwise)}), Holm-corrected over all {fam} tests (pairs x"
                 f" {', '.join(pair_metrics)}), alpha {alpha:g}.")
         return Table(("#", "run", *map(metric_label, metrics)), tuple(rows), (note,), left=2, sups=tuple(sups),
-                     latex_legend="")
+                     latex_sups=tuple(latex), latex_legend="")
 
     def pairwise_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
         """Every pair of systems on ``primary``: a row per pair (``run`` - ``vs``, in the order of
