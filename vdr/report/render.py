@@ -341,12 +341,13 @@ def _bars_section(res: Results, primary: str, words: _Words) -> tuple[str, list[
                 x = x[~np.isnan(x)]
                 means[i, j] = float(x.mean()) if len(x) else float("nan")
                 ci[i, j] = bootstrap_ci(x, n_bootstrap=n_boot, seed=seed) if len(x) else (np.nan, np.nan)
-            rows.append((b, v, *(f"{means[i, j]:.4f} [{ci[i, j, 0]:.3f}, {ci[i, j, 1]:.3f}]" for j in range(len(metrics)))))
+            rows.append(((() if words.systems else (b,)) + (v, *(f"{means[i, j]:.4f} [{ci[i, j, 0]:.3f}, {ci[i, j, 1]:.3f}]"
+                                                                    for j in range(len(metrics))))))
         png = metric_bars("systems" if words.systems else b, metrics, vs, means, ci)
         alt = f"{b}: " + "; ".join(f"{v} " + ", ".join(f"{m} {means[i, j]:.3f}" for j, m in enumerate(metrics)) for i, v in enumerate(vs))
         parts.append(("" if words.systems else f"<h3>{esc(b)}</h3>") + f'<img class="plot" src="{_data_uri(png, "image/png")}" alt="{esc(alt)}">')
     md = [f"## Metrics per {'system' if words.systems else 'backend'} (mean [95% bootstrap interval])", "",
-          Table(("backend", "variant", *metrics), tuple(rows)).to_markdown(notes=False)]
+          Table((*(("system",) if words.systems else ("backend", "variant")), *metrics), tuple(rows)).to_markdown(notes=False)]
     return "\n".join(parts), md
 
 
@@ -491,28 +492,32 @@ def _cases_section(res: Results, thumbs: _Thumbs, top: int, p: str, words: _Word
     return "\n".join(out), md
 
 
-def _hole_section(res: Results) -> tuple[str, list[str]]:
+def _hole_section(res: Results, words: _Words) -> tuple[str, list[str]]:
     from .plots import hole_bars
 
     hm = hole_metric(res)
     if hm is None:
         return '<h2 id="holes">Unjudged pages</h2><p class="note">No hole@k metric in these results.</p>', []
     k = hm.split("@")[1]
+    one, base = ("a system", f"the baseline {words.base}") if words.systems else ("a rewrite", "the originals")
     expl = (f"{hm} is the share of a query's top {k} pages that have no qrels line for that query (unjudged). Metrics count "
-            "an unjudged page as not relevant, so a rewrite that surfaces pages nobody judged is penalised by construction, "
-            "even when those pages answer the query. A rewrite with a higher hole rate than the originals may be better than its "
+            f"an unjudged page as not relevant, so {one} that surfaces pages nobody judged is penalised by construction, "
+            f"even when those pages answer the query. {one.capitalize()} with a higher hole rate than {base} may be better than its "
             "scores say; judge its new pages before concluding.")
+    per = "system" if words.systems else "variant"
     variants = list(res.variants)
     rates = np.full((len(res.backends), len(variants)), np.nan)
     for i, b in enumerate(res.backends):
         for j, v in enumerate(variants):
             if res.has_run(b, v):
                 rates[i, j] = res.aggregate(b, v).get(hm, np.nan)
-    table = Table(("backend", *variants), tuple((b, *(fmt4(float(x)) for x in rates[i])) for i, b in enumerate(res.backends)), left=1)
-    png = hole_bars(hm, res.backends, variants, rates)
-    html_ = (f'<h2 id="holes">{esc(hm)} rate per variant</h2><p>{esc(expl)}</p>' + table.to_html(css_class="")
-             + f'<img class="plot" src="{_data_uri(png, "image/png")}" alt="{esc(hm + " per backend and variant")}">')
-    return html_, [f"## {hm} rate per variant", "", expl, "", table.to_markdown(notes=False), ""]
+    names = ["systems"] if words.systems else res.backends
+    table = Table(("" if words.systems else "backend", *variants), tuple((n, *(fmt4(float(x)) for x in rates[i])) for i, n in enumerate(names)),
+                  left=1)
+    png = hole_bars(hm, names, variants, rates)
+    html_ = (f'<h2 id="holes">{esc(hm)} rate per {per}</h2><p>{esc(expl)}</p>' + table.to_html(css_class="")
+             + f'<img class="plot" src="{_data_uri(png, "image/png")}" alt="{esc(hm + " per backend and " + per)}">')
+    return html_, [f"## {hm} rate per {per}", "", expl, "", table.to_markdown(notes=False), ""]
 
 
 def _judge_section(root: Path) -> tuple[str, list[str]]:
@@ -714,7 +719,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     bars_html, bars_md = _bars_section(res, p, words)
     changes_html = _change_sections(res, p, words)
     cases_html, cases_md = _cases_section(res, thumbs, o.top, p, words)
-    hole_html, hole_md = _hole_section(res)
+    hole_html, hole_md = _hole_section(res, words)
     judge_html, judge_md = _judge_section(res.root)
 
     if thumbs.missing:
