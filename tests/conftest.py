@@ -98,6 +98,7 @@ MODULE_TIERS = {
     "test_protocol": "core",
     "test_pyserini_backend": "core",  # the live (Java) tests are marked slow
     "test_queries_tsv": "core",
+    "test_query_groups": "core",
     "test_query_budget": "core",
     "test_query_cache": "core",
     "test_rcp_metric": "core",
@@ -130,6 +131,7 @@ TEST_TIERS = {
     "test_backends::test_mteb_disagreement_is_reported_with_its_reason": "model",
     "test_backends::test_mteb_main_metric_of_vidore_v2_datasets": "model",
     "test_compare_runs::test_compare_cli_values_hand_computed_and_pytrec_eval": "crosscheck",
+    "test_compare_runs::test_pairs_all_against_ranx": "crosscheck",
     "test_convert::test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval": "crosscheck",
     "test_convert::test_evaluate_drop_missing_judged_is_labelled": "crosscheck",  # pytrec_eval
     "test_judge_fit::test_bt_gradient_and_choix_crosscheck": "crosscheck",

@@ -6,6 +6,7 @@ folder, and ``vdr.compare`` callable while ``vdr.compare``'s statistics stay imp
 from __future__ import annotations
 
 import itertools
+import re
 import json
 import math
 import subprocess
@@ -204,3 +205,127 @@ def test_a_failing_run_is_named_with_its_file(files, tmp_path, capsys):
     with pytest.raises(vdr.InputError) as e:  # in-memory runs: the name, no path
         vdr.compare(q, {"a": a, "mem": {"x1": {"d1": 1.0}}})
     assert str(e.value).startswith("run 'mem': the run retrieves no page") and e.value.path is None
+
+
+# ------------------------------------------------------------------------------------------ every pair (issue 27.3)
+
+# 20 queries, one relevant page each (binary): A finds it at rank 1 for all; B for q01-q10; C never; D for q01-q08, q11, q12
+PAIR_IDS = [f"q{i:02d}" for i in range(1, 21)]
+PAIR_FOUND = {"A": PAIR_IDS, "B": PAIR_IDS[:10], "C": [], "D": PAIR_IDS[:8] + PAIR_IDS[10:12]}
+
+
+def _pair_files(tmp_path) -> tuple[Path, dict[str, Path]]:
+    qrels = tmp_path / "pairs.qrels"
+    qrels.write_text("".join(f"{q} 0 rel-{q} 1\n{q} 0 junk-{q} 0\n" for q in PAIR_IDS), encoding="utf-8")
+    runs = {}
+    for name, found in PAIR_FOUND.items():
+        runs[name] = tmp_path / f"{name}.trec"
+        runs[name].write_text("".join(f"{q} Q0 {'rel-' + q if q in found else 'junk-' + q} 1 1.0 {name}\n" for q in PAIR_IDS),
+                              encoding="utf-8")
+    return qrels, runs
+
+
+def test_pairs_all_hand_computed(tmp_path, capsys):
+    qrels, runs = _pair_files(tmp_path)
+    out = tmp_path / "cmp"
+    rc, stdout, err = cli(capsys, "compare", qrels, *(f"{n}={p}" for n, p in runs.items()), "-m", "ndcg@3", "-m", "mrr@3",
+                          "--pairs", "all", "--out", out, "--no-report")
+    assert rc == 0, err
+    res = Results.load(out)
+    assert res.config["pairs"] == "all" and len(res.pairwise) == 6 * 2  # C(4, 2) pairs x 2 metrics, one Holm family
+    pairs = {(c.variant, c.baseline, c.metric): c for c in res.pairwise}
+    assert [(c.variant, c.baseline) for c in res.pairwise if c.metric == "ndcg@3"] == [
+        ("B", "A"), ("C", "A"), ("D", "A"), ("C", "B"), ("D", "B"), ("D", "C")]
+    means = {n: len(f) / 20 for n, f in PAIR_FOUND.items()}  # nDCG@3 = RR@3 = 1 when found at rank 1, else 0
+    for (v, b, m), c in pairs.items():
+        assert c.rewritten == means[v] and c.original == means[b] and c.delta == pytest.approx(means[v] - means[b], abs=1e-12)
+        wins = len(set(PAIR_FOUND[v]) - set(PAIR_FOUND[b]))
+        losses = len(set(PAIR_FOUND[b]) - set(PAIR_FOUND[v]))
+        assert (c.wins, c.ties, c.losses) == (wins, 20 - wins - losses, losses)
+        assert c.holm_family == tuple(x.label for x in res.pairwise)
+    assert list(holm([c.p_value for c in res.pairwise])) == pytest.approx([c.p_value_holm for c in res.pairwise])
+    # B and D: two wins, two losses -> no evidence; every other pair differs on >= 10 queries all one way -> significant
+    assert pairs["D", "B", "ndcg@3"].outcome() == "ns" and pairs["D", "B", "ndcg@3"].delta == 0
+    assert all(c.outcome() == ("gain" if c.delta > 0 else "loss") for c in res.pairwise if {c.variant, c.baseline} != {"B", "D"})
+    # ranx's table: the letters of the systems a system is significantly better than
+    t = res.pairs_table()
+    assert t.columns == ("#", "run", "ndcg@3", "mrr@3")
+    assert [r[:3] for r in t.rows] == [("a", "A", "1.0000"), ("b", "B", "0.5000"), ("c", "C", "0.0000"), ("d", "D", "0.5000")]
+    assert [s[2] for s in t.sups] == ["bcd", "c", "", "c"]
+    assert "every pair (ranx's table):" in stdout and "1.0000\u1d47\u1d9c\u1d48" in stdout  # 1.0000ᵇᶜᵈ as ranx prints it
+    tex = t.to_latex(label="tab:pairs")
+    assert r"a & A & 1.0000$^{bcd}$\hphantom{} & 1.0000$^{bcd}$\hphantom{} \\" in tex and r"c & C & 0.0000\hphantom{$^{abd}$} &" in tex
+    assert r"b & B & 0.5000$^{c}$\hphantom{$^{ad}$} &" in tex
+    md = t.to_markdown()
+    assert "| a | A | 1.0000<sup>bcd</sup> | 1.0000<sup>bcd</sup> |" in md
+    pw = res.pairwise_table("ndcg@3").to_text().splitlines()
+    assert pw[0].split()[:4] == ["run", "vs", "ndcg@3", "vs"] and pw[1].split()[:5] == ["B", "A", "0.5000", "1.0000", "-0.5000"]
+    assert "\u25bc" in pw[1] and pw[1].rstrip().endswith("0/10/10")
+    df = res.to_pandas("pairs")
+    assert df.shape == (12, 15) and df.loc[(df.run == "D") & (df.vs == "B") & (df.metric == "ndcg@3"), "outcome"].item() == "ns"
+    # the default stays each run against the baseline only
+    default = vdr.compare(qrels, runs, metrics=["ndcg@3"])
+    assert default.pairwise == [] and default.config["pairs"] == "baseline"
+    with pytest.raises(vdr.InputError, match="run `vdr compare --pairs all`"):
+        default.pairs_table()
+    rc, _, err = cli(capsys, "compare", qrels, *runs.values(), "--pairs", "some")
+    assert rc == 2 and "some" in err
+
+
+def test_pairs_all_against_ranx(tmp_path):
+    """ranx's own compare on the same runs: the same means, W/T/L and superscript letters (its
+    Fisher test, 2000 permutations, no multiple-testing correction, p <= 0.05; vdr's: Holm over
+    the 12 tests; the pairs are chosen so that both decide alike), and its LaTeX superscripts."""
+    ranx = pytest.importorskip("ranx")
+    qrels, runs = _pair_files(tmp_path)
+    res = vdr.compare(qrels, runs, metrics=["ndcg@3", "mrr@3"], pairs="all")
+    rq = ranx.Qrels({q: {f"rel-{q}": 1, f"junk-{q}": 0} for q in PAIR_IDS})
+    rruns = [ranx.Run({q: {("rel-" if q in f else "junk-") + q: 1.0} for q in PAIR_IDS}, name=n) for n, f in PAIR_FOUND.items()]
+    rep = ranx.compare(rq, rruns, metrics=["ndcg@3", "mrr@3"], stat_test="fisher", max_p=0.05, n_permutations=2000)
+    for c in res.pairwise:
+        assert c.rewritten == pytest.approx(rep.results[c.variant][c.metric], abs=1e-12)
+        wtl = rep.win_tie_loss[(c.variant, c.baseline)][c.metric]
+        assert (c.wins, c.ties, c.losses) == (wtl["W"], wtl["T"], wtl["L"])
+    t = res.pairs_table()
+    for i, name in enumerate(PAIR_FOUND):
+        for j, m in enumerate(["ndcg@3", "mrr@3"]):
+            assert t.sups[i][2 + j] == rep.get_superscript_for_latex(name, m), (name, m)
+            expect = f"$^{{{rep.get_superscript_for_latex(name, m)}}}$\\hphantom{{$^{{{rep.get_phantoms_for_latex(name, m)}}}$}}"
+            assert t.latex_sups[i][2 + j] == expect.replace("$^{}$", ""), (name, m)  # ranx's own clean-up
+
+
+def test_compare_report_speaks_of_systems(files, sample_corpus, tmp_path, capsys):
+    """The compare report (issue 27.4): systems and baseline, no rewrite section, no broken image
+    without a corpus; pages and query texts with --corpus/--queries (on compare and on report)."""
+    out = tmp_path / "cmp"
+    rc, _, err = cli(capsys, "compare", files["qrels.txt"], files["a.trec"], files["b.trec"], "--out", out)
+    assert rc == 0, err
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "rewrite" not in html.lower().replace("the rewrite helped", "") and "rewritten - original" not in html
+    assert 'id="length"' not in html and "image missing" not in html and "text not available" not in html
+    assert html.count('class="noimg"') > 0 and "give --corpus" in html and "give --queries" in html
+    assert "<li class=\"ns\">b vs a (baseline): " in html and "Distribution of per-query changes against the baseline" in html
+    # the sample's qrels and two of its runs, with the corpus and the queries: pages and texts shown, opened full size
+    sample = REPO_ROOT / "assets" / "sample_corpus"
+    ids = [json.loads(x)["_id"] for x in (sample / "queries.jsonl").read_text().splitlines()]
+    pages = sorted(json.loads(x)["corpus-id"] for x in (sample_corpus / "pages.jsonl").read_text().splitlines())
+    a, b = tmp_path / "s1.trec", tmp_path / "s2.trec"
+    best = {}
+    for q, d, g in (x.split("\t") for x in (sample / "qrels.tsv").read_text().splitlines()[1:]):
+        best.setdefault(q, d)  # each query's first judged page (grade 2 where it has one)
+    a.write_text("".join(f"{q} Q0 {best[q]} 1 2.0 s1\n" for q in ids))
+    b.write_text("".join(f"{q} Q0 {pages[(i * 7) % len(pages)]} 1 2.0 s2\n" for i, q in enumerate(ids)))
+    out2 = tmp_path / "cmp2"
+    rc, _, err = cli(capsys, "compare", sample / "qrels.tsv", a, b, "--allow-unjudged", "--queries", sample / "queries.jsonl",
+                     "--corpus", sample_corpus, "--group-by", "type", "--out", out2)
+    assert rc == 0, err
+    html = (out2 / "report.html").read_text(encoding="utf-8")
+    assert "What is the base period of the consumer price index" in html and "noimg" not in html.split("</style>")[1] and "image missing" not in html
+    links = re.findall(r'<a class="full" href="report_pages/([^"]+)"', html)
+    assert links and all((out2 / "report_pages" / f).is_file() for f in links)
+    assert "<h3>by type</h3>" in html
+    res = Results.load(out2)
+    assert res.corpus is not None and res.warnings == [] and res.variants["s1"]["q01"].text.startswith("How much")
+    # vdr report --corpus/--queries on the first folder: the same, after the fact
+    rc, _, err = cli(capsys, "report", out, "--corpus", sample_corpus)  # the tiny runs' pages are not in the sample corpus
+    assert rc == 0 and "page image(s) missing" in err

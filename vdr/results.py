@@ -104,10 +104,10 @@ def _superscript(text: str) -> str:
 
 
 def _ranx_latex_sup(won: list[str], others: list[str]) -> str:
-    """ranx's LaTeX superscript of a value: the letters it beats as ``$^{ab}$``, the other systems'
-    letters as ``\\hphantom{$^{cd}$}`` (invisible, so that the column stays aligned); ``""`` when
-    there is nothing to write."""
-    return (f"$^{{{''.join(won)}}}$" if won else "") + (rf"\hphantom{{$^{{{''.join(others)}}}$}}" if others else "")
+    """ranx's LaTeX superscript of a value, as ranx 0.3 writes it: the letters it beats as
+    ``$^{ab}$``, the other systems' letters as ``\\hphantom{$^{cd}$}`` (invisible, so that the column
+    stays aligned), empty superscripts ``$^{}$`` removed."""
+    return (f"$^{{{''.join(won)}}}$" + rf"\hphantom{{$^{{{''.join(others)}}}$}}").replace("$^{}$", "")
 
 
 def _names_order(letter: Mapping[str, str]):
