@@ -297,6 +297,7 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
     html = paths.html.read_text(encoding="utf-8")
     assert "Eiffel Tower Design Gustave Eiffel&#x27;s company" in html or "Eiffel Tower Design Gustave Eiffel's company" in html
     assert "image missing" not in html and not any("image(s) missing" in w for w in paths.warnings)
+    assert '<div class="psg" role="note">' in html and "missing psg" not in html  # passages as readable text (issue 27.4)
 
 
 def test_evaluate_drop_missing_judged_is_labelled(topiocqa, tmp_path):

@@ -298,3 +298,93 @@ def test_cli_latex_and_primary_metric(lexical_results, tmp_path, capsys):
     assert main(["report", str(lexical_results), "--out", str(tmp_path / "x.html"), "--primary-metric", "ndcg@7"]) == 2
     err = capsys.readouterr().err
     assert "metric 'ndcg@7' was not evaluated" in err and not (tmp_path / "x.html").exists()
+
+
+# ------------------------------------------------------------------------------------------ issue 27: a report you can read
+
+
+def test_first_screen_verdicts_summary_and_toc(built, lexical_results):
+    paths, html, md = built
+    res = vdr.Results.load(lexical_results)
+    verdicts = res.verdicts()
+    assert len(verdicts) == 2 and verdicts[0].startswith("conversational: ") and " nDCG@3 on lexical [95% CI " in verdicts[0]
+    body = html.split("</style>", 1)[1]
+    # the first screen: verdicts, then the summary table; the details below; the inputs last
+    order = [body.index(f'id="{s}"') for s in ("verdicts", "summary", "metrics", "changes", "length", "cases", "holes", "about")]
+    assert order == sorted(order)
+    first = body.split('<section class="first">', 1)[1].split("</section>", 1)[0]
+    for v in verdicts:
+        assert esc_html(v) in first
+    assert '<table class="summary">' in first
+    toc = re.findall(r'<a href="#([a-z]+)">', body.split('<nav class="toc">', 1)[1].split("</nav>", 1)[0])
+    assert toc == ["verdicts", "summary", "metrics", "changes", "length", "cases", "holes", "about"]
+    assert all(f'id="{t}"' in body for t in toc)
+    # report.md opens on the verdicts too
+    head = md.split("## Summary", 1)[0]
+    assert "## Verdicts" in head and all(f"- {v}" in head for v in verdicts)
+
+
+def esc_html(text: str) -> str:
+    import html as h
+
+    return h.escape(text, quote=True)
+
+
+def test_alpha_marks_significant_changes(lexical_results, tmp_path):
+    """--alpha decides the verdicts and the marks: every change whose Holm p is <= alpha is marked
+    (symbol and class) in the HTML, the Markdown and, as an arrow superscript, the LaTeX table."""
+    doc = _doc(lexical_results)
+    comps = [c for c in doc["comparisons"] if c["metric"] == "ndcg@3"]
+    alpha = max(c["p_value_holm"] for c in comps) + 1e-9  # every change of ndcg@3 significant
+    paths = vdr.report(lexical_results, tmp_path / "r.html", alpha=alpha, latex=tmp_path / "t.tex")
+    html, md, tex = paths.html.read_text(encoding="utf-8"), paths.markdown.read_text(encoding="utf-8"), (tmp_path / "t.tex").read_text()
+    for c in comps:
+        kind, sym = ("gain", "\u25b2") if c["delta"] > 0 else ("loss", "\u25bc")
+        assert f'<td class="{kind}">{c["delta"]:+.4f} {sym}</td>' in html
+        assert f"significant {kind} after Holm" in html and f"| {c['delta']:+.4f} {sym} |" in md
+        arrow = r"\textsuperscript{$\uparrow$}" if kind == "gain" else r"\textsuperscript{$\downarrow$}"
+        run = next(r for r in doc["runs"] if r["variant"] == c["variant"])
+        assert f"& {run['aggregate']['ndcg@3']:.4f}{arrow} &" in tex and f"& {c['delta']:+.4f}{arrow} &" in tex
+    assert r"$\uparrow$/$\downarrow$: significantly higher/lower than the original queries" in tex
+    # the default alpha (0.05): the sample's changes are not significant after Holm, nothing is marked
+    plain = vdr.report(lexical_results, tmp_path / "p.html").html.read_text(encoding="utf-8")
+    assert all(c["p_value_holm"] > 0.05 for c in comps) and 'class="gain"' not in plain and 'class="loss"' not in plain
+    assert "not significant after Holm" in plain
+    with pytest.raises(InputError, match="--alpha"):
+        vdr.report(lexical_results, tmp_path / "x.html", alpha=1.5)
+
+
+def test_pages_open_full_size(built, sample_corpus):
+    """Every thumbnail is a link to the page's image file, copied beside the report (a click opens
+    the page full size); the copy is the corpus' file, byte for byte."""
+    paths, html, _ = built
+    body = html.split("</style>", 1)[1]
+    links = re.findall(r'<a class="full" href="report_pages/([^"]+)" target="_blank"[^>]*><div class="pg (pg\d+)" role="img" '
+                       r'aria-label="([^"]+)"></div></a>', body)
+    assert len(links) == body.count('<div class="pg ') > 20 and paths.pages == paths.html.parent / "report_pages"
+    corpus = vdr.Corpus.load(sample_corpus)
+    for name, _, page in links:
+        assert (paths.pages / name).read_bytes() == corpus.image_path(page).read_bytes()
+    assert sorted(p.name for p in paths.pages.iterdir()) == sorted({n for n, _, _ in links})
+
+
+def test_report_groups_by_a_field_of_the_queries(lexical_results, tmp_path):
+    """`vdr report --group-by type`: the sample's queries carry their type; the groups' changes in
+    the first screen equal group_rows; n adds up to the query set."""
+    res = vdr.Results.load(lexical_results)
+    assert res.group_fields == []  # the evaluation did not group: the report reads the recorded queries file
+    out = tmp_path / "g.html"
+    assert main(["report", str(lexical_results), "--out", str(out), "--group-by", "type"]) == 0
+    html = out.read_text(encoding="utf-8")
+    first = html.split('<section class="first">', 1)[1].split("</section>", 1)[0]
+    assert '<table class="groups">' in first and "<h3>by type</h3>" in first
+    res.query_fields = {q["_id"]: {"type": q["type"]} for q in
+                        (json.loads(x) for x in (ROOT / "assets" / "sample_corpus" / "queries.jsonl").read_text().splitlines())}
+    rows = res.group_rows("type")
+    assert {r["group"] for r in rows} == {"extractive", "chart", "table", "paraphrase", "none"}
+    assert sum(r["n_queries"] for r in rows if r["variant"] == "conversational") == 42
+    for r in rows:
+        assert f"<td>{r['group']}</td><td>{r['n_queries']}</td>" in first
+        assert f"{r['delta']:+.3f}" in first
+    md = out.with_suffix(".md").read_text(encoding="utf-8")
+    assert "## By query group" in md and "| type | n | lexical: conversational | lexical: evil |" in md
