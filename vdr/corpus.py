@@ -27,7 +27,7 @@ A passage corpus (:class:`PassageCorpus`, ``kind == "passage"``; written by
 This module owns these names; the ingest code that writes the folders imports them from here.
 
 Page ids of ingested PDFs are ``<path relative to PDF_DIR, '/'-separated>#<1-based page>``
-with whitespace and ``%`` percent-encoded (UTF-8 bytes, upper-case hex), so that every id is a
+in Unicode NFC, with whitespace and ``%`` percent-encoded (UTF-8 bytes, upper-case hex), so that every id is a
 single whitespace-free token that TREC files can hold: ``reports/esg 2023.pdf`` page 12 has the id
 ``reports/esg%202023.pdf#12``. See :func:`page_id`. Users write qrels with these ids.
 """
@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -72,13 +73,17 @@ def _encode_char(c: str) -> str:
 def page_id(relative_path: str, page: int) -> str:
     """The corpus id of page ``page`` (1-based) of the PDF at ``relative_path``.
 
-    Whitespace (any Unicode whitespace) and ``%`` in the path are percent-encoded as their UTF-8
-    bytes; every other character is kept. ``'/'`` separates folders whatever the OS.
+    The path is normalised to Unicode NFC (a name macOS stored decomposed, ``e`` + U+0301, gives
+    the same id as the composed ``é`` a user types in the qrels); whitespace (any Unicode
+    whitespace) and ``%`` are then percent-encoded as their UTF-8 bytes; every other character is
+    kept. ``'/'`` separates folders whatever the OS.
 
     >>> page_id("reports/esg 2023.pdf", 12)
     'reports/esg%202023.pdf#12'
     >>> page_id("a%b.pdf", 1)
     'a%25b.pdf#1'
+    >>> page_id("re\u0301sume\u0301.pdf", 1) == "r\u00e9sum\u00e9.pdf#1"
+    True
 
     Raises:
         InputError: ``page`` < 1 or an empty path.
@@ -87,7 +92,7 @@ def page_id(relative_path: str, page: int) -> str:
         raise InputError(f"page numbers are 1-based, got {page}", path=relative_path)
     if not relative_path:
         raise InputError("empty relative path")
-    enc = "".join(_encode_char(c) if (c == "%" or c.isspace()) else c for c in relative_path)
+    enc = "".join(_encode_char(c) if (c == "%" or c.isspace()) else c for c in unicodedata.normalize("NFC", relative_path))
     return f"{enc}#{page}"
 
 
