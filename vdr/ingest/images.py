@@ -127,7 +127,10 @@ def decode_image(value, *, base: str | Path | None = None):
         raise ImageProblem("no decodable image (neither bytes nor path)")
     try:
         im = Image.open(src)
+        before = _orientation(im)
         im.load()
+        if before is not None and _orientation(im) is None:  # the decoder applied it while loading (Pillow's TIFF reader)
+            im.info[_APPLIED_ON_LOAD] = before
     except Image.DecompressionBombError as e:
         raise ImageProblem(f"image above PIL's decompression-bomb limit ({e})") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
@@ -151,6 +154,19 @@ EXIF_TRANSFORMS = {
 }
 
 
+#: ``info`` key where :func:`decode_image` notes an EXIF orientation the decoder applied on load.
+_APPLIED_ON_LOAD = "vdr_exif_orientation_applied_on_load"
+
+
+def _orientation(im) -> int | None:
+    """The image's EXIF orientation value, or ``None`` (no tag, or an unreadable EXIF block)."""
+    try:
+        value = im.getexif().get(EXIF_ORIENTATION_TAG)
+    except Exception:  # a malformed EXIF block: the pixels are used as stored
+        return None
+    return value if isinstance(value, int) else None
+
+
 def upright(im):
     """``im`` with its EXIF orientation applied (``PIL.ImageOps.exif_transpose``), and the value.
 
@@ -158,15 +174,17 @@ def upright(im):
         ``(image, orientation)``: ``orientation`` is the EXIF value found (1-8), or ``None`` when
         the image has no orientation tag (or a value outside 1-8, which is ignored as viewers
         ignore it). For 2-8 the image is a new, transformed image without the tag (so a second
-        call finds none); for 1 or ``None`` it is ``im`` itself.
+        call finds none); for 1 or ``None`` it is ``im`` itself. Pillow's TIFF reader applies the
+        orientation itself while loading: :func:`decode_image` notes the value then, and it is
+        returned here without a second transform.
     """
     from PIL import ImageOps
 
-    try:
-        value = im.getexif().get(EXIF_ORIENTATION_TAG)
-    except Exception:  # a malformed EXIF block: the pixels are used as stored
-        return im, None
-    if not isinstance(value, int) or value not in EXIF_TRANSFORMS:
+    loaded = im.info.get(_APPLIED_ON_LOAD)
+    if loaded in EXIF_TRANSFORMS:  # already applied by the decoder (decode_image noted it): not again
+        return im, loaded
+    value = _orientation(im)
+    if value not in EXIF_TRANSFORMS:
         return im, None
     if value == 1:
         return im, 1

@@ -319,10 +319,13 @@ def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[s
     ids = corpus_ids if isinstance(corpus_ids, (set, frozenset)) else set(corpus_ids)
     judged = sorted({d for q in qids for d in qd[q]})
     if judged and ids and ids.isdisjoint(judged) and not allow_unjudged:
+        from ..corpus import id_normalisation_hint
+
+        hint = id_normalisation_hint(judged, ids)
         raise InputError(
             f"the qrels' corpus ids are not pages of the corpus, not a single one: qrels ids [{_examples(judged, 3)}],"
-            f" corpus ids [{_examples(sorted(ids), 3)}]; the ids almost always differ in format"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            f" corpus ids [{_examples(sorted(ids), 3)}]; " + (hint or "the ids almost always differ in format"
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)"),
             path=path,
         )
     return []
