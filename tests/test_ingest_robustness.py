@@ -576,6 +576,9 @@ def test_evaluate_names_qrels_ids_that_match_only_after_normalisation(tmp_path, 
     # no id matches at all: the id-format check names normalisation instead of guessing a format
     with pytest.raises(InputError, match="only after Unicode normalisation"):
         check_judged_overlap(Qrels({"q2": {bad: 1}}), corpus.ids(), qrels_path="qrels.tsv")
+    # vdr metrics: a run of the corpus' ids against such qrels
+    with pytest.raises(InputError, match="no retrieved page .* only after Unicode normalisation"):
+        check_judged_overlap(Qrels({"q2": {bad: 1}}), {"q2": {"r\u00e9sum\u00e9.pdf#1": 2.0, "plain.pdf#1": 1.0}}, qrels_path="qrels.tsv")
     # a plain miss says nothing about normalisation
     with pytest.raises(InputError) as e:
         check_inputs(corpus, queries, Qrels({"q1": {"plain.pdf#1": 1}, "q2": {"other.pdf#1": 1}}), "qrels.tsv")

@@ -281,11 +281,14 @@ def check_judged_overlap(
         return []
     unjudged = [q for q in hit if qd[q].keys().isdisjoint(rd[q].keys())]
     if len(unjudged) == len(hit) and not allow_unjudged:
+        from ..corpus import id_normalisation_hint
+
         q = hit[0]
+        hint = id_normalisation_hint(sorted({d for x in hit for d in qd[x]}), {d for x in hit for d in rd[x]})
         raise InputError(
             f"no retrieved page of any query has a qrels line for that query, e.g. query {q!r}:"
-            f" run ids {list(rd[q])[:3]}, qrels ids {list(qd[q])[:3]}; the ids almost always differ in format"
-            " (zero padding, a prefix or a suffix); pass --allow-unjudged (allow_unjudged=True) to score the run anyway",
+            f" run ids {list(rd[q])[:3]}, qrels ids {list(qd[q])[:3]}; " + (hint or "the ids almost always differ in format"
+            " (zero padding, a prefix or a suffix)") + "; pass --allow-unjudged (allow_unjudged=True) to score the run anyway",
             path=qrels_path,
         )
     if unjudged:
