@@ -616,7 +616,8 @@ def render_pages(
 
     Returns:
         One dict per page: either a ``pages.jsonl`` record (keys of :class:`vdr.corpus.Page` with
-        ``corpus-id``) plus ``"notes"`` (list of str) and ``"decision"`` (how its text was read:
+        ``corpus-id``) plus ``"notes"`` (list of str) and, unless ``opts.ocr == "never"``,
+        ``"decision"`` (how its text was read:
         ``{"page", "ocr", "reason", "text_chars", "text_share", "image_share", "orientation",
         "text"}``, see :mod:`vdr.ingest.ocr`), or ``{"page": n, "reason": str}`` for a
         page that was not rendered (bad box, extreme aspect ratio, too small, size mismatch,
@@ -727,7 +728,7 @@ def _finish_page(im, layer: tuple[str, TextCover | None], plan: PagePlan, relati
         "text_source": source,
         "image_sha256": pixel_sha256(a),
         "notes": notes,
-        "decision": decision,
+        **({"decision": decision} if opts.ocr != "never" else {}),  # with OCR off there is nothing to decide per page
     }
 
 

@@ -49,7 +49,7 @@ class DocumentReport:
         password: which password opened the file: ``"empty"`` (the empty user password, e.g. a
             permissions-only file), ``"given"`` (the one ``--password``), ``"from map"`` (the
             password map's entry), or ``None`` (not encrypted, or not opened). Never the password.
-        page_decisions: how each ingested page's text was read, in page order:
+        page_decisions: how each ingested page's text was read, in page order (empty with ``--ocr never``):
             ``{"page", "ocr": bool, "reason", ...}`` with the text layer's coverage
             (``text_chars``, ``text_share``, ``image_share``; ``--ocr auto``), the orientation
             detected before OCR (``orientation``) and what text was kept (``text``); see

@@ -373,6 +373,9 @@ def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOption
     sink = _PageSink(out_dir, o.ocr, o.ocr_lang, o.max_pixels, src.folder, src.notes)
     language, split, ocr, max_pixels = o.language, o.split, o.ocr, o.max_pixels
     layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, o.progress)
+    if sink.oriented:
+        src.notes.append(f"{len(sink.oriented)} page image(s) turned upright by their EXIF orientation (listed in the report as"
+                         " exif_orientation.applied)")
     if src.nfc_ids:
         src.notes.append(f"{len(src.nfc_ids)} image file name(s) are not in Unicode NFC: their page ids are written in NFC"
                          " (listed in the report as nfc_ids)")
