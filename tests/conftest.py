@@ -75,6 +75,7 @@ MODULE_TIERS = {
     "test_ingest_out": "core",
     "test_ingest_pdf": "crosscheck",  # real-world PDFs from ../shared/pdfs
     "test_ingest_perf": "core",
+    "test_ingest_robustness": "core",  # the Tesseract tests skip without it
     "test_ingest_unavailable": "core",
     "test_ingest_vidore": "core",
     "test_io": "core",

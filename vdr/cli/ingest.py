@@ -97,6 +97,11 @@ def ingest_command(**o: Any) -> None:
     reused = f", {skipped} unchanged since the last run" if skipped else ""
     typer.echo(f"{len(r.documents)} PDFs: {c['ok']} ok, {c['partial']} partial, {c['failed']} failed{reused};"
                f" {r.pages} pages -> {out}")
+    ocr_done = r.extra.get("ocr_summary") or {}
+    if ocr_done.get("ocr"):
+        typer.echo(f"OCR: {ocr_done['ocr']} pages ({ocr_done['no_text_layer']} without a text layer, {ocr_done['thin_text_layer']}"
+                   f" whose text layer is a thin stamp, page number or footer; {ocr_done['turned']} turned upright first);"
+                   " per-page decisions in ingest-report.json")
     for d in r.documents:
         if d.status != "ok":
             typer.echo(f"{d.status}: {d.source}: {d.reason}", err=True)

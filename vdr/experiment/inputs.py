@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..corpus import PAGES_FILE, Corpus, PassageCorpus, load_corpus
+from ..corpus import PAGES_FILE, Corpus, PassageCorpus, id_normalisation_hint, load_corpus
 from ..errors import AlignmentError, InputError, VdrWarning
 from ..metrics import check_judged_overlap
 from ..io.formats import load_qrels, load_queries, load_rewrites
@@ -258,9 +258,10 @@ def check_inputs(corpus: Corpus | PassageCorpus, queries: QuerySet, qrels, qrels
     missing = {d: corpus.unavailable_reason(d) for d in sorted({d for q in qrels for d in qrels[q] if d not in corpus})}
     unknown = [d for d, reason in missing.items() if reason is None]
     if unknown:
+        hint = id_normalisation_hint(unknown, corpus.ids())
         raise InputError(
             f"{len(unknown)} corpus id(s) in the qrels are not pages of the corpus, e.g. {unknown[:10]}"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)" + (f"; {hint}" if hint else ""),
             path=qrels_path,
         )
     if missing:
