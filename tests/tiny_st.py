@@ -29,7 +29,8 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def build_tiny_st(folder: str | Path, *, max_seq_length: int = 16, dim: int = 256, seed: int = 0, prompts: dict | None = None,
-                  default_prompt_name: str | None = None, extra_words: tuple = (), vectors: dict | None = None) -> Path:
+                  default_prompt_name: str | None = None, extra_words: tuple = (), vectors: dict | None = None,
+                  include_prompt: bool = True) -> Path:
     """Save the tiny model into ``folder`` (created) and return it.
 
     Args:
@@ -38,6 +39,7 @@ def build_tiny_st(folder: str | Path, *, max_seq_length: int = 16, dim: int = 25
         default_prompt_name: the declared ``default_prompt_name`` (a key of ``prompts``).
         extra_words: words appended to :data:`WORDS` (the vocabulary of the other words is unchanged).
         vectors: ``{word: dim floats}``: those words' embeddings, set after the random ones.
+        include_prompt: the mean pooling's ``include_prompt`` (false: prompt tokens are not pooled).
     """
     import torch
     from sentence_transformers import SentenceTransformer
@@ -71,7 +73,7 @@ def build_tiny_st(folder: str | Path, *, max_seq_length: int = 16, dim: int = 25
     model.save_pretrained(hf)
     fast.save_pretrained(hf)
     tr = st_models.Transformer(str(hf), max_seq_length=max_seq_length)
-    SentenceTransformer(modules=[tr, st_models.Pooling(dim, "mean")], device="cpu", prompts=prompts,
+    SentenceTransformer(modules=[tr, st_models.Pooling(dim, "mean", include_prompt=include_prompt)], device="cpu", prompts=prompts,
                         default_prompt_name=default_prompt_name).save(str(folder))
     return folder
 
