@@ -5,8 +5,10 @@ A tiny, randomly initialised ANCE checkpoint is built here, laid out as ANCE's a
 query path) must equal a plain transformers forward of the recipe Pyserini's ``AnceEncoder`` and
 ConvSearch-R1's ``ANCE`` run -- RoBERTa, first token, ``embeddingHead``, ``norm`` -- on padded
 batches cut at 64 (queries) / 384 (passages) tokens, to 1e-5; the lengths, the architecture and the
-inner product are recorded. When Pyserini's own ``AnceQueryEncoder`` can load the checkpoint (Java
-21+, a transformers it supports), its vectors must be equal too.
+inner product are recorded. Pyserini's own ``AnceQueryEncoder`` / ``AnceDocumentEncoder`` give the
+same vectors: recorded with Pyserini 1.6.0 (transformers 4.50.0) by tests/make_ance_fixture.py, and
+live when Pyserini can load the checkpoint here (Java 21+, a transformers it supports; Pyserini
+1.6.0 cannot under transformers 5, and the live test says so when it skips).
 """
 
 from __future__ import annotations
@@ -184,6 +186,36 @@ def test_end_to_end_scores_are_inner_products(ance, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ Pyserini itself
+
+FIXTURE = Path(__file__).parent / "data" / "ance_pyserini_1.6.0.json"
+
+
+@pytest.mark.parametrize("runtime", _runtimes())
+def test_equal_to_pyserinis_recorded_vectors(tmp_path, runtime):
+    """Pyserini 1.6.0's AnceQueryEncoder / AnceDocumentEncoder (transformers 4.50.0) on the tiny
+    checkpoint, recorded by tests/make_ance_fixture.py: vdr's passage vectors equal them, and its
+    query vectors equal them for the lower-cased query, because AnceQueryEncoder lower-cases
+    queries (its tokenizer's ``do_lower_case``; its recorded tokens show it) and vdr, as
+    ConvSearch-R1, does not."""
+    from make_ance_fixture import PASSAGES as P, QUERIES as Q, SEED, checkpoint_digest
+
+    rec = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert (rec["versions"]["pyserini"], rec["queries"], rec["passages"]) == ("1.6.0", Q, P)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        folder = build_tiny_ance(tmp_path / "ance", weights="bin", architecture="AnceEncoder", seed=SEED)
+    if checkpoint_digest(folder) != rec["checkpoint"]["sha256"]:
+        pytest.skip(f"the tiny checkpoint built here (torch {__import__('torch').__version__}) is not the one recorded"
+                    f" (torch {rec['checkpoint']['built_with_torch']}): rerun tests/make_ance_fixture.py")
+    assert rec["query_tokens"][0] == "w" and rec["passage_tokens"][0] == "What"  # "What ..." lower-cased for queries only
+    b = _backend(folder, query_runtime=runtime)
+    want_q, want_p = np.array(rec["query_vectors"], np.float32), np.array(rec["passage_vectors"], np.float32)
+    assert np.abs(b._encode_queries([q.lower() for q in Q])[0] - want_q).max() < 1e-5
+    assert np.abs(b.encode(P, max_length=384)[0] - want_p).max() < 1e-5
+    mixed = b._encode_queries(Q)[0]
+    assert np.abs(mixed[1] - want_q[1]).max() < 1e-5  # "river city": nothing to lower-case
+    assert np.abs(mixed[0] - want_q[0]).max() > 1e-3  # "What was ...": Pyserini's query is "what was ..."
+
 
 _PYSERINI = """
 import json, sys

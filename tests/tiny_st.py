@@ -117,6 +117,7 @@ def build_tiny_ance(folder: str | Path, *, hidden: int = 32, layers: int = 2, se
     if ids[0] != 0 or ids[-1] != 2 or len(ids) < 3 or len(tok) != bpe.get_vocab_size():  # <s> river </s>, every token
         raise RuntimeError(f"tiny ANCE tokenizer: unexpected ids {ids} / {len(tok)} tokens")
     tok.save_pretrained(folder)
+    bpe.model.save(str(folder))  # vocab.json + merges.txt: what RoBERTa's slow tokenizer (Pyserini's) reads
     cfg = RobertaConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
                         intermediate_size=2 * hidden, max_position_embeddings=514, pad_token_id=1, bos_token_id=0, eos_token_id=2,
                         architectures=[architecture])

@@ -18,10 +18,13 @@ Defaults the semantic backend takes for ANCE (:class:`vdr.retrieve.semantic.Dens
 queries are cut at :data:`QUERY_MAX_LENGTH` = 64 tokens (Pyserini's ``AnceQueryEncoder``, ANCE's
 and ConvSearch-R1's ``max_query_length``) and passages at :data:`PASSAGE_MAX_LENGTH` = 384
 (ConvSearch-R1's ``max_doc_length``, "consistent with Dialog inpainter"), special tokens included;
-no L2 normalisation (inner product). Texts are tokenised by the checkpoint's own tokenizer as it is:
-Pyserini's ``AnceQueryEncoder`` also sets ``do_lower_case`` on its tokenizer, which transformers 4.x's
-slow tokenizers honour (queries lower-cased there, passages not); vdr does not lower-case, as
-ConvSearch-R1's encoding does not.
+no L2 normalisation (inner product). Texts are tokenised by the checkpoint's own tokenizer as it is,
+as ConvSearch-R1 does (its ``RobertaTokenizer.from_pretrained(path, do_lower_case=True)`` does not
+lower-case under transformers 4.50). Pyserini's ``AnceQueryEncoder`` sets ``do_lower_case`` on its
+tokenizer, which transformers 4.x's slow tokenizers honour: it lower-cases queries (not passages),
+so its query vectors are vdr's of the lower-cased query (tests/test_ance.py checks both against
+Pyserini 1.6.0's recorded vectors). Pyserini 1.6.0's ``AnceEncoder`` cannot be loaded under
+transformers 5 (``all_tied_weights_keys``); vdr's loader can.
 
 :func:`load_ance` builds a sentence-transformers model of the modules ``Transformer`` (the RoBERTa
 encoder) -> ``Pooling`` (first token) -> ``Dense`` (identity activation) -> ``LayerNorm`` holding the
