@@ -218,7 +218,7 @@ def case_model(tmp_path_factory):
     vectors["dtag"] = vectors["qtag"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return str(build_tiny_st(tmp_path_factory.mktemp("case") / "m", dim=16, extra_words=("qtag", "dtag"), vectors=vectors,
+        return str(build_tiny_st(tmp_path_factory.mktemp("case") / "m", dim=16, vectors=vectors,
                                  prompts={"query": "qtag ", "document": "dtag "}))
 
 

@@ -6,8 +6,8 @@ tokenizer over :data:`WORDS` and mean pooling. Its embedding of a text is theref
 bag of words: a text that shares a word with the query scores higher, which makes retrieval
 results predictable. The word ``poison`` has a NaN embedding (fault injection: a non-finite vector).
 ``prompts`` / ``default_prompt_name`` are saved in ``config_sentence_transformers.json`` as a model
-declares them; ``extra_words`` (appended to the vocabulary) and ``vectors`` (a word's embedding
-set by hand) make cases whose ranking a prompt decides.
+declares them; ``vectors`` (words' embeddings set by hand, new words added to the vocabulary) make
+cases whose ranking a prompt decides.
 
 ``build_tiny_ance(folder)`` saves a tiny, randomly initialised ANCE checkpoint laid out as ANCE's
 and Pyserini's are (``config.json`` naming ``RobertaDot_NLL_LN``, ``roberta.*`` +
@@ -29,16 +29,15 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def build_tiny_st(folder: str | Path, *, max_seq_length: int = 16, dim: int = 256, seed: int = 0, prompts: dict | None = None,
-                  default_prompt_name: str | None = None, extra_words: tuple = (), vectors: dict | None = None,
-                  include_prompt: bool = True) -> Path:
+                  default_prompt_name: str | None = None, vectors: dict | None = None, include_prompt: bool = True) -> Path:
     """Save the tiny model into ``folder`` (created) and return it.
 
     Args:
         prompts: ``{name: prompt}`` the model declares (sentence-transformers adds its own empty
             ``query`` / ``document`` entries unless given).
         default_prompt_name: the declared ``default_prompt_name`` (a key of ``prompts``).
-        extra_words: words appended to :data:`WORDS` (the vocabulary of the other words is unchanged).
-        vectors: ``{word: dim floats}``: those words' embeddings, set after the random ones.
+        vectors: ``{word: dim floats}``: those words' embeddings, set after the random ones; words
+            not in :data:`WORDS` are appended to the vocabulary (the other words keep their ids).
         include_prompt: the mean pooling's ``include_prompt`` (false: prompt tokens are not pooled).
     """
     import torch
@@ -49,7 +48,7 @@ def build_tiny_st(folder: str | Path, *, max_seq_length: int = 16, dim: int = 25
 
     folder = Path(folder)
     hf = folder.parent / (folder.name + "-hf")
-    vocab = {w: i for i, w in enumerate(SPECIALS + WORDS + list(extra_words))}
+    vocab = {w: i for i, w in enumerate(SPECIALS + WORDS + [w for w in vectors or {} if w not in WORDS])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
