@@ -51,6 +51,7 @@ TIERS = ("core", "crosscheck", "model", "slow", "gpu")
 
 #: every test module -> its tier (tests/test_layout.py fails when a test module is missing here)
 MODULE_TIERS = {
+    "test_ance": "model",  # a tiny ANCE checkpoint; the Pyserini comparison is marked slow
     "test_backend_conformance": "core",  # model/slow params and tests marked in the module
     "test_backends": "core",
     "test_backends_text": "core",
@@ -112,6 +113,7 @@ MODULE_TIERS = {
     "test_rewards_trl": "slow",  # TRL's GRPO trainer
     "test_rewrite": "core",
     "test_safe_outputs": "core",
+    "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_sample_assets": "core",
     "test_scoring": "core",  # MaxSim on torch tensors; no model
     "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s
