@@ -109,6 +109,10 @@ def test_topiocqa_join_by_key_drop_and_history(topiocqa):
     cqa = load_rewrites(out / "variants" / "concat-qa.jsonl", qs, "concat-qa")
     assert cqa[T + "1_3"].text == f"where is the eiffel tower Paris when was it built {EMPTY_ANSWER} who was its architect"
     assert report["variants"]["concat-qa"]["budget_tokens"] == 512 and report["variants"]["concat-q"]["answers"] is False
+    # concat-q holds the built-in concat's texts: written, marked, and not suggested as --rewrites (issue 24.5)
+    assert report["variants"]["concat-q"]["same_texts_as"].startswith("concat ")
+    assert report["evaluate"] == (f"vdr evaluate {out} --backend lexical --bm25-preset topiocqa --bm25-analyzer lucene --protocol convsearch"
+                                  f" --rewrites concat-qa={out / 'variants' / 'concat-qa.jsonl'}")
     assert json.loads((out / "conversion.json").read_text())["counts"] == c
     corpus = load_corpus(out)
     assert corpus.kind == "passage" and len(corpus) == 8
@@ -202,6 +206,8 @@ def test_cli_convert_topiocqa(tmp_path):
     from vdr.retrieve.budget import budget_config
 
     assert rep["variants"]["concat-q"]["budget"] == budget_config(4)  # the shared budget rule, recorded
+    # a budget of 4 makes concat-q differ from vdr evaluate's built-in concat (512): the hint passes it
+    assert "same_texts_as" not in rep["variants"]["concat-q"] and f"--rewrites concat-q={tmp_path / 'o' / 'variants' / 'concat-q.jsonl'}" in r.output
     cq = {d["_id"]: d["text"] for d in map(json.loads, (tmp_path / "o" / "variants" / "concat-q.jsonl").read_text().splitlines())}
     assert cq[T + "1_3"] == "who was its architect"  # 4 question tokens: the whole history goes, the question stays
 

@@ -410,6 +410,16 @@ def test_convert_conv_turn_scheme_and_gold_given_as_trec(tmp_path, capsys):
     assert load_qrels(tmp_path / "conv" / "qrels.tsv").to_dict()["3_3"] == {"18": 1}
 
 
+def test_convsearch_r1s_own_processed_files_convert_alike(tmp_path, capsys):
+    """``data/topiocqa/dev.json`` (lower-case fields, ``context``) with ``dev.trec`` as gold gives the
+    queries and qrels of the release files."""
+    f = lay_out_topiocqa(tmp_path)
+    _convert(["convert", "topiocqa", "--dataset", str(f["dataset"]), "--gold", str(f["gold"]), "--out", str(tmp_path / "a")], capsys)
+    _convert(["convert", "topiocqa", "--dataset", str(f["eval"]), "--gold", str(f["qrels"]), "--out", str(tmp_path / "b")], capsys)
+    assert load_queries(tmp_path / "a" / "queries.jsonl").queries == load_queries(tmp_path / "b" / "queries.jsonl").queries
+    assert load_qrels(tmp_path / "a" / "qrels.tsv") == load_qrels(tmp_path / "b" / "qrels.tsv")
+
+
 def test_split_from_the_ids_and_contradictions(tmp_path, capsys):
     f = lay_out_qrecc(tmp_path)
     train_qrels = tmp_path / "train.trec"

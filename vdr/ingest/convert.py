@@ -1,4 +1,4 @@
-"""``vdr convert``: public passage benchmarks -> vdr's layout (issue 15.2, issue 18.5).
+"""``vdr convert``: public passage benchmarks -> vdr's layout (issue 15.2, issue 18.5, issue 24.1).
 
 Each converter writes into ``OUT``::
 
@@ -223,9 +223,10 @@ def _field(obj: dict, what: str, path: Path, i: int, required: bool = True) -> s
     v = None if name is None else obj[name]
     if v is None and not required:
         return None
+    if name is None:
+        raise InputError(f"entry {i}: missing {what} ({' or '.join(FIELDS[what])})", path=path)
     if not isinstance(v, str):
-        got = "nothing" if name is None else type(v).__name__
-        raise InputError(f"entry {i}: {name or ' or '.join(FIELDS[what])!r} must be a string, got {got}", path=path)
+        raise InputError(f"entry {i}: {name!r} must be a string, got {type(v).__name__}", path=path)
     return v
 
 
