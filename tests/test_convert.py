@@ -278,7 +278,8 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
     assert any("1 judged passage(s) are not in the collection" in m and "'99'" in m for m in msgs)
     assert any("1 judged passage(s) are empty" in m and "'8'" in m for m in msgs)
     assert "multimodal" in res.skipped  # no model given; a passage corpus is refused anyway (test below)
-    assert [r.variant for r in res.runs] == ["original", "concat", "concat-q", "concat-qa"]
+    # concat-q holds the built-in concat's texts: evaluated once, under the first name (issue 24.5)
+    assert [r.variant for r in res.runs] == ["original", "concat", "concat-qa"] and res.config["same_texts"] == {"concat-q": "concat"}
     jp = res.config["judged_passages"]
     assert jp["missing"] == ["99"] and jp["empty"] == ["8"] and jp["policy"].startswith("kept")
     assert res.config["corpus_kind"] == "passage" and res.versions["corpus_fingerprint"] == load_corpus(out).fingerprint
@@ -288,7 +289,7 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
     orig = next(r for r in res.runs if r.variant == "original")
     assert orig.metrics.per_query[T + "2_2"]["recall@10"] == 0.5
     # 1_3 alone ("who was its architect") matches no passage; with its history it finds passage 3
-    concat_q = next(r for r in res.runs if r.variant == "concat-q")
+    concat_q = next(r for r in res.runs if r.variant == "concat")
     assert orig.metrics.per_query[T + "1_3"]["recall@10"] == 0.0 and concat_q.metrics.per_query[T + "1_3"]["recall@10"] == 1.0
     # compare and the report work on the results (read back)
     from vdr.results import Results
@@ -368,14 +369,14 @@ def test_vdr_compare_on_passage_runs(topiocqa, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         evaluate(out, out=tmp_path / "res", backends="lexical", k="3,10", depth=10, n_permutations=100, n_bootstrap=100, progress=False,
-                 rewrites={"concat-q": report["variants"]["concat-q"]["file"]})
+                 rewrites={"concat-qa": report["variants"]["concat-qa"]["file"]})
     runs = tmp_path / "res" / "runs"
     r = CliRunner().invoke(app, ["compare", str(out / "qrels.tsv"), f"raw={runs / 'lexical.original.trec'}",
-                                 f"hist={runs / 'lexical.concat-q.trec'}", "--k", "3,10", "--permutations", "100", "--bootstrap", "100",
+                                 f"hist={runs / 'lexical.concat-qa.trec'}", "--k", "3,10", "--permutations", "100", "--bootstrap", "100",
                                  "--out", str(tmp_path / "cmp")])
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "cmp" / "results.json").read_text())
     by = {x["variant"]: x["aggregate"] for x in doc["runs"]}
     res = json.loads((tmp_path / "res" / "results.json").read_text())
     ev = {x["variant"]: x["aggregate"] for x in res["runs"]}
-    assert by["raw"]["ndcg@3"] == pytest.approx(ev["original"]["ndcg@3"]) and by["hist"]["recall@10"] == pytest.approx(ev["concat-q"]["recall@10"])
+    assert by["raw"]["ndcg@3"] == pytest.approx(ev["original"]["ndcg@3"]) and by["hist"]["recall@10"] == pytest.approx(ev["concat-qa"]["recall@10"])

@@ -530,13 +530,14 @@ def test_files_of_the_other_scheme_are_mapped_and_recorded(tmp_path, capsys):
     ref, notes = _evaluate(["evaluate", str(tmp_path / "cs"), *lex, "--rewrites", f"r1={f['rewrites']}", "--out", str(tmp_path / "ref")],
                            capsys)
     assert "id_mapping" not in ref["config"] and not any("mapped" in n for n in notes)  # same scheme: nothing mapped
-    run = tmp_path / "r1.trec"
+    run, run0 = tmp_path / "r1.trec", tmp_path / "original.trec"
     _lexical_run_as_convsearch_writes_it(tmp_path / "ref", "r1", run, lambda q: q)
+    _lexical_run_as_convsearch_writes_it(tmp_path / "ref", "original", run0, lambda q: q)
 
     _convert(["convert", "topiocqa", "--dataset", str(f["dataset"]), "--gold", str(f["gold"]), "--collection", str(f["tsv"]),
               "--out", str(tmp_path / "ct"), "--id-scheme", "conv_turn"], capsys)
     doc, notes = _evaluate(["evaluate", str(tmp_path / "ct"), *lex, "--qrels", str(f["qrels"]), "--rewrites", f"r1={f['rewrites']}",
-                            "--run", f"theirs={run}", "--out", str(tmp_path / "res")], capsys)
+                            "--run", f"theirs={run0}", "--run", f"theirs:r1={run}", "--out", str(tmp_path / "res")], capsys)
     m = doc["config"]["id_mapping"]
     assert m["qrels"]["num_mapped"] == 12 and m["qrels"]["from"] == ["convsearch"] and m["qrels"]["prefixes"] == ["topiocqa-dev"]
     assert m["rewrites"]["r1"]["num_mapped"] == 12 and m["rewrites"]["r1"]["examples"]["topiocqa-dev_3_3"] == "3_3"
@@ -550,15 +551,18 @@ def test_files_of_the_other_scheme_are_mapped_and_recorded(tmp_path, capsys):
     assert {to_ct[q]: _no_ties(v) for q, v in _per_query(ref, "lexical", "r1").items()} == \
         {q: _no_ties(v) for q, v in _per_query(doc, "theirs", "r1").items()}
     assert {to_ct[q]: v for q, v in _per_query(ref, "lexical", "original").items()} == _per_query(doc, "lexical", "original")
+    assert {to_ct[q]: _no_ties(v) for q, v in _per_query(ref, "lexical", "original").items()} == \
+        {q: _no_ties(v) for q, v in _per_query(doc, "theirs", "original").items()}
 
     # the reverse direction: <conv>_<turn> rewrites, qrels and run against ConvSearch-R1's ids
     bare = tmp_path / "bare.jsonl"
     bare.write_text("".join(json.dumps({"_id": to_ct[q], "text": t}) + "\n"
                             for q, t in {json.loads(x)["qid"]: json.loads(x)["rewrite"] for x in f["rewrites"].read_text().splitlines()}.items()))
-    bare_run = tmp_path / "bare.trec"
+    bare_run, bare_run0 = tmp_path / "bare.trec", tmp_path / "bare0.trec"
     _lexical_run_as_convsearch_writes_it(tmp_path / "ref", "r1", bare_run, lambda q: to_ct[q])
+    _lexical_run_as_convsearch_writes_it(tmp_path / "ref", "original", bare_run0, lambda q: to_ct[q])
     doc, _ = _evaluate(["evaluate", str(tmp_path / "cs"), *lex, "--qrels", str(tmp_path / "ct" / "qrels.tsv"), "--rewrites", f"r1={bare}",
-                        "--run", f"theirs={bare_run}", "--out", str(tmp_path / "res2")], capsys)
+                        "--run", f"theirs={bare_run0}", "--run", f"theirs:r1={bare_run}", "--out", str(tmp_path / "res2")], capsys)
     m = doc["config"]["id_mapping"]
     assert m["rewrites"]["r1"]["from"] == ["conv_turn"] and m["qrels"]["examples"]["1_1"] == "topiocqa-dev_1_1"
     assert _per_query(doc, "lexical", "r1") == _per_query(ref, "lexical", "r1")
