@@ -112,6 +112,23 @@ WIKI = [
                                           "the Renaissance."),
     ("26", "Garabit viaduct [SEP] Introduction", "The Garabit viaduct is a railway arch bridge over the Truyere river in France, "
                                                  "designed by Gustave Eiffel and completed in 1884."),
+    # passages naming the Eiffel Tower or the Louvre, so that some gold passages rank below 10 (R@10 < R@100)
+    *((str(27 + i), title, text) for i, (title, text) in enumerate([
+        ("Eiffel Tower [SEP] Lighting", "The Eiffel Tower sparkles with 20,000 light bulbs for five minutes every hour after dark."),
+        ("Eiffel Tower [SEP] Tourism", "The Eiffel Tower is the most visited paid monument in the world, with about seven million "
+                                       "visitors a year."),
+        ("Eiffel Tower [SEP] Restaurants", "Two restaurants operate in the Eiffel Tower: Madame Brasserie and Le Jules Verne."),
+        ("Eiffel Tower [SEP] Paint", "The Eiffel Tower is repainted every seven years; about 60 tonnes of paint are used."),
+        ("Eiffel Tower [SEP] Radio", "Radio transmitters on the Eiffel Tower saved it from demolition when its permit expired in 1909."),
+        ("Eiffel Tower [SEP] In popular culture", "Replicas of the Eiffel Tower stand in Las Vegas, Tokyo and Shenzhen."),
+        ("Eiffel Tower [SEP] Elevators", "The lifts of the Eiffel Tower travel a combined 100,000 kilometres a year."),
+        ("Louvre [SEP] Pyramid", "The glass pyramid in the courtyard of the Louvre, designed by I. M. Pei, opened in 1989."),
+        ("Louvre [SEP] Visitors", "The Louvre welcomed nearly nine million visitors in 2023, making it the most visited museum."),
+        ("Louvre [SEP] Departments", "The Louvre's collection is divided into eight curatorial departments, from Egyptian "
+                                     "antiquities to paintings."),
+        ("Louvre Abu Dhabi [SEP] Introduction", "The Louvre Abu Dhabi is an art museum that borrows the name of the Louvre under a "
+                                                "thirty-year agreement."),
+    ])),
 ]
 
 #: conversations: (conv, [(question, answer, topic, section, gold passage id, ConvSearch-R1's rewrite)])
@@ -245,6 +262,21 @@ QRECC_PASSAGES = [
      "Cellular respiration releases the energy stored in sugar, using oxygen and giving off carbon dioxide and water."),
     ("wayback", "http://web.archive.org/web/20200101id_/https://en.wikipedia.org/wiki/Thames_p0",
      "The River Thames flows through southern England, including London, to the North Sea."),
+    # passages naming William Shakespeare, so that some gold passages rank below 10 (R@10 < R@100)
+    *(("wayback", f"http://web.archive.org/web/20200101id_/https://www.shakespeare.org.uk/explore-shakespeare/{slug}_p0", text)
+      for slug, text in [
+          ("macbeth", "Macbeth is a tragedy by William Shakespeare about a Scottish general who murders the king."),
+          ("romeo-juliet", "Romeo and Juliet, an early tragedy by William Shakespeare, tells of two young lovers in Verona."),
+          ("sonnets", "William Shakespeare's 154 sonnets were first published together in 1609."),
+          ("first-folio", "The First Folio, published in 1623, collected 36 plays of William Shakespeare seven years after his death."),
+          ("king-lear", "King Lear is a tragedy written by William Shakespeare in which an old king divides his kingdom."),
+          ("tempest", "The Tempest is thought to be one of the last plays William Shakespeare wrote alone."),
+          ("othello", "Othello, by William Shakespeare, follows a Venetian general and his jealous ensign Iago."),
+          ("twelfth-night", "Twelfth Night is a comedy by William Shakespeare written around 1601 for the end of the Christmas season."),
+          ("new-place", "New Place was William Shakespeare's family home in Stratford, bought in 1597; he died there in 1616."),
+          ("authorship", "Some writers have doubted that William Shakespeare of Stratford wrote the works attributed to him."),
+          ("london-years", "William Shakespeare worked in London as an actor and writer with the company that became the King's Men."),
+      ]),
 ]
 
 #: SCAI-QReCC-21 test turns: (conv, source, [(question, truth rewrite, truth answer, [raw passage ids], ConvSearch-R1 rewrite)])
