@@ -64,6 +64,7 @@ MODULE_TIERS = {
     "test_compare": "core",
     "test_compare_runs": "core",
     "test_convert": "core",
+    "test_convsearch_r1": "core",  # the live Pyserini tests are marked slow
     "test_corpus": "core",
     "test_dense_scale": "model",  # sentence-transformers' MiniLM
     "test_distributed": "core",  # the torchrun tests are marked slow
