@@ -7,9 +7,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.vdr-installed
-# Debian packages: poppler-utils (pdf2image rasterizer), tesseract-ocr (OCR of pages without text),
+# Debian packages: poppler-utils (pdf2image rasterizer), tesseract-ocr (OCR of pages without text;
+# tesseract-ocr-osd: orientation detection of sideways scans before OCR),
 # chromium (headless test of the HTML report: tests/test_report_browser.py).
-APT_PACKAGES := poppler-utils tesseract-ocr tesseract-ocr-eng chromium
+APT_PACKAGES := poppler-utils tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-fast lint sysdeps venv bench clean

@@ -51,6 +51,7 @@ TIERS = ("core", "crosscheck", "model", "slow", "gpu")
 
 #: every test module -> its tier (tests/test_layout.py fails when a test module is missing here)
 MODULE_TIERS = {
+    "test_ance": "model",  # a tiny ANCE checkpoint; the Pyserini comparison is marked slow
     "test_backend_conformance": "core",  # model/slow params and tests marked in the module
     "test_backends": "core",
     "test_backends_text": "core",
@@ -63,6 +64,7 @@ MODULE_TIERS = {
     "test_compare": "core",
     "test_compare_runs": "core",
     "test_convert": "core",
+    "test_convsearch_r1": "core",  # the live Pyserini tests are marked slow
     "test_corpus": "core",
     "test_dense_scale": "model",  # sentence-transformers' MiniLM
     "test_distributed": "core",  # the torchrun tests are marked slow
@@ -75,6 +77,7 @@ MODULE_TIERS = {
     "test_ingest_out": "core",
     "test_ingest_pdf": "crosscheck",  # real-world PDFs from ../shared/pdfs
     "test_ingest_perf": "core",
+    "test_ingest_robustness": "core",  # the Tesseract tests skip without it
     "test_ingest_unavailable": "core",
     "test_ingest_vidore": "core",
     "test_io": "core",
@@ -112,6 +115,7 @@ MODULE_TIERS = {
     "test_rewards_trl": "slow",  # TRL's GRPO trainer
     "test_rewrite": "core",
     "test_safe_outputs": "core",
+    "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_sample_assets": "core",
     "test_scoring": "core",  # MaxSim on torch tensors; no model
     "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s

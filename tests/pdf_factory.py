@@ -22,7 +22,7 @@ from pikepdf import Array, Dictionary, Name
 __all__ = [
     "text_pdf", "encrypted_pdf", "permissions_only_pdf", "image_pdf", "truncated_pdf", "zero_pages_pdf",
     "huge_page_pdf", "cropbox_pdf", "ligature_pdf", "not_a_pdf", "empty_file", "A4", "LIGATURE", "E_DECOMPOSED",
-    "E_PRECOMPOSED",
+    "E_PRECOMPOSED", "scan_image", "scan_pdf", "jpeg_pdf", "BODY",
 ]
 
 A4 = (595.276, 841.89)
@@ -193,3 +193,82 @@ def empty_file(path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"")
     return path
+
+
+#: Body text of the generated scans: ordinary English sentences that Tesseract reads reliably.
+BODY = [
+    "The quarterly report shows revenue growth",
+    "in every region, led by strong demand",
+    "for renewable energy storage systems.",
+    "Operating costs fell while margins rose",
+    "and the board approved a new dividend.",
+    "Shareholders will vote on the proposal",
+    "at the annual meeting in early spring.",
+]
+
+
+def scan_image(lines: Sequence[str] = tuple(BODY), *, size=(827, 1169), font_px: int = 34, turn: int = 0):
+    """A gray "scanned page" (PIL mode ``L``): ``lines`` of black text on white, drawn with PIL's
+    default font at ``font_px`` from the top left, then turned ``turn`` degrees clockwise (0, 90, 180,
+    270; the image is ``size`` before turning), as a page fed sideways into a scanner."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    im = Image.new("L", size, 255)
+    draw, font = ImageDraw.Draw(im), ImageFont.load_default(size=font_px)
+    for i, line in enumerate(lines):
+        draw.text((size[0] * 0.06, size[1] * 0.06 + i * font_px * 1.6), line, fill=0, font=font)
+    return im.rotate(-turn, expand=True) if turn else im
+
+
+def _image_xobject(pdf: pikepdf.Pdf, im):
+    im = im if im.mode in ("L", "RGB") else im.convert("RGB")
+    cs = Name.DeviceGray if im.mode == "L" else Name.DeviceRGB
+    return pdf.make_stream(im.tobytes(), Type=Name.XObject, Subtype=Name.Image, Width=im.width, Height=im.height, ColorSpace=cs,
+                           BitsPerComponent=8)
+
+
+def scan_pdf(path, image, *, size=A4, box=None, texts: Sequence[tuple] = (), form: bool = False, tiles: int = 1,
+             rotate: int = 0, cropbox=None) -> Path:
+    """One page of ``size`` pt (no ``/Rotate`` unless ``rotate``) drawing the PIL ``image`` (stored as
+    raw gray/RGB samples) into ``box`` = ``(x, y, width, height)`` pt (default: the whole page), cut
+    into ``tiles`` horizontal strips drawn as separate images (as some scanners write pages), inside
+    a Form XObject when ``form``. Then ``texts``: ``(text, x, y, font_size[, render_mode])`` items in
+    Helvetica over it (render mode 0: visible, 3: invisible, as OCR text layers are written)."""
+    x, y, w, h = box or (0, 0, *size)
+    pdf = pikepdf.new()
+    font = _font(pdf)
+    xobjects, ops = {}, b""
+    bounds = [round(image.height * k / tiles) for k in range(tiles + 1)]
+    for k in range(tiles):
+        strip = image.crop((0, bounds[k], image.width, bounds[k + 1]))
+        sh = h * (bounds[k + 1] - bounds[k]) / image.height
+        sy = y + h - h * bounds[k + 1] / image.height
+        xobjects[f"/Im{k}"] = _image_xobject(pdf, strip)
+        ops += b"q %g 0 0 %g %g %g cm /Im%d Do Q\n" % (w, sh, x, sy, k)
+    if form:
+        fx = pdf.make_stream(ops, Type=Name.XObject, Subtype=Name.Form, BBox=Array([0, 0, *size]),
+                             Resources=Dictionary(XObject=Dictionary(xobjects)))
+        xobjects, ops = {"/Fm0": fx}, b"q /Fm0 Do Q\n"
+    for item in texts:
+        text, tx, ty, fs, mode = (*item, 0) if len(item) == 4 else item
+        ops += b"BT %d Tr /F1 %g Tf %g %g Td (" % (mode, fs, tx, ty) + _escape(text) + b") Tj ET\n"
+    _page(pdf, font, size=size, content=ops, rotate=rotate, cropbox=cropbox, xobjects=xobjects)
+    return _save(pdf, path)
+
+
+def jpeg_pdf(path, jpeg: bytes, *, size=None) -> Path:
+    """One page drawing the encoded JPEG ``jpeg`` stored as it is (``/DCTDecode``, its EXIF segment
+    kept) over the whole page; the page is ``size`` pt, default the JPEG's stored width x height."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(jpeg)) as im:
+        wpx, hpx, mode = im.width, im.height, im.mode
+    w, h = size or (wpx, hpx)
+    pdf = pikepdf.new()
+    cs = Name.DeviceGray if mode == "L" else Name.DeviceRGB
+    img = pdf.make_stream(jpeg, Type=Name.XObject, Subtype=Name.Image, Width=wpx, Height=hpx, ColorSpace=cs, BitsPerComponent=8,
+                          Filter=Name.DCTDecode)
+    _page(pdf, _font(pdf), size=(w, h), content=b"q %g 0 0 %g 0 0 cm /Im0 Do Q\n" % (w, h), xobjects={"/Im0": img})
+    return _save(pdf, path)

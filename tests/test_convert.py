@@ -26,15 +26,18 @@ COLLECTION = (
     "8\t\t\n"
 )
 
-DATASET = [  # TopiOCQA dev.json shape (extra fields ignored)
+#: query id prefixes (ConvSearch-R1's scheme, vdr convert's default): TopiOCQA dev, QReCC test
+T, Q = "topiocqa-dev_", "QReCC-Test_"
+
+DATASET = [  # TopiOCQA dev.json shape (extra fields ignored; Context: the earlier questions and answers alternating)
     {"Conversation_no": 1, "Turn_no": 1, "Question": "where is the eiffel tower", "Answer": "Paris", "Topic": "Eiffel Tower", "Context": []},
     {"Conversation_no": 1, "Turn_no": 2, "Question": "when was it built", "Answer": "", "Topic": "Eiffel Tower",
      "Context": ["where is the eiffel tower", "Paris"]},
     {"Conversation_no": 1, "Turn_no": 3, "Question": "who was its architect", "Answer": "Eiffel's company", "Topic": "Eiffel Tower",
-     "Context": []},
+     "Context": ["where is the eiffel tower", "Paris", "when was it built", ""]},
     {"Conversation_no": 2, "Turn_no": 1, "Question": "what is the louvre", "Answer": "a museum", "Topic": "Louvre", "Context": []},
     {"Conversation_no": 2, "Turn_no": 2, "Question": "which painting hangs there", "Answer": "the Mona Lisa", "Topic": "Louvre",
-     "Context": []},
+     "Context": ["what is the louvre", "a museum"]},
 ]
 
 
@@ -91,21 +94,25 @@ def test_concat_text_orders_and_separators():
 def test_topiocqa_join_by_key_drop_and_history(topiocqa):
     out, report = topiocqa
     c = report["counts"]
-    assert c["turns"] == 5 and c["queries"] == 4 and c["dropped_without_gold"] == 1 and c["dropped_examples"] == ["1_2"]
+    assert c["turns"] == 5 and c["queries"] == 4 and c["dropped_without_gold"] == 1 and c["dropped_examples"] == [T + "1_2"]
     assert c["gold_entries"] == 5 and c["empty_answers_replaced"] == 1
-    assert report["gold_without_turn"] == {"count": 1, "examples": ["3_1"]}
+    assert report["gold_without_turn"] == {"count": 1, "examples": [T + "3_1"]}
     qs = load_queries(out / "queries.jsonl")
-    assert list(qs.ids()) == ["1_1", "1_3", "2_1", "2_2"]
+    assert list(qs.ids()) == [T + "1_1", T + "1_3", T + "2_1", T + "2_2"]
     # the dropped turn 1_2 stays in the history of 1_3; its empty answer gets the placeholder
-    assert qs["1_3"] == Query("who was its architect", ("where is the eiffel tower", "when was it built"), ("Paris", EMPTY_ANSWER))
-    assert qs["1_1"] == Query("where is the eiffel tower")
+    assert qs[T + "1_3"] == Query("who was its architect", ("where is the eiffel tower", "when was it built"), ("Paris", EMPTY_ANSWER))
+    assert qs[T + "1_1"] == Query("where is the eiffel tower")
     qrels = load_qrels(out / "qrels.tsv")
-    assert qrels.to_dict() == {"1_1": {"1": 1, "6": 1}, "1_3": {"3": 1}, "2_1": {"4": 1, "8": 1}, "2_2": {"5": 1, "99": 1}}
+    assert qrels.to_dict() == {T + "1_1": {"1": 1, "6": 1}, T + "1_3": {"3": 1}, T + "2_1": {"4": 1, "8": 1}, T + "2_2": {"5": 1, "99": 1}}
     cq = load_rewrites(out / "variants" / "concat-q.jsonl", qs, "concat-q")
-    assert cq["1_3"].text == "where is the eiffel tower when was it built who was its architect"
+    assert cq[T + "1_3"].text == "where is the eiffel tower when was it built who was its architect"
     cqa = load_rewrites(out / "variants" / "concat-qa.jsonl", qs, "concat-qa")
-    assert cqa["1_3"].text == f"where is the eiffel tower Paris when was it built {EMPTY_ANSWER} who was its architect"
+    assert cqa[T + "1_3"].text == f"where is the eiffel tower Paris when was it built {EMPTY_ANSWER} who was its architect"
     assert report["variants"]["concat-qa"]["budget_tokens"] == 512 and report["variants"]["concat-q"]["answers"] is False
+    # concat-q holds the built-in concat's texts: written, marked, and not suggested as --rewrites (issue 24.5)
+    assert report["variants"]["concat-q"]["same_texts_as"].startswith("concat ")
+    assert report["evaluate"] == (f"vdr evaluate {out} --backend lexical --bm25-preset topiocqa --bm25-analyzer lucene --protocol convsearch"
+                                  f" --rewrites concat-qa={out / 'variants' / 'concat-qa.jsonl'}")
     assert json.loads((out / "conversion.json").read_text())["counts"] == c
     corpus = load_corpus(out)
     assert corpus.kind == "passage" and len(corpus) == 8
@@ -136,7 +143,7 @@ def test_qrecc_human_rewrite_and_missing_gold(tmp_path):
         {"Conversation_no": 5, "Turn_no": 2, "Question": "when was he born", "Rewrite": "when was Shakespeare born", "Answer": "1564",
          "Context": ["who wrote hamlet", "Shakespeare"]},
         {"Conversation_no": 5, "Turn_no": 3, "Question": "and died", "Rewrite": "when did Shakespeare die", "Answer": "",
-         "Context": []},
+         "Context": ["who wrote hamlet", "Shakespeare", "when was he born", "1564"]},
     ]
     (tmp_path / "test.json").write_text(json.dumps(data), encoding="utf-8")
     (tmp_path / "qrels.trec").write_text("5_2 0 http://a.com_p0 1\n5_3 0 http://b.com_p1 1\n5_3 0 http://c.com_p2 0\n", encoding="utf-8")
@@ -146,13 +153,13 @@ def test_qrecc_human_rewrite_and_missing_gold(tmp_path):
                                           [("http://a.com_p0", "Shakespeare was born in 1564"), ("http://b.com_p1", "He died in 1616")]),
                                   encoding="utf-8")
     r = convert_qrecc(tmp_path / "test.json", tmp_path / "qrels.trec", tmp_path / "o", collection=coll)
-    assert r["counts"]["queries"] == 2 and r["counts"]["dropped_without_gold"] == 1 and r["counts"]["dropped_examples"] == ["5_1"]
+    assert r["counts"]["queries"] == 2 and r["counts"]["dropped_without_gold"] == 1 and r["counts"]["dropped_examples"] == [Q + "5_1"]
     qs = load_queries(tmp_path / "o" / "queries.jsonl")
-    assert qs["5_2"] == Query("when was he born", ("who wrote hamlet",), ("Shakespeare",))  # 5_1 dropped, kept in history
+    assert qs[Q + "5_2"] == Query("when was he born", ("who wrote hamlet",), ("Shakespeare",))  # 5_1 dropped, kept in history
     human = load_rewrites(tmp_path / "o" / "variants" / "human.jsonl", qs, "human")
-    assert human.texts() == {"5_2": "when was Shakespeare born", "5_3": "when did Shakespeare die"}
-    assert load_qrels(tmp_path / "o" / "qrels.tsv").to_dict() == {"5_2": {"http://a.com_p0": 1},
-                                                                  "5_3": {"http://b.com_p1": 1, "http://c.com_p2": 0}}
+    assert human.texts() == {Q + "5_2": "when was Shakespeare born", Q + "5_3": "when did Shakespeare die"}
+    assert load_qrels(tmp_path / "o" / "qrels.tsv").to_dict() == {Q + "5_2": {"http://a.com_p0": 1},
+                                                                  Q + "5_3": {"http://b.com_p1": 1, "http://c.com_p2": 0}}
     assert load_corpus(tmp_path / "o").report["format"] == "jsonl"
 
 
@@ -193,14 +200,16 @@ def test_cli_convert_topiocqa(tmp_path):
     r = CliRunner().invoke(app, ["convert", "topiocqa", "--collection", str(tmp_path / "w.tsv"), "--dataset", str(tmp_path / "d.json"),
                                  "--gold", str(tmp_path / "g.json"), "--out", str(tmp_path / "o"), "--history-budget", "4"])
     assert r.exit_code == 0, r.output
-    assert "4 queries" in r.output and "1 turns without gold dropped" in r.output and "3_1" in r.output
+    assert "4 queries" in r.output and "1 turns without gold dropped" in r.output and T + "3_1" in r.output
     rep = json.loads((tmp_path / "o" / "conversion.json").read_text())
     assert rep["variants"]["concat-q"]["budget_tokens"] == 4 and rep["variants"]["concat-q"]["queries_with_history_cut"] == 2
     from vdr.retrieve.budget import budget_config
 
     assert rep["variants"]["concat-q"]["budget"] == budget_config(4)  # the shared budget rule, recorded
+    # a budget of 4 makes concat-q differ from vdr evaluate's built-in concat (512): the hint passes it
+    assert "same_texts_as" not in rep["variants"]["concat-q"] and f"--rewrites concat-q={tmp_path / 'o' / 'variants' / 'concat-q.jsonl'}" in r.output
     cq = {d["_id"]: d["text"] for d in map(json.loads, (tmp_path / "o" / "variants" / "concat-q.jsonl").read_text().splitlines())}
-    assert cq["1_3"] == "who was its architect"  # 4 question tokens: the whole history goes, the question stays
+    assert cq[T + "1_3"] == "who was its architect"  # 4 question tokens: the whole history goes, the question stays
 
 
 # --------------------------------------------------------------------------------------------- rewrite spelling
@@ -212,7 +221,7 @@ def test_convsearch_r1_rewrite_file(topiocqa, tmp_path):
     f = tmp_path / "r1.jsonl"
     f.write_text("".join(json.dumps({"qid": q, "rewrite": f"rewrite of {q}"}) + "\n" for q in qs.ids()), encoding="utf-8")
     v = load_rewrites(f, qs, "convsearch-r1")
-    assert v["1_3"].text == "rewrite of 1_3"
+    assert v[T + "1_3"].text == "rewrite of topiocqa-dev_1_3"
 
 
 def test_old_history_format_still_reads(tmp_path):
@@ -269,7 +278,8 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
     assert any("1 judged passage(s) are not in the collection" in m and "'99'" in m for m in msgs)
     assert any("1 judged passage(s) are empty" in m and "'8'" in m for m in msgs)
     assert "multimodal" in res.skipped  # no model given; a passage corpus is refused anyway (test below)
-    assert [r.variant for r in res.runs] == ["original", "concat", "concat-q", "concat-qa"]
+    # concat-q holds the built-in concat's texts: evaluated once, under the first name (issue 24.5)
+    assert [r.variant for r in res.runs] == ["original", "concat", "concat-qa"] and res.config["same_texts"] == {"concat-q": "concat"}
     jp = res.config["judged_passages"]
     assert jp["missing"] == ["99"] and jp["empty"] == ["8"] and jp["policy"].startswith("kept")
     assert res.config["corpus_kind"] == "passage" and res.versions["corpus_fingerprint"] == load_corpus(out).fingerprint
@@ -277,17 +287,17 @@ def test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval(topiocqa, tmp_p
     _check_against_pytrec(res, qrels, res_dir)  # the missing and the empty passage stay in the denominators
     # 2_2 judges 5 and the missing 99: recall@10 can reach 1/2 only
     orig = next(r for r in res.runs if r.variant == "original")
-    assert orig.metrics.per_query["2_2"]["recall@10"] == 0.5
+    assert orig.metrics.per_query[T + "2_2"]["recall@10"] == 0.5
     # 1_3 alone ("who was its architect") matches no passage; with its history it finds passage 3
-    concat_q = next(r for r in res.runs if r.variant == "concat-q")
-    assert orig.metrics.per_query["1_3"]["recall@10"] == 0.0 and concat_q.metrics.per_query["1_3"]["recall@10"] == 1.0
+    concat_q = next(r for r in res.runs if r.variant == "concat")
+    assert orig.metrics.per_query[T + "1_3"]["recall@10"] == 0.0 and concat_q.metrics.per_query[T + "1_3"]["recall@10"] == 1.0
     # compare and the report work on the results (read back)
     from vdr.results import Results
 
     back = Results.load(res_dir)
     assert back.corpus is not None and back.corpus.kind == "passage" and back.page_image("1") is None
     assert back.comparisons
-    assert back.variants["original"]["1_3"].answers == ("Paris", EMPTY_ANSWER)  # answers of the history kept in results.json
+    assert back.variants["original"][T + "1_3"].answers == ("Paris", EMPTY_ANSWER)  # answers of the history kept in results.json
     assert back.corpus.passage("3") == ("Eiffel Tower [SEP] Design", 'Gustave Eiffel\'s company "designed" the tower')
     with pytest.raises(KeyError):
         back.corpus.passage("99")
@@ -311,9 +321,9 @@ def test_evaluate_drop_missing_judged_is_labelled(topiocqa, tmp_path):
     jp = res.config["judged_passages"]
     assert jp["policy"].startswith("dropped") and jp["judgments_dropped"] == 2 and jp["queries_dropped"] == []
     qrels = load_qrels(out / "qrels.tsv").to_dict()
-    del qrels["2_2"]["99"], qrels["2_1"]["8"]
+    del qrels[T + "2_2"]["99"], qrels[T + "2_1"]["8"]
     _check_against_pytrec(res, qrels, tmp_path / "res")
-    assert next(r for r in res.runs if r.variant == "original").metrics.per_query["2_2"]["recall@10"] == 1.0
+    assert next(r for r in res.runs if r.variant == "original").metrics.per_query[T + "2_2"]["recall@10"] == 1.0
 
 
 def test_multimodal_refuses_a_passage_corpus(topiocqa):
@@ -345,7 +355,7 @@ def test_topiocqa_gold_keyed_by_id_suffix_and_jsonl_dataset(tmp_path):
     (tmp_path / "g.json").write_text(json.dumps(gold), encoding="utf-8")
     r = convert_topiocqa(tmp_path / "d.jsonl", tmp_path / "g.json", tmp_path / "o")
     assert r["counts"]["queries"] == 2 and r["counts"]["dropped_without_gold"] == 3
-    assert load_qrels(tmp_path / "o" / "qrels.tsv").to_dict() == {"1_1": {"1": 1}, "2_2": {"5": 1}}
+    assert load_qrels(tmp_path / "o" / "qrels.tsv").to_dict() == {T + "1_1": {"1": 1}, T + "2_2": {"5": 1}}
     assert not (tmp_path / "o" / "passages.jsonl").exists()  # no collection given: queries and qrels only
 
 
@@ -360,14 +370,14 @@ def test_vdr_compare_on_passage_runs(topiocqa, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         evaluate(out, out=tmp_path / "res", backends="lexical", k="3,10", depth=10, n_permutations=100, n_bootstrap=100, progress=False,
-                 rewrites={"concat-q": report["variants"]["concat-q"]["file"]})
+                 rewrites={"concat-qa": report["variants"]["concat-qa"]["file"]})
     runs = tmp_path / "res" / "runs"
     r = CliRunner().invoke(app, ["compare", str(out / "qrels.tsv"), f"raw={runs / 'lexical.original.trec'}",
-                                 f"hist={runs / 'lexical.concat-q.trec'}", "--k", "3,10", "--permutations", "100", "--bootstrap", "100",
+                                 f"hist={runs / 'lexical.concat-qa.trec'}", "--k", "3,10", "--permutations", "100", "--bootstrap", "100",
                                  "--out", str(tmp_path / "cmp")])
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "cmp" / "results.json").read_text())
     by = {x["variant"]: x["aggregate"] for x in doc["runs"]}
     res = json.loads((tmp_path / "res" / "results.json").read_text())
     ev = {x["variant"]: x["aggregate"] for x in res["runs"]}
-    assert by["raw"]["ndcg@3"] == pytest.approx(ev["original"]["ndcg@3"]) and by["hist"]["recall@10"] == pytest.approx(ev["concat-q"]["recall@10"])
+    assert by["raw"]["ndcg@3"] == pytest.approx(ev["original"]["ndcg@3"]) and by["hist"]["recall@10"] == pytest.approx(ev["concat-qa"]["recall@10"])

@@ -27,7 +27,7 @@ A passage corpus (:class:`PassageCorpus`, ``kind == "passage"``; written by
 This module owns these names; the ingest code that writes the folders imports them from here.
 
 Page ids of ingested PDFs are ``<path relative to PDF_DIR, '/'-separated>#<1-based page>``
-with whitespace and ``%`` percent-encoded (UTF-8 bytes, upper-case hex), so that every id is a
+in Unicode NFC, with whitespace and ``%`` percent-encoded (UTF-8 bytes, upper-case hex), so that every id is a
 single whitespace-free token that TREC files can hold: ``reports/esg 2023.pdf`` page 12 has the id
 ``reports/esg%202023.pdf#12``. See :func:`page_id`. Users write qrels with these ids.
 """
@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -46,6 +47,7 @@ from .errors import InputError
 from .io._lines import read_lines
 
 __all__ = ["Page", "Corpus", "PassageCorpus", "CorpusLike", "CorpusKind", "load_corpus", "passage_text", "page_id", "image_name",
+           "id_normalisation_hint",
            "PAGES_FILE", "REPORT_FILE", "IMAGES_DIR", "MANIFEST_FILE", "PASSAGES_FILE", "IDS_FILE", "EMPTY_FILE", "OFFSETS_FILE"]
 
 # page corpus layout
@@ -72,13 +74,17 @@ def _encode_char(c: str) -> str:
 def page_id(relative_path: str, page: int) -> str:
     """The corpus id of page ``page`` (1-based) of the PDF at ``relative_path``.
 
-    Whitespace (any Unicode whitespace) and ``%`` in the path are percent-encoded as their UTF-8
-    bytes; every other character is kept. ``'/'`` separates folders whatever the OS.
+    The path is normalised to Unicode NFC (a name macOS stored decomposed, ``e`` + U+0301, gives
+    the same id as the composed ``é`` a user types in the qrels); whitespace (any Unicode
+    whitespace) and ``%`` are then percent-encoded as their UTF-8 bytes; every other character is
+    kept. ``'/'`` separates folders whatever the OS.
 
     >>> page_id("reports/esg 2023.pdf", 12)
     'reports/esg%202023.pdf#12'
     >>> page_id("a%b.pdf", 1)
     'a%25b.pdf#1'
+    >>> page_id("re\u0301sume\u0301.pdf", 1) == "r\u00e9sum\u00e9.pdf#1"
+    True
 
     Raises:
         InputError: ``page`` < 1 or an empty path.
@@ -87,8 +93,48 @@ def page_id(relative_path: str, page: int) -> str:
         raise InputError(f"page numbers are 1-based, got {page}", path=relative_path)
     if not relative_path:
         raise InputError("empty relative path")
-    enc = "".join(_encode_char(c) if (c == "%" or c.isspace()) else c for c in relative_path)
+    enc = "".join(_encode_char(c) if (c == "%" or c.isspace()) else c for c in unicodedata.normalize("NFC", relative_path))
     return f"{enc}#{page}"
+
+
+def _form(s: str) -> str:
+    return "NFC" if unicodedata.is_normalized("NFC", s) else "NFD" if unicodedata.is_normalized("NFD", s) else "neither NFC nor NFD"
+
+
+def id_normalisation_hint(ids, known) -> str:
+    r"""A sentence naming the ``ids`` that are not in ``known`` but match one of its ids after
+    Unicode normalisation (NFC), with the fix; ``""`` when there are none.
+
+    Such ids look identical when printed (``résumé.pdf#1`` composed or decomposed) but differ in
+    code points, so they never match; the sentence shows both with :func:`ascii`. Call it on an
+    error path only: it normalises every id of ``known``.
+
+    Args:
+        ids: the ids that were looked up (e.g. the qrels' corpus ids not found).
+        known: the ids they were looked up in (e.g. the corpus' ids).
+
+    >>> print(id_normalisation_hint(["résumé.pdf#1"], {"résumé.pdf#1"}).split(":")[0])
+    1 of these ids match a corpus id only after Unicode normalisation, e.g. 'résumé.pdf#1' written 'résumé.pdf#1' (NFD) is the corpus' 'résumé.pdf#1' (NFC)
+    >>> id_normalisation_hint(["p1"], {"p01"})
+    ''
+    """
+    known = known if isinstance(known, (set, frozenset, dict, Mapping)) else set(known)
+    missing = [i for i in ids if i not in known]
+    if not missing:
+        return ""
+    by_nfc: dict[str, str] = {}
+    for k in known:
+        by_nfc.setdefault(unicodedata.normalize("NFC", k), k)
+    pairs = [(i, by_nfc[n]) for i in missing if (n := unicodedata.normalize("NFC", i)) in by_nfc]
+    if not pairs:
+        return ""
+    a, b = pairs[0]
+    fix = "write these ids in NFC (Python: unicodedata.normalize('NFC', id))"
+    if _form(b) != "NFC":
+        fix += "; the corpus' ids are not NFC either: re-ingest it (vdr ingest writes page ids in NFC)"
+    shown = unicodedata.normalize("NFC", a)
+    return (f"{len(pairs)} of these ids match a corpus id only after Unicode normalisation, e.g. {shown!r} written {ascii(a)}"
+            f" ({_form(a)}) is the corpus' {ascii(b)} ({_form(b)}): they look alike but differ in code points; {fix}")
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -3,6 +3,7 @@ passage benchmarks into vdr's layout, :mod:`vdr.ingest.convert`)."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -17,6 +18,7 @@ from ..text import DEFAULT_MAX_QUERY_TOKENS
 from ..ingest.convert import (
     ConcatSpec, convert_beir, convert_msmarco, convert_qrecc, convert_topiocqa, default_specs,
 )
+from ..io.turn_ids import DEFAULT_ID_SCHEME, ID_SCHEMES, SPLITS
 from .params import (
     ENCODER_PARAMS, encoder_settings_from_options, field_param, signature_from,
 )
@@ -97,6 +99,11 @@ def ingest_command(**o: Any) -> None:
     reused = f", {skipped} unchanged since the last run" if skipped else ""
     typer.echo(f"{len(r.documents)} PDFs: {c['ok']} ok, {c['partial']} partial, {c['failed']} failed{reused};"
                f" {r.pages} pages -> {out}")
+    ocr_done = r.extra.get("ocr_summary") or {}
+    if ocr_done.get("ocr"):
+        typer.echo(f"OCR: {ocr_done['ocr']} pages ({ocr_done['no_text_layer']} without a text layer, {ocr_done['thin_text_layer']}"
+                   f" whose text layer is a thin stamp, page number or footer; {ocr_done['turned']} turned upright first);"
+                   " per-page decisions in ingest-report.json")
     for d in r.documents:
         if d.status != "ok":
             typer.echo(f"{d.status}: {d.source}: {d.reason}", err=True)
@@ -147,16 +154,32 @@ convert_app = typer.Typer(help="Convert public passage benchmarks (TopiOCQA, QRe
 _ORDER = typer.Option(HistoryOrder("oldest-first"), "--history-order", help="Concatenated history: oldest-first (h1..hn q) or newest-first (q hn..h1).")
 _SEP = typer.Option(" ", "--history-separator", help="Separator between concatenated pieces.")
 _BUDGET = typer.Option(DEFAULT_MAX_QUERY_TOKENS, "--history-budget", help="Whitespace-token budget of concatenations (oldest turns dropped first, question kept); 0: none.")
+IdScheme = Enum("IdScheme", {s: s for s in ID_SCHEMES}, type=str)
+TopiocqaSplit = Enum("TopiocqaSplit", {s: s for s in SPLITS["topiocqa"]}, type=str)
+QreccSplit = Enum("QreccSplit", {s: s for s in SPLITS["qrecc"]}, type=str)
+_SCHEME = typer.Option(IdScheme(DEFAULT_ID_SCHEME), "--id-scheme",
+                       help="Query ids: convsearch (ConvSearch-R1's, e.g. topiocqa-dev_<conv>_<turn>, QReCC-Test_<conv>_<turn>) or"
+                            " conv_turn (<conv>_<turn>). vdr evaluate maps files written in the other scheme.")
 
 
 def _specs(order: str, separator: str, budget: int) -> list[ConcatSpec]:
     return default_specs(order, separator, budget if budget > 0 else None)
 
 
+def _value(choice: Any) -> Any:
+    return getattr(choice, "value", choice)
+
+
 def _echo(report: dict, out: Path) -> None:
     c = report["counts"]
     typer.echo(f"{c['queries']} queries -> {out}" + (f"; {c['dropped_without_gold']} turns without gold dropped (kept in history)"
                                                     if "dropped_without_gold" in c else ""))
+    s = report.get("id_scheme")
+    if s:
+        typer.echo(f"query ids: {s['format']} ({s['scheme']}; split {s['split']} from {s['split_from']})")
+    if "history_from_context" in c:
+        typer.echo(f"history: {c['history_from_context']} from Context, {c['history_from_records']} from earlier records"
+                   + (f"; {c['history_disagreements']['count']} disagree (see conversion.json)" if c["history_disagreements"]["count"] else ""))
     g = report.get("gold_without_turn", {})
     if g.get("count"):
         typer.echo(f"note: {g['count']} gold entries without a dataset turn, e.g. {', '.join(g['examples'][:5])}")
@@ -166,28 +189,33 @@ def _echo(report: dict, out: Path) -> None:
 
 @convert_app.command("topiocqa")
 def topiocqa_command(
-    dataset: Path = typer.Option(..., "--dataset", help="TopiOCQA dataset JSON (e.g. topiocqa_dev.json)."),
-    gold: Path = typer.Option(..., "--gold", help="Gold passages (DPR JSON with positive_ctxs[].passage_id, conv_id, turn_id)."),
+    dataset: Path = typer.Option(..., "--dataset", help="TopiOCQA dataset JSON (e.g. topiocqa_dev.json; history from each record's Context)."),
+    gold: Path = typer.Option(..., "--gold", help="Gold passages: DPR JSON (positive_ctxs[].passage_id, conv_id, turn_id) or TREC qrels (ConvSearch-R1's dev.trec)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
     collection: Optional[Path] = typer.Option(None, "--collection", help="full_wiki_segments.tsv (omit to reuse a corpus ingested elsewhere)."),
     order: HistoryOrder = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
+    id_scheme: IdScheme = _SCHEME,
+    split: Optional[TopiocqaSplit] = typer.Option(None, "--split", help="The split named in the ids (default: the gold ids' prefix, else the dataset file name, else dev)."),
 ) -> None:
     """TopiOCQA -> corpus, queries.jsonl (with history), qrels.tsv, variants/."""
-    _echo(convert_topiocqa(dataset, gold, out, collection=collection, specs=_specs(order, separator, budget)), out)
+    _echo(convert_topiocqa(dataset, gold, out, collection=collection, specs=_specs(order, separator, budget),
+                           id_scheme=_value(id_scheme), split=_value(split)), out)
 
 
 @convert_app.command("qrecc")
 def qrecc_command(
-    dataset: Path = typer.Option(..., "--dataset", help="QReCC dataset JSON (e.g. qrecc_test.json)."),
-    qrels: Path = typer.Option(..., "--qrels", help="TREC qrels with query ids {Conversation_no}_{Turn_no}."),
+    dataset: Path = typer.Option(..., "--dataset", help="QReCC dataset JSON (qrecc_test.json, or scai-qrecc21-test-turns.json as ConvSearch-R1 reads it)."),
+    qrels: Path = typer.Option(..., "--qrels", help="TREC qrels with query ids QReCC-Test_<conv>_<turn> (ConvSearch-R1's test.trec) or <conv>_<turn>."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write."),
-    collection: Optional[Path] = typer.Option(None, "--collection", help="Passage collection (Pyserini jsonl folder, ...)."),
+    collection: Optional[Path] = typer.Option(None, "--collection", help="Passage collection (Pyserini jsonl file or folder, ...)."),
     collection_format: PassageFormat = typer.Option(PassageFormat.auto, "--collection-format", help="Collection format (auto: by file name and content)."),
     order: HistoryOrder = _ORDER, separator: str = _SEP, budget: int = _BUDGET,
+    id_scheme: IdScheme = _SCHEME,
+    split: Optional[QreccSplit] = typer.Option(None, "--split", help="The split named in the ids (default: the qrels ids' prefix, else the dataset file name, else test)."),
 ) -> None:
     """QReCC -> corpus, queries.jsonl (with history), qrels.tsv, variants/ (human rewrite included)."""
     _echo(convert_qrecc(dataset, qrels, out, collection=collection, collection_format=collection_format,
-                        specs=_specs(order, separator, budget)), out)
+                        specs=_specs(order, separator, budget), id_scheme=_value(id_scheme), split=_value(split)), out)
 
 
 @convert_app.command("msmarco")

@@ -391,6 +391,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "Evaluat
         **({"judged_passages": inputs.judged} if inputs.judged else {}),
         **({"concat": inputs.concat} if inputs.concat else {}),
         **({"same_texts": inputs.same_texts} if inputs.same_texts else {}),
+        **({"id_mapping": inputs.id_mapping} if inputs.id_mapping else {}),
         "alpha": o.alpha,
         **({"group_by": _group_by(o)} if _group_by(o) else {}),
         **({"groups": str(Path(o.groups).resolve())} if o.groups is not None else {}),

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..corpus import PAGES_FILE, Corpus, PassageCorpus, load_corpus
+from ..corpus import PAGES_FILE, Corpus, PassageCorpus, id_normalisation_hint, load_corpus
 from ..errors import AlignmentError, InputError, VdrWarning
 from ..metrics import check_judged_overlap
 from ..io.formats import load_qrels, load_queries, load_rewrites
+from ..io.turn_ids import IdMapping, load_rewrites_mapped, mapping_note, remap_qrels
 from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
 from ..types import ORIGINAL, Qrels, Query, QuerySet, duplicate_texts
 
@@ -89,6 +90,10 @@ class Inputs:
         same_texts: ``{name: kept name}`` of the variants left out of ``variants`` because their
             texts equal an earlier variant's for every query (:func:`same_text_variants`; e.g. a
             ``concat-q`` file beside the built-in ``concat``); recorded as ``config.same_texts``.
+        id_mapping: the files whose query ids were mapped onto the query set's id scheme
+            (ConvSearch-R1's ``<prefix>_<conv>_<turn>`` <-> ``<conv>_<turn>``, :mod:`vdr.io.turn_ids`):
+            ``{"qrels": record, "rewrites": {name: record}}`` (:meth:`~vdr.io.turn_ids.IdMapping.to_json`),
+            recorded under ``config.id_mapping``; empty when nothing was mapped.
     """
 
     corpus: Corpus
@@ -101,6 +106,7 @@ class Inputs:
     judged: dict = field(default_factory=dict)
     concat: dict = field(default_factory=dict)
     same_texts: dict = field(default_factory=dict)
+    id_mapping: dict = field(default_factory=dict)
 
 
 def same_text_variants(variants: Mapping[str, QuerySet]) -> dict[str, str]:
@@ -198,35 +204,50 @@ def build_variants(originals: QuerySet, rewrites: Mapping[str, str | Path], *, c
     has_history = any(q.history for q in originals.values())
     if concat if concat is not None else has_history:
         out[CONCAT] = concat_variant(originals, concat_max_tokens)[0]
+    out.update(_rewrite_variants(originals, rewrites)[0])
+    return out
+
+
+def _rewrite_variants(originals: QuerySet, rewrites: Mapping[str, str | Path]) -> tuple[dict[str, QuerySet], dict[str, dict]]:
+    """The rewrite variants of :func:`build_variants`, and the id mapping of each file whose ids were
+    mapped (``{name: record}``, :meth:`vdr.io.turn_ids.IdMapping.to_json`)."""
+    out: dict[str, QuerySet] = {}
+    mappings: dict[str, dict] = {}
     for name, path in rewrites.items():
         check_name(name, "rewrite variant")
-        variant = _load_variant(path, originals, name)
+        variant, mapping = _load_variant(path, originals, name)
         for qid, q in variant.items():
             if not q.text.strip():
                 raise InputError("empty or whitespace-only rewrite", path=path, line=variant.lines.get(qid), id=qid)
         out[name] = variant
-    return out
+        if mapping:
+            mappings[name] = mapping.to_json()
+    return out, mappings
 
 
-def _load_variant(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
-    """:func:`load_rewrites`, aware of the failures file ``vdr rewrite`` writes beside a variant."""
+def _load_variant(path: str | Path, originals: QuerySet, name: str) -> tuple[QuerySet, IdMapping | None]:
+    """:func:`load_rewrites`, aware of the failures file ``vdr rewrite`` writes beside a variant, and
+    of files whose ids use the other turn-id scheme (mapped: :mod:`vdr.io.turn_ids`)."""
     from ..rewrite.runner import failures_file, read_failures
 
     failed = read_failures(path)
+    mapping = None
     try:
         variant = load_rewrites(path, originals, name=name)
     except AlignmentError as e:
-        gone = [q for q in originals.ids() if q in failed]
-        if not gone:
-            raise
-        raise AlignmentError(f"{e}; {len(gone)} of the missing ids failed in `vdr rewrite` (reasons in {failures_file(path)}):"
-                             " rerun `vdr rewrite` to retry them, or write them with their original text"
-                             " (`vdr rewrite --fill-failed original`)") from None
+        variant, mapping = load_rewrites_mapped(path, originals, name)
+        if variant is None:
+            gone = [q for q in originals.ids() if q in failed]
+            if not gone:
+                raise
+            raise AlignmentError(f"{e}; {len(gone)} of the missing ids failed in `vdr rewrite` (reasons in {failures_file(path)}):"
+                                 " rerun `vdr rewrite` to retry them, or write them with their original text"
+                                 " (`vdr rewrite --fill-failed original`)") from None
     filled = [q for q in variant.ids() if q in failed]
     if filled:
         warnings.warn(f"rewrite variant {name!r}: {len(filled)} of {len(variant)} queries failed in `vdr rewrite` and are evaluated"
                       f" with their original text (listed in {failures_file(path)}), e.g. {filled[:5]}", VdrWarning, stacklevel=3)
-    return variant
+    return variant, mapping
 
 
 def check_inputs(corpus: Corpus | PassageCorpus, queries: QuerySet, qrels, qrels_path: str | Path) -> dict[str, str]:
@@ -258,9 +279,10 @@ def check_inputs(corpus: Corpus | PassageCorpus, queries: QuerySet, qrels, qrels
     missing = {d: corpus.unavailable_reason(d) for d in sorted({d for q in qrels for d in qrels[q] if d not in corpus})}
     unknown = [d for d, reason in missing.items() if reason is None]
     if unknown:
+        hint = id_normalisation_hint(unknown, corpus.ids())
         raise InputError(
             f"{len(unknown)} corpus id(s) in the qrels are not pages of the corpus, e.g. {unknown[:10]}"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)" + (f"; {hint}" if hint else ""),
             path=qrels_path,
         )
     if missing:
@@ -367,7 +389,9 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
     queries_path = Path(queries) if queries is not None else corpus_dir / "queries.jsonl"
     qrels_path = Path(qrels) if qrels is not None else corpus_dir / "qrels.tsv"
     originals = load_queries(queries_path)
-    qrels_obj = load_qrels(qrels_path)
+    qrels_obj, qrels_mapping = remap_qrels(load_qrels(qrels_path), originals.queries, path=qrels_path)
+    if qrels_mapping:
+        mapping_note(qrels_mapping)
     check_inputs(corpus, originals, qrels_obj, qrels_path)
     judged: dict = {}
     if corpus.kind == "passage":
@@ -393,8 +417,11 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
         judged.pop("_ids")
     elif drop_missing_judged:
         raise InputError("--drop-missing-judged applies to passage corpora only (page corpora keep failed pages as unretrievable)")
-    variants = build_variants(originals, dict(rewrites), concat=concat, concat_max_tokens=concat_max_tokens)
+    variants = build_variants(originals, {}, concat=concat, concat_max_tokens=concat_max_tokens)
+    rewritten, rewrite_mappings = _rewrite_variants(originals, dict(rewrites))
+    variants.update(rewritten)
     concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
     same = same_text_variants(variants)
     variants = {n: qs for n, qs in variants.items() if n not in same}
-    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same)
+    id_mapping = {**({"qrels": qrels_mapping.to_json()} if qrels_mapping else {}), **({"rewrites": rewrite_mappings} if rewrite_mappings else {})}
+    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same, id_mapping)

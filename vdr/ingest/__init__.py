@@ -4,7 +4,8 @@
 * :func:`ingest_vidore`: a ViDoRe dataset -> the same layout plus ``queries.jsonl`` and ``qrels.tsv``.
 * :func:`ingest_passages`: a text-passage collection -> a passage corpus (:mod:`vdr.ingest.passages`).
 * :func:`vdr.ingest.pdf.rasterize`: render one PDF's pages in memory.
-* :mod:`vdr.ingest.images`: the page checks, image decoding and RGB conversion every path shares.
+* :mod:`vdr.ingest.images`: the page checks, image decoding, EXIF orientation and RGB conversion every path shares.
+* :mod:`vdr.ingest.ocr`: when ``--ocr auto`` reads a page (thin text layers) and how a page is turned upright before OCR.
 """
 
 from .passages import PassageIngestReport, ingest_passages

@@ -11,6 +11,11 @@ model's image processor would reject never reaches the corpus and one bad page n
   the reason is recorded per page.
 * :func:`decode_image`: dataset image values are decoded as ``datasets``' ``Image`` feature does: a
   decoded PIL image, a struct ``{"bytes", "path"}`` (bytes first), raw encoded bytes, or a path.
+* :func:`upright`: EXIF orientation (tag 274, values 1-8) is applied once, as ``datasets``'
+  ``Image`` feature and image viewers apply it, whatever the value's form (decoded image, struct,
+  bytes, file); the tag is then removed, so applying it again changes nothing. Every dataset path
+  decodes undecoded values itself (:func:`decode_image` then :func:`upright`), so the orientation
+  is known and recorded per page.
 * :func:`to_rgb`: every PIL mode becomes 8-bit RGB with its tonal range kept (see there).
 """
 
@@ -25,6 +30,7 @@ from ..errors import VdrError
 
 __all__ = [
     "ImageProblem", "MIN_SIDE_PX", "MAX_ASPECT", "size_problem", "fit_budget", "decode_image", "to_rgb", "pixel_sha256",
+    "upright", "EXIF_ORIENTATION_TAG", "EXIF_TRANSFORMS",
 ]
 
 #: Qwen2-VL-family processors reject images with a side below 28 px or an aspect ratio above 200.
@@ -121,12 +127,69 @@ def decode_image(value, *, base: str | Path | None = None):
         raise ImageProblem("no decodable image (neither bytes nor path)")
     try:
         im = Image.open(src)
+        before = _orientation(im)
         im.load()
+        if before is not None and _orientation(im) is None:  # the decoder applied it while loading (Pillow's TIFF reader)
+            im.info[_APPLIED_ON_LOAD] = before
     except Image.DecompressionBombError as e:
         raise ImageProblem(f"image above PIL's decompression-bomb limit ({e})") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
         raise ImageProblem(f"cannot decode image from {what}: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
     return im
+
+
+#: The EXIF (TIFF) tag that says how the stored pixels are turned: 0x0112.
+EXIF_ORIENTATION_TAG = 274
+#: What each EXIF orientation value asks for to show the stored pixels upright (EXIF 2.32, tag 274;
+#: the transforms of ``PIL.ImageOps.exif_transpose``). 1: stored upright.
+EXIF_TRANSFORMS = {
+    1: "none",
+    2: "mirror left-right",
+    3: "turn 180 degrees",
+    4: "mirror top-bottom",
+    5: "transpose (mirror along the top-left to bottom-right diagonal)",
+    6: "turn 90 degrees clockwise",
+    7: "transverse (mirror along the top-right to bottom-left diagonal)",
+    8: "turn 90 degrees counter-clockwise",
+}
+
+
+#: ``info`` key where :func:`decode_image` notes an EXIF orientation the decoder applied on load.
+_APPLIED_ON_LOAD = "vdr_exif_orientation_applied_on_load"
+
+
+def _orientation(im) -> int | None:
+    """The image's EXIF orientation value, or ``None`` (no tag, or an unreadable EXIF block)."""
+    try:
+        value = im.getexif().get(EXIF_ORIENTATION_TAG)
+    except Exception:  # a malformed EXIF block: the pixels are used as stored
+        return None
+    return value if isinstance(value, int) else None
+
+
+def upright(im):
+    """``im`` with its EXIF orientation applied (``PIL.ImageOps.exif_transpose``), and the value.
+
+    Returns:
+        ``(image, orientation)``: ``orientation`` is the EXIF value found (1-8), or ``None`` when
+        the image has no orientation tag (or a value outside 1-8, which is ignored as viewers
+        ignore it). For 2-8 the image is a new, transformed image without the tag (so a second
+        call finds none); for 1 or ``None`` it is ``im`` itself. Pillow's TIFF reader applies the
+        orientation itself while loading: :func:`decode_image` notes the value then, and it is
+        returned here without a second transform.
+    """
+    from PIL import ImageOps
+
+    loaded = im.info.get(_APPLIED_ON_LOAD)
+    if loaded in EXIF_TRANSFORMS:  # already applied by the decoder (decode_image noted it): not again
+        return im, loaded
+    value = _orientation(im)
+    if value not in EXIF_TRANSFORMS:
+        return im, None
+    if value == 1:
+        return im, 1
+    out = ImageOps.exif_transpose(im)
+    return (out if out is not None else im), value
 
 
 def _resolve(path: str, base: str | Path | None) -> Path:

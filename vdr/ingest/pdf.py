@@ -34,6 +34,7 @@ from ..errors import VdrError
 from ..io.atomic import atomic_write
 from ..text import normalize_text
 from .images import MAX_ASPECT, MIN_SIDE_PX, pixel_sha256, size_problem, to_rgb
+from .ocr import TextCover, ocr_decision, read_page
 
 __all__ = [
     "RenderOptions",
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "MIN_SIDE_PX",
     "MAX_ASPECT",
+    "page_cover",
 ]
 
 DEFAULT_DPI = 144.0
@@ -60,6 +62,9 @@ DEFAULT_DPI = 144.0
 DEFAULT_MAX_PIXELS = 2048 * 2048
 RASTERIZERS = ("pdfium", "poppler")
 OCR_MODES = ("auto", "always", "never")
+#: The OCR rules of :mod:`vdr.ingest.ocr` (recorded in the settings: a corpus read under other rules is read again):
+#: ``auto`` OCRs thin text layers; pages are turned upright by Tesseract's OSD before OCR.
+OCR_POLICY = "text-cover+osd/1"
 def _deflate():
     """``(compress, library name)``: ISA-L's deflate (python-isal, a vdr dependency) when it imports,
     else zlib's. Both write standard zlib streams (RFC 1950) that every PNG decoder reads."""
@@ -123,14 +128,19 @@ class RenderOptions:
     ocr_lang: str = "eng"
 
     def settings(self) -> dict:
-        """The options as a JSON-able dict (recorded in the report; a change re-renders everything)."""
-        return {
+        """The options as a JSON-able dict (recorded in the report; a change re-renders everything).
+        With OCR on, ``ocr_policy`` names the rules of :mod:`vdr.ingest.ocr`, so that a corpus
+        read under older rules is read again."""
+        out = {
             "dpi": self.dpi,
             "max_pixels": self.max_pixels,
             "rasterizer": self.rasterizer,
             "ocr": self.ocr,
             "ocr_lang": self.ocr_lang,
         }
+        if self.ocr != "never":
+            out["ocr_policy"] = OCR_POLICY
+        return out
 
 
 @dataclass(frozen=True)
@@ -430,12 +440,6 @@ def _dehyphenate(lines: list[list[str]]) -> list[str]:
     return out
 
 
-def _ocr(image, lang: str) -> str:
-    import pytesseract
-
-    return pytesseract.image_to_string(image, lang=lang)
-
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -491,9 +495,91 @@ def rasterize(
             problem = _page_problem(w, h, dpi)
             d = effective_dpi(w, h, dpi, max_pixels) if problem is None else None
             plans.append((n, w, h, d, problem or (d is not None and _page_problem(w, h, d)) or None))
-        for (n, _w, _h, d, _p), (im, _text) in zip(plans, render(path, password, plans, text=False)):
+        for (n, _w, _h, d, _p), (im, _text, _cover) in zip(plans, render(path, password, plans, text=False)):
             if im is not None:
                 yield n, _as_pil(im), d
+
+
+#: Side of the grid on which the union of a page's image areas is measured (:func:`page_cover`).
+_COVER_GRID = 256
+
+
+def page_cover(page, textpage, text: str) -> TextCover:
+    """How much of one pdfium page's visible box its text layer and its raster images cover.
+
+    Args:
+        page: a ``pypdfium2.PdfPage``.
+        textpage: its ``PdfTextPage``.
+        text: the page's (bounded) text-layer text; its non-whitespace characters are counted.
+
+    Returns:
+        :class:`~vdr.ingest.ocr.TextCover`: ``text_share`` is the summed area of the text layer's
+        rectangles (``FPDFText_GetRect``: one per run of characters on a line; they do not
+        overlap), clipped to the visible box (``get_bbox``: CropBox clipped to the MediaBox);
+        ``image_share`` the union of the image objects' bounds on a
+        :data:`_COVER_GRID` x :data:`_COVER_GRID` grid over that box (an image inside a Form
+        XObject counts with the bounds of its top-level form). Both are in unrotated page space,
+        so ``/Rotate`` does not change them.
+    """
+    import numpy as np
+    import pypdfium2.raw as pdfium_c
+
+    x0, y0, x1, y1 = page.get_bbox()
+    w, h = x1 - x0, y1 - y0
+    if not (w > 0 and h > 0):
+        return TextCover(sum(not c.isspace() for c in text), 0.0, 0.0)
+
+    def clip(l, b, r, t):
+        return max(l, x0), max(b, y0), min(r, x1), min(t, y1)
+
+    text_area = 0.0
+    for i in range(textpage.count_rects()):
+        l, b, r, t = clip(*textpage.get_rect(i))
+        text_area += max(0.0, r - l) * max(0.0, t - b)
+    grid = np.zeros((_COVER_GRID, _COVER_GRID), dtype=bool)
+    top = None
+    wanted = [pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM]
+    for obj in page.get_objects(filter=wanted):
+        if obj.level == 0:
+            top = obj
+        if obj.type != pdfium_c.FPDF_PAGEOBJ_IMAGE:
+            continue
+        try:
+            l, b, r, t = clip(*(obj if obj.level == 0 or top is None else top).get_bounds())
+        except Exception:  # PdfiumError: an object pdfium cannot place
+            continue
+        if r <= l or t <= b:
+            continue
+        c0, c1 = (int(round((v - x0) / w * _COVER_GRID)) for v in (l, r))
+        r0, r1 = (int(round((v - y0) / h * _COVER_GRID)) for v in (b, t))
+        grid[r0:max(r1, r0 + 1), c0:max(c1, c0 + 1)] = True
+    return TextCover(sum(not c.isspace() for c in text), min(1.0, text_area / (w * h)), float(grid.mean()))
+
+
+def _covers_pdfium(path: Path, password: str | None, pages: list[int]) -> dict[int, TextCover]:
+    """``{page: TextCover}`` of ``pages`` measured with pdfium (for the poppler rasterizer);
+    ``{}`` when pdfium cannot open the document (the decision then keeps any text layer)."""
+    try:
+        pdf = _pdfium_open(path, password)
+    except DocumentError:
+        return {}
+    out = {}
+    try:
+        for n in pages:
+            page = pdf[n - 1]
+            try:
+                tp = page.get_textpage()
+                try:
+                    out[n] = page_cover(page, tp, tp.get_text_bounded())
+                finally:
+                    tp.close()
+            except Exception:  # a page pdfium cannot read: no measure, the decision says so
+                pass
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+    return out
 
 
 def _as_pil(im):
@@ -530,7 +616,10 @@ def render_pages(
 
     Returns:
         One dict per page: either a ``pages.jsonl`` record (keys of :class:`vdr.corpus.Page` with
-        ``corpus-id``) plus ``"notes"`` (list of str), or ``{"page": n, "reason": str}`` for a
+        ``corpus-id``) plus ``"notes"`` (list of str) and, unless ``opts.ocr == "never"``,
+        ``"decision"`` (how its text was read:
+        ``{"page", "ocr", "reason", "text_chars", "text_share", "image_share", "orientation",
+        "text"}``, see :mod:`vdr.ingest.ocr`), or ``{"page": n, "reason": str}`` for a
         page that was not rendered (bad box, extreme aspect ratio, too small, size mismatch,
         failed OCR with ``ocr="always"``).
 
@@ -550,16 +639,20 @@ def render_pages(
         plans.append(PagePlan(n, w, h, d, problem))
 
     results: list[dict] = []
+    measure = opts.ocr == "auto"
     if opts.rasterizer == "pdfium":
-        images_texts = _render_pdfium(path, password, plans)
+        rendered = _render_pdfium(path, password, plans, cover=measure)
     else:
-        images_texts = _render_poppler(path, password, plans)
-    for plan, (im, text) in zip(plans, images_texts):
+        rendered = _render_poppler(path, password, plans)
+        if measure:
+            covers = _covers_pdfium(path, password, [p.n for p in plans if p.problem is None])
+            rendered = [(im, text, covers.get(plan.n)) for plan, (im, text, _c) in zip(plans, rendered)]
+    for plan, (im, text, cover) in zip(plans, rendered):
         if plan.problem is not None or im is None:
             results.append({"page": plan.n, "reason": plan.problem or "rendering failed"})
             continue
         try:
-            results.append(_finish_page(im, text, plan, relative, opts, out_dir))
+            results.append(_finish_page(im, (text, cover), plan, relative, opts, out_dir))
         finally:
             if hasattr(im, "close"):  # a PIL image (poppler); pdfium gives arrays
                 im.close()
@@ -581,10 +674,11 @@ def _rgb_array(im):
     return np.ascontiguousarray(im)
 
 
-def _finish_page(im, text: str, plan: PagePlan, relative: str, opts: RenderOptions, out_dir: Path) -> dict:
-    """Check one rendered page (``plan``: its number, size in points and DPI), read its text (OCR
-    when asked), write its PNG; a ``pages.jsonl`` record plus ``"notes"``, or ``{"page", "reason"}``
-    (see :func:`render_pages`)."""
+def _finish_page(im, layer: tuple[str, TextCover | None], plan: PagePlan, relative: str, opts: RenderOptions, out_dir: Path) -> dict:
+    """Check one rendered page (``plan``: its number, size in points and DPI), read its text
+    (``layer``: its text-layer text and :class:`~vdr.ingest.ocr.TextCover`; OCR as
+    :func:`~vdr.ingest.ocr.ocr_decision` decides), write its PNG; a ``pages.jsonl`` record plus
+    ``"notes"`` and ``"decision"``, or ``{"page", "reason"}`` (see :func:`render_pages`)."""
     n, w, h, d = plan.n, plan.w, plan.h, plan.d
     a = _rgb_array(im)
     height, width = a.shape[:2]
@@ -601,18 +695,23 @@ def _finish_page(im, text: str, plan: PagePlan, relative: str, opts: RenderOptio
     notes: list[str] = []
     if d < opts.dpi:
         notes.append(f"rendered at {d:g} dpi instead of {opts.dpi:g} to fit the pixel budget of {opts.max_pixels} px")
-    text = _clean(text)
+    text, cover = _clean(layer[0]), layer[1]
     source = "pdf" if text else "none"
-    if opts.ocr == "always" or (opts.ocr == "auto" and not text):
+    do_ocr, why = ocr_decision(opts.ocr, text, cover)
+    decision = {"page": n, "ocr": do_ocr, "reason": why, **(cover.to_json() if cover is not None else {})}
+    if do_ocr:
         try:
-            ocr_text = _clean(_ocr(_as_pil(a), opts.ocr_lang))
+            raw, orientation = read_page(_as_pil(a), opts.ocr_lang, dpi=d)
+            ocr_text = _clean(raw)
         except Exception as e:  # TesseractNotFoundError, TesseractError, OSError
             reason = f"OCR failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
             if opts.ocr == "always":
                 return {"page": n, "reason": reason}
             notes.append(reason)
+            decision["text"] = "OCR failed: " + ("text layer kept" if text else "no text")
         else:
-            text, source = (ocr_text, "ocr") if ocr_text else (text, source)
+            decision["orientation"] = orientation
+            text, source, decision["text"] = _choose_text(text, ocr_text, opts.ocr, source)
     cid = page_id(relative, n)
     rel_img = image_name(cid)
     with atomic_write(out_dir / rel_img, "wb") as f:
@@ -629,7 +728,20 @@ def _finish_page(im, text: str, plan: PagePlan, relative: str, opts: RenderOptio
         "text_source": source,
         "image_sha256": pixel_sha256(a),
         "notes": notes,
+        **({"decision": decision} if opts.ocr != "never" else {}),  # with OCR off there is nothing to decide per page
     }
+
+
+def _choose_text(layer: str, ocr_text: str, mode: str, source: str) -> tuple[str, str, str]:
+    """``(text, text_source, what was kept)`` after OCR. ``always``: the OCR text when it reads
+    anything. ``auto``: the OCR text when it holds more non-whitespace characters than the text
+    layer (a thin layer is kept when the OCR reads less, e.g. a blank scan with a page number)."""
+    count = lambda t: sum(not c.isspace() for c in t)  # noqa: E731
+    if not ocr_text:
+        return layer, source, "OCR read nothing: " + ("text layer kept" if layer else "no text")
+    if mode == "always" or count(ocr_text) > count(layer):
+        return ocr_text, "ocr", "OCR text" + (f" ({count(ocr_text)} characters; the text layer had {count(layer)})" if layer else "")
+    return layer, source, f"text layer kept: OCR read {count(ocr_text)} characters, the layer holds {count(layer)}"
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
@@ -674,7 +786,9 @@ def write_png(f: BinaryIO, im) -> None:
     f.write(_png_chunk(b"IEND", b""))
 
 
-def _render_pdfium(path: Path, password: str | None, plans, text: bool = True) -> list:
+def _render_pdfium(path: Path, password: str | None, plans, text: bool = True, cover: bool = False) -> list:
+    """``[(pixels or None, text, TextCover or None)]`` per plan: pixels a uint8 array ``(h, w, 3)``,
+    the bounded text layer when ``text``, its :func:`page_cover` when ``cover`` (and ``text``)."""
     pdf = _pdfium_open(path, password)
     out = []
     try:
@@ -684,24 +798,34 @@ def _render_pdfium(path: Path, password: str | None, plans, text: bool = True) -
             pass
         for n, _w, _h, d, problem in plans:
             if problem is not None:
-                out.append((None, ""))
+                out.append((None, "", None))
                 continue
             page = pdf[n - 1]
             try:
-                page_text = ""
+                page_text, measured = "", None
                 if text:
                     tp = page.get_textpage()
                     try:
                         page_text = tp.get_text_bounded()
+                        if cover:
+                            measured = _measure(page, tp, page_text)
                     finally:
                         tp.close()
                 im = _pdfium_pixels(page, d)
             finally:
                 page.close()
-            out.append((im, page_text))
+            out.append((im, page_text, measured))
     finally:
         pdf.close()
     return out
+
+
+def _measure(page, textpage, text: str) -> TextCover | None:
+    """:func:`page_cover`, or ``None`` when pdfium cannot measure the page (recorded by the decision)."""
+    try:
+        return page_cover(page, textpage, text)
+    except Exception:  # PdfiumError on a malformed page: no measure
+        return None
 
 
 def _pdfium_pixels(page, dpi: float):
@@ -730,6 +854,7 @@ def _pdfium_pixels(page, dpi: float):
 
 
 def _render_poppler(path: Path, password: str | None, plans, text: bool = True) -> list:
+    """``[(PIL RGB image or None, text, None)]`` per plan (pdftoppm pixels, pdftotext text)."""
     from pdf2image import convert_from_path
     from pdf2image.exceptions import PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError
 
@@ -744,7 +869,7 @@ def _render_poppler(path: Path, password: str | None, plans, text: bool = True) 
     while i < len(plans):
         n, _w, _h, d, problem = plans[i]
         if problem is not None:
-            out.append((None, ""))
+            out.append((None, "", None))
             i += 1
             continue
         j = i
@@ -766,6 +891,6 @@ def _render_poppler(path: Path, password: str | None, plans, text: bool = True) 
                 if rgb is not im:
                     im.close()
                     im = rgb
-            out.append((im, texts.get(plans[k][0], "")))
+            out.append((im, texts.get(plans[k][0], ""), None))
         i = j + 1
     return out

@@ -49,6 +49,11 @@ class DocumentReport:
         password: which password opened the file: ``"empty"`` (the empty user password, e.g. a
             permissions-only file), ``"given"`` (the one ``--password``), ``"from map"`` (the
             password map's entry), or ``None`` (not encrypted, or not opened). Never the password.
+        page_decisions: how each ingested page's text was read, in page order (empty with ``--ocr never``):
+            ``{"page", "ocr": bool, "reason", ...}`` with the text layer's coverage
+            (``text_chars``, ``text_share``, ``image_share``; ``--ocr auto``), the orientation
+            detected before OCR (``orientation``) and what text was kept (``text``); see
+            :mod:`vdr.ingest.ocr`.
     """
 
     source: str
@@ -62,6 +67,7 @@ class DocumentReport:
     page_issues: tuple = ()
     skipped: bool = False
     password: str | None = None
+    page_decisions: tuple = ()
 
     def to_json(self) -> dict:
         """The document's entry in ``ingest.json``: source, status, pages, page count, reason, sha256, rasterizer..."""
@@ -77,6 +83,7 @@ class DocumentReport:
             "page_issues": list(self.page_issues),
             "skipped": self.skipped,
             "password": self.password,
+            "page_decisions": list(self.page_decisions),
         }
 
 
@@ -348,9 +355,12 @@ def ingest_pdfs(pdf_dir: str | Path, out: str | Path, *, options: IngestOptions 
     opts = o.render_options()
     settings = opts.settings()
     version = _pdf.rasterizer_version(o.rasterizer)
-    out_dir.mkdir(parents=True, exist_ok=True)
-
     docs = _find_pdfs(pdf_dir, out_dir)
+    if not docs:
+        raise InputError(_no_pdfs(pdf_dir, out_dir), path=pdf_dir)
+    renamed = _nfc_sources(docs, pdf_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    orientation = _orientation_status(o.ocr)
     prev_report, prev_pages = _load_previous(out_dir)
     prev_docs = {d["source"]: d for d in prev_report.get("documents", []) if isinstance(d, dict) and "source" in d}
     same_settings = prev_report.get("settings") == settings
@@ -368,11 +378,91 @@ def ingest_pdfs(pdf_dir: str | Path, out: str | Path, *, options: IngestOptions 
     _remove_orphan_images(out_dir, {p.image for p in all_pages})
     extra = {"pdf_dir": str(pdf_dir), "rasterizer_version": version, "workers": o.workers,
              "worker_start_method": start_method, "timeout": o.timeout,
-             "ocr_threads": {"workers": o.workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()}}
+             "ocr_threads": {"workers": o.workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()},
+             "ocr_orientation": orientation, "ocr_summary": ocr_summary(ordered), "exif_orientation": PDF_EXIF_POLICY,
+             "nfc_ids": renamed}
     extra.update(_page_findings(ordered, all_pages))
     report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
     write_report(out_dir, report.to_json())
     return report
+
+
+#: How EXIF orientation is handled for PDF pages (recorded in the report as ``exif_orientation``).
+PDF_EXIF_POLICY = ("not applied: PDF pages are rendered as PDF viewers show them; a JPEG embedded in a PDF is drawn as"
+                   " its stored samples (the PDF format has no EXIF orientation; viewers ignore the tag)")
+
+
+def _no_pdfs(pdf_dir: Path, out_dir: Path) -> str:
+    """The message for a folder without PDFs: what it holds instead (up to five names)."""
+    out_res = out_dir.resolve()
+    other = []
+    for p in sorted(pdf_dir.rglob("*")):
+        if p.is_file() and out_res not in p.resolve().parents:
+            other.append(p.relative_to(pdf_dir).as_posix())
+    held = (f"; it holds {len(other)} other file(s), e.g. {', '.join(other[:5])}" if other else "; it is empty")
+    return f"no PDF (*.pdf, searched recursively) in the folder{held}: nothing to ingest"
+
+
+def _nfc_sources(docs: list[tuple[str, Path]], pdf_dir: Path) -> list[dict]:
+    """The sources whose page ids differ from their file names by Unicode normalisation:
+    ``[{"source": name on disk, "id": the NFC name in the page ids, "form": "NFD" or "other"}]``
+    (:func:`vdr.corpus.page_id` writes ids in NFC).
+
+    Raises:
+        InputError: two files whose names normalise to the same NFC name (both named): their
+            pages would share ids.
+    """
+    import unicodedata
+
+    seen: dict[str, str] = {}
+    out = []
+    for rel, _path in docs:
+        nfc = unicodedata.normalize("NFC", rel)
+        if nfc in seen:
+            raise InputError(
+                f"two files have names that differ only in Unicode normalisation: {seen[nfc]!r} ({ascii(seen[nfc])}) and"
+                f" {rel!r} ({ascii(rel)}); page ids are written in NFC, so both would get the ids {nfc!r}#N: rename one",
+                path=pdf_dir,
+            )
+        seen[nfc] = rel
+        if nfc != rel:
+            out.append({"source": rel, "id": nfc, "form": "NFD" if unicodedata.normalize("NFD", rel) == rel else "other"})
+    if out:
+        warnings.warn(f"{len(out)} PDF file name(s) are not in Unicode NFC (e.g. {ascii(out[0]['source'])}, as macOS writes"
+                      " names); their page ids are written in NFC (listed in the report as nfc_ids)", VdrWarning, stacklevel=3)
+    return out
+
+
+def _orientation_status(ocr: str) -> dict | None:
+    """The report's ``ocr_orientation``: whether pages are turned upright before OCR (Tesseract's
+    OSD); warns when OCR is on and OSD is unavailable. ``None`` with ``--ocr never``."""
+    if ocr == "never":
+        return None
+    from .ocr import osd_status
+
+    missing = osd_status()
+    if missing is None:
+        return {"osd": "available", "reason": "pages are turned upright before OCR (tesseract --psm 0)"}
+    warnings.warn(f"orientation detection before OCR is unavailable: {missing}", VdrWarning, stacklevel=3)
+    return {"osd": "unavailable", "reason": missing}
+
+
+def ocr_summary(documents) -> dict:
+    """Counts over every page decision of ``documents`` (:attr:`DocumentReport.page_decisions`):
+    ``{"ocr": pages OCRed, "no_text_layer", "thin_text_layer", "turned": pages turned before OCR,
+    "layer_kept_after_ocr": thin layers kept because OCR read less}``."""
+    out = {"ocr": 0, "no_text_layer": 0, "thin_text_layer": 0, "turned": 0, "layer_kept_after_ocr": 0}
+    for d in documents:
+        for dec in d.page_decisions:
+            if not isinstance(dec, dict) or not dec.get("ocr"):
+                continue
+            out["ocr"] += 1
+            reason = str(dec.get("reason", ""))
+            out["no_text_layer"] += reason == "no text layer"
+            out["thin_text_layer"] += reason.startswith("thin text layer")
+            out["turned"] += bool((dec.get("orientation") or {}).get("turned"))
+            out["layer_kept_after_ocr"] += str(dec.get("text", "")).startswith("text layer kept")
+    return out
 
 
 @dataclass(frozen=True)
@@ -437,12 +527,12 @@ def _reuse_unchanged(docs, prev_docs: dict, prev_pages: dict[str, list[Page]], o
             and old.get("sha256") == sha
             and old.get("status") in ("ok", "partial")
             and len(prev_pages.get(rel, [])) == old.get("pages")
-            and all((out_dir / p.image).is_file() for p in prev_pages.get(rel, []))
+            and all((out_dir / p.image).is_file() and p.page is not None and p.corpus_id == page_id(rel, p.page) for p in prev_pages.get(rel, []))
         ):
             results[rel] = DocumentReport(
                 rel, old["status"], old["pages"], old.get("page_count", old["pages"]), old.get("reason"), sha,
                 rasterizer, old.get("rasterizer_version", version), tuple(old.get("page_issues", ())), True,
-                old.get("password"),
+                old.get("password"), tuple(old.get("page_decisions", ())),
             )
             pages_of[rel] = prev_pages[rel]
         else:
@@ -528,7 +618,7 @@ def _run(todo, job: _Job, results: dict, pages_of: dict) -> str:
             }
             chunks: list[tuple[str, list[int], object]] = []
             for rel, path, sha in todo:
-                st = state[rel] = {"sha": sha, "error": None, "issues": [], "records": [], "password": None}
+                st = state[rel] = {"sha": sha, "error": None, "issues": [], "records": [], "password": None, "decisions": []}
                 try:
                     info = probes[rel].result()
                 except FutureTimeout:
@@ -583,6 +673,9 @@ def _collect(st: dict, nums: list[int], fut, timeout: float) -> None:
         if "corpus-id" in r:
             for note in r.pop("notes", []):
                 st["issues"].append({"page": r["page"], "reason": note})
+            decision = r.pop("decision", None)
+            if decision is not None:
+                st["decisions"].append(decision)
             st["records"].append(Page.from_json(r))
         else:
             st["issues"].append(r)
@@ -605,8 +698,9 @@ def _conclude(rel: str, st: dict, sha: str, opts, version: str) -> tuple[Documen
         reason = f"{skipped_pages} of {st['page_count']} pages skipped: " + _summarise(skipped or issues)
     else:
         status, reason = "ok", None
+    decisions = tuple(sorted(st["decisions"], key=lambda d: d["page"]))
     report = DocumentReport(rel, status, len(recs), st["page_count"], reason, sha, opts.rasterizer, version, tuple(issues), False,
-                            st["password"])
+                            st["password"], decisions)
     return report, recs
 
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import time
+import unicodedata
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field, fields, replace
@@ -32,11 +33,11 @@ from ..options import with_keywords
 from ..io.atomic import atomic_write
 from ..io.formats import save_qrels
 from ..types import Qrels, to_id
-from .images import ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb
+from .images import EXIF_TRANSFORMS, ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb, upright
 from .pdf import DEFAULT_MAX_PIXELS
 from .pdfdir import available_cores, cli_field, duplicate_summary, write_report
 
-__all__ = ["ingest_vidore", "VidoreOptions", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES"]
+__all__ = ["ingest_vidore", "VidoreOptions", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES", "hub_unreachable"]
 
 #: Dataset revisions MTEB's ViDoRe V2 tasks pin (Vidore2*Retrieval task metadata).
 PINNED_REVISIONS: dict[str, str] = {
@@ -57,6 +58,9 @@ LANGUAGE_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+#: How EXIF orientation is handled for dataset images (recorded in the report's ``exif_orientation``).
+EXIF_POLICY = ("applied once to every image, whatever its column type (Image feature, {bytes, path} struct, binary,"
+               " path), as datasets' Image feature and image viewers apply it; pages whose value is not 1 are listed")
 _BEIR = ("corpus", "queries", "qrels")
 
 
@@ -113,11 +117,67 @@ class VidoreReport:
         }
 
 
-def _hub_error(dataset: str, revision: str | None, e: BaseException) -> InputError:
+#: Seconds the hub probe (:func:`hub_unreachable`) waits for name resolution and a TCP connection.
+HUB_PROBE_TIMEOUT = 3.0
+
+
+def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT) -> str | None:
+    """Why the Hugging Face hub cannot be reached, or ``None`` when it can be tried.
+
+    ``None`` at once in offline mode (``HF_HUB_OFFLINE=1`` or ``HF_DATASETS_OFFLINE=1``:
+    ``datasets`` then reads its cache only, without network calls). Otherwise one TCP connection
+    is opened to the hub endpoint's host and port (``HF_ENDPOINT``, default
+    ``https://huggingface.co``), or to the HTTPS proxy when one is set for it (``HTTPS_PROXY``,
+    ``ALL_PROXY``; ``NO_PROXY`` honoured), in a background thread given ``timeout`` seconds in all
+    (name resolution included), so an offline machine is told in at most ``timeout`` seconds instead
+    of after the hub client's retries (~25-35 s).
+
+    Returns:
+        ``None``, or ``"<host>:<port>: <error>"`` / ``"<host>:<port>: no answer within T s"``
+        (`` (the proxy)`` after the port when a proxy was tried).
+    """
+    import socket
+    import threading
+    import urllib.parse
+    import urllib.request
+
+    import datasets
+    from huggingface_hub import constants
+
+    if getattr(datasets.config, "HF_HUB_OFFLINE", False) or getattr(constants, "HF_HUB_OFFLINE", False):
+        return None
+    url = urllib.parse.urlsplit(str(constants.ENDPOINT))
+    host, port, what = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443), ""
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme or "https") or proxies.get("all")
+    if proxy and not urllib.request.proxy_bypass(host):
+        p = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port, what = p.hostname or host, p.port or (443 if p.scheme == "https" else 1080 if p.scheme.startswith("socks") else 80), " (the proxy)"
+    result: dict = {}
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result["ok"] = True
+        except OSError as e:
+            result["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+
+    t = threading.Thread(target=connect, name="vdr-hub-probe", daemon=True)
+    t.start()
+    t.join(timeout)
+    if result.get("ok"):
+        return None
+    return f"{host}:{port}{what}: {result.get('error') or f'no answer within {timeout:g} s'}"
+
+
+def _hub_error(dataset: str, revision: str | None, e: BaseException | str) -> InputError:
     rev = f" --revision {revision}" if revision else ""
+    why = e if isinstance(e, str) else f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    cached = (" If the dataset is already in the datasets cache, set HF_HUB_OFFLINE=1 to load it from there."
+              if isinstance(e, str) else "")
     return InputError(
         f"could not load ViDoRe dataset {dataset!r}{' at revision ' + revision if revision else ''} from the Hugging Face hub"
-        f" ({type(e).__name__}: {' '.join(str(e).split())[:300]}). Without network access, download it on a machine"
+        f" ({why}).{cached} Without network access, download it on a machine"
         f" that has it (`hf download {dataset} --repo-type dataset{rev} --local-dir DIR`) and pass the folder instead:"
         f" `vdr ingest --vidore DIR --out CORPUS_DIR` (Python: ingest_vidore('DIR', ...))"
     )
@@ -151,20 +211,26 @@ def _lang_values(language: str) -> set[str]:
     return {low}
 
 
-def _page_text(im, ocr: str, lang: str, notes: list[str], cid: str) -> tuple[str, str]:
-    """(text, text_source) of one page image; raises :class:`ImageProblem` when ``ocr="always"`` fails."""
+def _page_text(im, ocr: str, lang: str, notes: list[str], cid: str) -> tuple[str, str, dict]:
+    """(text, text_source, decision) of one page image; raises :class:`ImageProblem` when
+    ``ocr="always"`` fails. A dataset image has no text layer, so ``auto`` OCRs it as ``always``
+    does; the decision records the orientation detected before OCR (:func:`vdr.ingest.ocr.read_page`)."""
     if ocr == "never":
-        return "", "none"
-    from .pdf import _clean, _ocr
+        return "", "none", {"corpus-id": cid, "ocr": False, "reason": "--ocr never"}
+    from .ocr import read_page
+    from .pdf import _clean
 
+    decision: dict = {"corpus-id": cid, "ocr": True, "reason": "--ocr always" if ocr == "always" else "no text layer (dataset image)"}
     try:
-        text = _clean(_ocr(im, lang))
+        raw, orientation = read_page(im, lang)
+        text = _clean(raw)
     except Exception as e:
         if ocr == "always":
             raise ImageProblem(f"OCR failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
         notes.append(f"OCR failed on {cid!r}: {type(e).__name__}")
-        return "", "none"
-    return (text, "ocr") if text else ("", "none")
+        return "", "none", {**decision, "text": f"OCR failed: {type(e).__name__}"}
+    decision.update(orientation=orientation, text="OCR text" if text else "OCR read nothing")
+    return (text, "ocr", decision) if text else ("", "none", decision)
 
 
 def _save_image(im, out_dir: Path, cid: str) -> tuple[str, int, int]:
@@ -184,13 +250,22 @@ class _PageSink:
         self.pages: list[Page] = []
         self.skipped: list[dict] = []
         self.adapted: list[dict] = []
+        self.oriented: list[dict] = []
+        self.decisions: list[dict] = []
+        self.exif_values: Counter = Counter()
 
     def add(self, value, cid: str, source: str) -> Page | None:
-        """Decode, check, convert, save and read one page; ``None`` (and a recorded reason) when skipped."""
+        """Decode, turn upright (EXIF), check, convert, save and read one page; ``None`` (and a
+        recorded reason) when skipped."""
         opened = []
         try:
             im = decode_image(value, base=self.base)
             opened.append(im)
+            im, exif = upright(im)
+            opened.append(im)
+            self.exif_values[str(exif)] += 1
+            if exif is not None and exif != 1:
+                self.oriented.append({"corpus-id": cid, "exif_orientation": exif, "applied": EXIF_TRANSFORMS[exif]})
             problem = size_problem(im.width, im.height)
             if problem is not None:
                 raise ImageProblem(problem)
@@ -198,7 +273,7 @@ class _PageSink:
             opened.append(rgb)
             rgb, note = fit_budget(rgb, self.max_pixels)
             opened.append(rgb)
-            text, ts = _page_text(rgb, self.ocr, self.ocr_lang, self.notes, cid)
+            text, ts, decision = _page_text(rgb, self.ocr, self.ocr_lang, self.notes, cid)
             rel, w, h = _save_image(rgb, self.out_dir, cid)
             page = Page(cid, source, None, w, h, None, rel, text, ts, pixel_sha256(rgb))
         except ImageProblem as e:
@@ -209,6 +284,8 @@ class _PageSink:
                 im.close()
         if note:
             self.adapted.append({"corpus-id": cid, "reason": note})
+        if self.ocr != "never":
+            self.decisions.append(decision)
         self.pages.append(page)
         return page
 
@@ -297,6 +374,12 @@ def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOption
     language, split, ocr, max_pixels = o.language, o.split, o.ocr, o.max_pixels
     attrs: dict[str, dict] = {}  # query attributes of a BEIR-layout dataset (type, format, ...): --group-by fields
     layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, o.progress, attrs)
+    if sink.oriented:
+        src.notes.append(f"{len(sink.oriented)} page image(s) turned upright by their EXIF orientation (listed in the report as"
+                         " exif_orientation.applied)")
+    if src.nfc_ids:
+        src.notes.append(f"{len(src.nfc_ids)} image file name(s) are not in Unicode NFC: their page ids are written in NFC"
+                         " (listed in the report as nfc_ids)")
     known = {u["corpus-id"] for u in sink.skipped} | {p.corpus_id for p in sink.pages}
     resolved, fingerprint, pages = src.finish(fp_parts, sink.pages)
     queries, kept = _filter(queries, judgments, language, has_lang, known, src)
@@ -308,6 +391,8 @@ def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOption
         "split": split, "ocr": ocr, "max_pixels": max_pixels, "datasets_version": datasets.__version__,
         "ocr_threads": {"workers": 1, "omp_thread_limit_per_worker": None, "cores": available_cores()},
         "unavailable_pages": sink.skipped, "adapted_pages": sink.adapted, "duplicate_pages": duplicate_summary(pages),
+        "exif_orientation": {"policy": EXIF_POLICY, "values": dict(sorted(sink.exif_values.items())), "applied": sink.oriented},
+        "page_decisions": sink.decisions, "nfc_ids": src.nfc_ids,
     }
     report = VidoreReport(
         out_dir, src.name, resolved, fingerprint, layout, language, len(pages), len(queries), per_lang,
@@ -371,7 +456,7 @@ class _Source:
     def __init__(self, dataset, revision, cache_dir, split) -> None:
         import datasets
 
-        self.name, self.split, self.notes = str(dataset), split, []
+        self.name, self.split, self.notes, self.nfc_ids = str(dataset), split, [], []
         self.local = Path(dataset).is_dir()
         if self.local:
             self.folder = Path(dataset).resolve()
@@ -386,6 +471,9 @@ class _Source:
                 self.notes.append(f"no pinned revision for {self.name!r}: loaded the default branch")
             self.cache = str(cache_dir) if cache_dir else None
             self.resolved = self.rev or "main"
+            unreachable = hub_unreachable()
+            if unreachable is not None:
+                raise _hub_error(self.name, self.rev, f"the hub is unreachable: {unreachable}")
         try:
             self.configs = datasets.get_dataset_config_names(self.path, **({} if self.local else {"revision": self.rev}))
         except Exception as e:
@@ -452,7 +540,7 @@ def _read_beir(src: _Source, sink: _PageSink, progress: bool, attrs: dict | None
     _need(queries_ds, ("query-id", "query"), "queries", name)
     _need(qrels_ds, ("query-id", "corpus-id", "score"), "qrels", name)
     seen: set[str] = set()
-    for i, row in enumerate(tqdm(corpus_ds, desc="pages", unit="page", disable=not progress)):
+    for i, row in enumerate(tqdm(_undecoded(corpus_ds), desc="pages", unit="page", disable=not progress)):
         cid = to_id(row["corpus-id"], what="corpus id", path=f"{name} corpus", line=i + 1)
         if cid in seen:
             raise InputError(f"duplicate corpus id {cid!r} in the corpus config (row {i + 1})", path=name, id=cid)
@@ -474,6 +562,20 @@ def _read_beir(src: _Source, sink: _PageSink, progress: bool, attrs: dict | None
             if kept:
                 attrs[qid] = kept
     return queries, _read_judgments(qrels_ds, name), has_lang, [corpus_ds._fingerprint, queries_ds._fingerprint, qrels_ds._fingerprint]
+
+
+def _undecoded(ds, column: str = "image"):
+    """``ds`` with its ``Image`` column left undecoded (``{bytes, path}`` structs), so that every
+    image, whatever its column type, is decoded by :func:`~vdr.ingest.images.decode_image` and
+    turned upright by :func:`~vdr.ingest.images.upright` (its EXIF orientation known and recorded);
+    ``datasets``' own decoding would apply the orientation and drop the tag. Other column types
+    are returned as they are."""
+    import datasets
+
+    feature = ds.features.get(column)
+    if isinstance(feature, datasets.Image) and feature.decode:
+        return ds.cast_column(column, datasets.Image(decode=False))
+    return ds
 
 
 def _read_judgments(qrels_ds, name: str) -> dict[str, dict[str, int]]:
@@ -514,11 +616,21 @@ def _read_qa(src: _Source, sink: _PageSink, progress: bool):
     queries: dict[str, tuple[str, str]] = {}
     judgments: dict[str, dict[str, int]] = {}
     ids: dict[str, str] = {}
-    for i, row in enumerate(tqdm(ds, desc="rows", unit="row", disable=not progress)):
+    raw_of: dict[str, str] = {}  # NFC file name -> the first name on a row that gave it
+    for i, row in enumerate(tqdm(_undecoded(ds), desc="rows", unit="row", disable=not progress)):
         key = str(row["image_filename"]) if has_fn and row["image_filename"] else str(i)
         cid = ids.get(key)
         if cid is None:
-            cid = ids[key] = _encode_id(key)
+            nfc = unicodedata.normalize("NFC", key)
+            if raw_of.setdefault(nfc, key) != key:
+                raise InputError(
+                    f"two image file names differ only in Unicode normalisation: {raw_of[nfc]!r} ({ascii(raw_of[nfc])}) and"
+                    f" {key!r} ({ascii(key)}, row {i + 1}); ids are written in NFC, so both would get the id {_encode_id(nfc)!r}",
+                    path=src.name,
+                )
+            if nfc != key:
+                src.nfc_ids.append({"image_filename": key, "id": _encode_id(nfc)})
+            cid = ids[key] = _encode_id(nfc)
             sink.add(row["image"], cid, src.source)
         if row["query"] is not None:
             qid = str(i)

@@ -291,11 +291,14 @@ def check_judged_overlap(
         return []
     unjudged = [q for q in hit if qd[q].keys().isdisjoint(rd[q].keys())]
     if len(unjudged) == len(hit) and not allow_unjudged:
+        from ..corpus import id_normalisation_hint
+
         q = hit[0]
+        hint = id_normalisation_hint(sorted({d for x in hit for d in qd[x]}), {d for x in hit for d in rd[x]})
         raise InputError(
             f"no retrieved page of any query has a qrels line for that query, e.g. query {q!r}:"
-            f" run ids {list(rd[q])[:3]}, qrels ids {list(qd[q])[:3]}; the ids almost always differ in format"
-            " (zero padding, a prefix or a suffix); pass --allow-unjudged (allow_unjudged=True) to score the run anyway",
+            f" run ids {list(rd[q])[:3]}, qrels ids {list(qd[q])[:3]}; " + (hint or "the ids almost always differ in format"
+            " (zero padding, a prefix or a suffix)") + "; pass --allow-unjudged (allow_unjudged=True) to score the run anyway",
             path=qrels_path,
         )
     if unjudged:
@@ -329,10 +332,13 @@ def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[s
     ids = corpus_ids if isinstance(corpus_ids, (set, frozenset)) else set(corpus_ids)
     judged = sorted({d for q in qids for d in qd[q]})
     if judged and ids and ids.isdisjoint(judged) and not allow_unjudged:
+        from ..corpus import id_normalisation_hint
+
+        hint = id_normalisation_hint(judged, ids)
         raise InputError(
             f"the qrels' corpus ids are not pages of the corpus, not a single one: qrels ids [{_examples(judged, 3)}],"
-            f" corpus ids [{_examples(sorted(ids), 3)}]; the ids almost always differ in format"
-            " (page ids are '<relative pdf path>#<page>', with spaces as %20)",
+            f" corpus ids [{_examples(sorted(ids), 3)}]; " + (hint or "the ids almost always differ in format"
+            " (page ids are '<relative pdf path>#<page>', with spaces as %20)"),
             path=path,
         )
     return []

@@ -267,15 +267,21 @@ class SemanticOptions:
     label: ClassVar[str] = "semantic"
 
     model: str | Path | None = option(None, "sentence-transformers model (name or folder) of the semantic backend (default: all-MiniLM-L6-v2, offline)")
+    architecture: str = option("auto", "sentence-transformers, ance (RoBERTa first token -> embeddingHead -> LayerNorm, as Pyserini's"
+                               " AnceEncoder), or auto (ance for a folder whose config.json names RobertaDot_NLL_LN or AnceEncoder)")
     batch_size: int = option(32, "Texts per forward pass", scores=False)
-    query_prompt: str | None = option(None, "String prepended to every query")
-    document_prompt: str | None = option(None, "String prepended to every page")
-    query_max_length: int | None = option(None, "Tokens a query may use (default the model's max_seq_length)")
-    passage_max_length: int | None = option(None, "Tokens a page, passage or window may use (default the model's)")
+    query_prompt: str | None = option(None, "String prepended to every query (default: the model's declared query prompt, as"
+                                      " sentence-transformers' encode_query; \"\": none)")
+    document_prompt: str | None = option(None, "String prepended to every page (default: the model's declared document prompt, as"
+                                         " encode_document; \"\": none)")
+    prompt_name: str | None = option(None, "Name of a prompt the model declares (config_sentence_transformers.json), prepended to"
+                                     " every query, as encode_query(prompt_name=...)")
+    query_max_length: int | None = option(None, "Tokens a query may use (default the model's max_seq_length; 64 for ance)")
+    passage_max_length: int | None = option(None, "Tokens a page, passage or window may use (default the model's; 384 for ance)")
     long_text: str = option("maxp", "maxp (windows, best window scores) or truncate (the model's cut)")
     window: int | None = option(None, "Content tokens per window (default: the most that fit)")
     stride: int | None = option(None, "Tokens between window starts (default window // 2)")
-    normalize: bool = option(True, "L2-normalise vectors (cosine similarity)")
+    normalize: bool | None = option(None, "L2-normalise vectors (cosine similarity; default) or not (inner product; the default for ance)")
     search: str = option("auto", "auto (FAISS when installed, else NumPy), faiss or numpy", scores=False)
     chunk_rows: int = option(65536, "Store rows scored per float32 chunk", scores=False)
     index_batch_size: int = option(4096, "Passages read per streaming batch", scores=False)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..io.digest import file_sha256
+from ..io.turn_ids import mapping_note, remap_run
 from ..errors import InputError
 from ..types import QuerySet, Run
 from ._common import check_depth
@@ -35,7 +36,8 @@ class RunFileBackend:
         report: ``page_forward_passes`` 0; ``index``: per file the number of queries and scored
             pages and the corpus ids not in the corpus (count, first 10); ``searches``: per variant
             ``{"num_queries", "num_queries_missing" (count), "queries_missing" (first 20),
-            "num_run_queries_ignored", "depth"}``.
+            "num_run_queries_ignored", "depth"}``, and ``id_mapping`` when the file's query ids use the
+            other turn-id scheme and were mapped onto the variant's (:mod:`vdr.io.turn_ids`).
 
     Raises:
         InputError: a malformed or missing file (file, line and id named; raised by :meth:`index`).
@@ -48,6 +50,7 @@ class RunFileBackend:
             raise InputError(f"run backend {name!r}: no run file given")
         self._files = {v: Path(p) for v, p in files.items()}
         self._runs: dict[str, Run] | None = None
+        self._noted: set[str] = set()
         self.report: dict = new_report()
         self.config: dict = {"backend": "run", "files": {v: str(p.resolve()) for v, p in self._files.items()}, "sha256": {}}
 
@@ -79,15 +82,21 @@ class RunFileBackend:
             raise InputError(f"run backend {self.name!r}: call index(corpus) first")
         depth = check_depth(depth)
         variant = queries.name if isinstance(queries, QuerySet) else "original"
-        run = self._runs.get(variant, self._runs.get("*"))
+        key = variant if variant in self._runs else "*"
+        run = self._runs.get(key)
         if run is None:
             raise InputError(f"run backend {self.name!r} has no run file for variant {variant!r}; it has {sorted(self._runs)}")
+        run, mapping = remap_run(run, queries, what=f"run {self.name!r}", path=self._files[key])  # ids of the other turn-id scheme
+        if mapping and key not in self._noted:
+            self._noted.add(key)
+            mapping_note(mapping)
         qids = list(queries)
         missing = [q for q in qids if q not in run]
         out = {q: dict(run.ranked(q)[:depth]) if q in run else {} for q in qids}
         self.report["searches"][variant] = {
             "num_queries": len(qids), "num_queries_missing": len(missing), "queries_missing": missing[:20],
             "num_run_queries_ignored": sum(1 for q in run if q not in queries), "depth": depth,
+            **({"id_mapping": mapping.to_json()} if mapping else {}),
         }
         return Run.from_checked(out, self.name)
 

@@ -34,8 +34,30 @@ Documented choices:
   ``num_empty_pages``): an embedding of no text would rank arbitrarily.
 * **Non-finite vectors** (NaN, inf, or beyond float16's range) are an :class:`~vdr.errors.InputError`
   naming the passage or query: FAISS would silently never return them.
-* **Prompts**: ``query_prompt`` / ``document_prompt`` strings are prepended to each text (as
-  sentence-transformers' ``prompt=``); both are recorded. all-MiniLM-L6-v2 uses none.
+* **Prompts as the model declares them**: a sentence-transformers model may declare prompts in
+  ``config_sentence_transformers.json`` (``prompts``, ``default_prompt_name``). Queries get the
+  prompt ``SentenceTransformer.encode_query`` applies and pages the one ``encode_document`` applies,
+  resolved as they resolve it from the loaded model's ``prompts`` (which include
+  sentence-transformers' own empty ``query`` / ``document`` entries): queries ``prompts["query"]``,
+  pages the first of ``prompts["document"]``, ``["passage"]``, ``["corpus"]``, and only when the
+  model has no such name, ``prompts[default_prompt_name]``. The prompt is prepended to the text
+  (``prompt + text``, so it counts toward the length limits) and passed to the model as its
+  ``prompt``, so a pooling that excludes prompt tokens (``include_prompt: false``) excludes them
+  here too; the ONNX query path prepends the same prompt (such a pooling is encoded by torch).
+  Overrides: ``query_prompt`` / ``document_prompt`` (a string; ``""``: none) and ``prompt_name`` (a
+  declared prompt for the queries, as ``encode_query(prompt_name=...)``). The prompts applied and
+  where each came from are in ``config`` (``query_prompt``, ``document_prompt``,
+  ``prompt_sources``, ``model_prompts``, ``default_prompt_name``) and in the cache keys.
+  all-MiniLM-L6-v2 declares none: its vectors and cache keys are unchanged. With
+  sentence-transformers 6 a model that declares ``passage`` but no ``document`` prompt gets no
+  document prompt from ``encode_document`` (its empty ``document`` entry comes first): vdr does the
+  same and warns, naming the ``document_prompt`` option that applies it.
+* **ANCE checkpoints** (:mod:`vdr.retrieve.ance`; ConvSearch-R1's dense retriever): a folder whose
+  ``config.json`` names ``RobertaDot_NLL_LN`` or ``AnceEncoder`` (``architecture="auto"``), or any
+  model with ``architecture="ance"``, is encoded as ANCE and Pyserini's ``AnceEncoder`` encode it:
+  RoBERTa's first-token state -> ``embeddingHead`` -> ``norm`` (LayerNorm), inner product (no
+  normalisation), queries cut at 64 tokens and passages at 384 unless ``query_max_length`` /
+  ``passage_max_length`` say otherwise (all recorded in ``config``).
 * **Batch-size invariance**: texts are batched only with texts of the same token length, so no
   batch holds padding and a text's embedding does not depend on ``batch_size`` or on which other
   texts are encoded (bitwise on CPU; tested). Final scores are recomputed in float64 from the
@@ -68,6 +90,7 @@ from ..errors import InputError, VdrWarning
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
 from ._common import version_of
+from .ance import PASSAGE_MAX_LENGTH as ANCE_PASSAGE_MAX_LENGTH, QUERY_MAX_LENGTH as ANCE_QUERY_MAX_LENGTH, RECIPE as ANCE_RECIPE, ance_reason
 from .options import SemanticOptions, options_from
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
 from .text_encoder import (ONNX_KIND, PROBE_TEXTS, SPEC_KIND, OnnxTextEncoder, export_onnx, light_tokenizer, onnx_missing, pipeline_of,
@@ -107,17 +130,21 @@ _TMP_EXPORTS: dict[tuple[str, str, str], object] = {}
 
 
 def _load_model(cls, load_from: str, model_id: str, device: str):
-    """``cls(load_from, device=device)`` in eval mode, loaded once per process.
+    """``cls(load_from, device=device)`` in eval mode, loaded once per process (per loader: the
+    same folder loaded as ANCE and as a sentence-transformers model are two models).
 
     Raises:
         InputError: the model cannot be loaded (the reason is given).
     """
-    key = (load_from, str(device))
+    key = (load_from, str(device), getattr(cls, "__name__", str(cls)))
     if key not in _MODELS:
+        what = "ANCE" if key[2] == "load_ance" else "sentence-transformers"
         try:
             model = cls(load_from, device=device)
+        except InputError:
+            raise
         except Exception as e:  # any loader failure becomes one clear input error
-            raise InputError(f"cannot load sentence-transformers model {model_id!r} on {device!r}: {type(e).__name__}: {e}") from e
+            raise InputError(f"cannot load {what} model {model_id!r} on {device!r}: {type(e).__name__}: {e}") from e
         model.eval()
         _MODELS[key] = model
     return _MODELS[key]
@@ -142,8 +169,35 @@ def _sha256_named(f: Path, name: str) -> str:
     return f"{name}:{file_sha256(f)}"
 
 
+def _declared_prompts(folder: Path) -> dict | None:
+    """The prompts ``config_sentence_transformers.json`` in ``folder`` declares (non-empty ones,
+    and ``default_prompt_name``), or ``None`` when it declares none (read without the model: part
+    of the model spec's cache key, so editing the prompts makes a new spec)."""
+    try:
+        cfg = json.loads((Path(folder) / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    prompts = {k: v for k, v in (cfg.get("prompts") or {}).items() if v} if isinstance(cfg.get("prompts"), dict) else {}
+    default = cfg.get("default_prompt_name")
+    return {"prompts": prompts, "default_prompt_name": default} if prompts or default is not None else None
+
+
+def _prompt_facts(model) -> dict:
+    """The prompt facts of a loaded sentence-transformers model: ``prompts`` (its ``prompts`` dict,
+    sentence-transformers' own entries included; ``None`` values as ``""``), ``default_prompt_name``,
+    and ``include_prompt`` (false when a ``Pooling`` module leaves prompt tokens out)."""
+    prompts = {str(k): v or "" for k, v in (getattr(model, "prompts", None) or {}).items()}
+    include = all(getattr(m, "include_prompt", True) for m in model)
+    return {"prompts": prompts, "default_prompt_name": getattr(model, "default_prompt_name", None), "include_prompt": bool(include)}
+
+
 LONG_TEXT_MODES = ("maxp", "truncate")
 QUERY_RUNTIMES = ("auto", "torch", "onnx")
+ARCHITECTURES = ("auto", "sentence-transformers", "ance")
+#: The prompt names ``SentenceTransformer.encode_document`` tries, in its order.
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 
 
 def _default_device() -> str:
@@ -188,21 +242,28 @@ class DenseBackend:
             folder, or a sentence-transformers / Hugging Face model name (may need the network).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; ``None``: CUDA when available, else CPU.
         batch_size: texts per forward pass (>= 1); throughput only, results do not depend on it.
-        query_prompt: string prepended to every query (default none).
-        document_prompt: string prepended to every page (default none).
+        architecture: ``"sentence-transformers"``, ``"ance"`` (:mod:`vdr.retrieve.ance`) or
+            ``"auto"`` (default: ``"ance"`` for a local folder that :func:`~vdr.retrieve.ance.ance_reason`
+            recognises, else ``"sentence-transformers"``).
+        query_prompt: string prepended to every query; ``None`` (default): the prompt the model
+            declares for queries, as ``SentenceTransformer.encode_query`` resolves it; ``""``: none.
+        document_prompt: the same for pages (``encode_document``'s resolution).
+        prompt_name: a prompt the model declares, by name, for the queries (as
+            ``encode_query(prompt_name=...)``); not together with ``query_prompt``.
         cache_dir: root of the index cache (store in ``cache_dir/semantic/<fingerprint>/``, query
             vectors in ``cache_dir/semantic-queries/``); ``None``: a temporary store.
         name: the backend's name in results (default ``"semantic"``).
         progress: a live bar (pages, windows or queries encoded, rate) on stderr while encoding
             (:func:`vdr.progress.progress_bar`; drawn on a terminal only).
         query_max_length: tokens a query may use, special tokens and prompt included (default the
-            model's ``max_seq_length``); longer queries are truncated and counted.
-        passage_max_length: the same for a page, passage or window (default the model's).
+            model's ``max_seq_length``; 64 for ANCE); longer queries are truncated and counted.
+        passage_max_length: the same for a page, passage or window (default the model's; 384 for ANCE).
         long_text: ``"maxp"`` (default: windows, best window scores) or ``"truncate"`` (the model's cut).
         window: content tokens per window (default: the most that fit ``passage_max_length``
             with the special tokens and the document prompt).
         stride: tokens between window starts (default ``window // 2``; at most ``window``).
-        normalize: L2-normalise vectors (cosine similarity; default) or keep them (dot product).
+        normalize: L2-normalise vectors (cosine similarity) or keep them (dot product); ``None``
+            (default): normalise, except ANCE (inner product, as Pyserini searches it).
         search: ``"auto"`` (FAISS when installed, else NumPy), ``"faiss"`` or ``"numpy"``.
         chunk_rows: store rows scored per float32 chunk (memory bound of a search).
         index_batch_size: passages read from the corpus per streaming batch.
@@ -230,7 +291,8 @@ class DenseBackend:
         page_ids: corpus ids of the indexed pages (store order).
 
     Raises:
-        InputError: a bad option, a model that cannot be loaded (the message gives the reason).
+        InputError: a bad option, a model that cannot be loaded (the message gives the reason), an
+            unknown ``prompt_name``, ``prompt_name`` together with ``query_prompt``.
     """
 
     def __init__(self, model: str | Path | None = None, device: str | None = None, options: SemanticOptions | None = None, *,
@@ -239,15 +301,20 @@ class DenseBackend:
             kwargs = {"model": model, **kwargs}
         o = options_from(SemanticOptions, options, kwargs, backend=name)
         self.options = o
-        model, batch_size, query_prompt, document_prompt = o.model, o.batch_size, o.query_prompt, o.document_prompt
+        model, batch_size, query_prompt, document_prompt, prompt_name = (
+            o.model, o.batch_size, o.query_prompt, o.document_prompt, o.prompt_name)
         query_max_length, passage_max_length, long_text, window, stride = (
             o.query_max_length, o.passage_max_length, o.long_text, o.window, o.stride)
         normalize, search, chunk_rows, index_batch_size, query_runtime = (
             o.normalize, o.search, o.chunk_rows, o.index_batch_size, o.query_runtime)
         self.batch_size = _positive("batch_size", batch_size, allow_none=False)
-        for opt, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt)):
+        for opt, p in (("query_prompt", query_prompt), ("document_prompt", document_prompt), ("prompt_name", prompt_name)):
             if p is not None and not isinstance(p, str):
                 raise InputError(f"{opt} must be a str or None, got {type(p).__name__}")
+        if query_prompt is not None and prompt_name is not None:
+            raise InputError(f"give query_prompt or prompt_name, not both (got query_prompt={query_prompt!r}, prompt_name={prompt_name!r})")
+        if o.architecture not in ARCHITECTURES:
+            raise InputError(f"architecture must be one of {', '.join(ARCHITECTURES)}, got {o.architecture!r}")
         if long_text not in LONG_TEXT_MODES:
             raise InputError(f"long_text must be one of {', '.join(LONG_TEXT_MODES)}, got {long_text!r}")
         if search not in ("auto", "faiss", "numpy"):
@@ -259,14 +326,16 @@ class DenseBackend:
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self._tmp = None
         self._resolve(model, device)
+        self.architecture, self._architecture_note = self._pick_architecture(o.architecture)
+        ance = self.architecture == "ance"
         self._model = self._tokenizer = self._light = None
         self._spec = self._model_spec()
         self.max_seq_length = int(self._spec["max_seq_length"])
         self._n_special = int(self._spec["n_special"])
-        self.query_prompt = query_prompt or ""
-        self.document_prompt = document_prompt or ""
-        self.query_max_length = self._length("query_max_length", query_max_length)
-        self.passage_max_length = self._length("passage_max_length", passage_max_length)
+        self.query_prompt, self.document_prompt, self._prompt_sources = self._prompts(query_prompt, document_prompt, prompt_name)
+        self.query_max_length = self._length("query_max_length", query_max_length, ANCE_QUERY_MAX_LENGTH if ance else None)
+        self.passage_max_length = self._length("passage_max_length", passage_max_length, ANCE_PASSAGE_MAX_LENGTH if ance else None)
+        normalize = (not ance) if normalize is None else normalize
         self.long_text, self.normalize, self.search_engine = long_text, bool(normalize), search
         self.window, self.stride = self._window_settings(window, stride)
         self._onnx, self._runtime_note = self._query_encoder(query_runtime)
@@ -308,18 +377,79 @@ class DenseBackend:
             InputError: the model cannot be loaded (the reason is given).
         """
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
+            if self.architecture == "ance":
+                from .ance import load_ance as loader
+            else:
+                from sentence_transformers import SentenceTransformer as loader
 
-            self._model = _load_model(SentenceTransformer, self._load_from, self._model_id, self._device)
+            self._model = _load_model(loader, self._load_from, self._model_id, self._device)
             self._tokenizer = self._model.tokenizer
         return self._model
+
+    def _pick_architecture(self, wanted: str) -> tuple[str, str]:
+        """``(architecture, why)``: ``wanted`` unless it is ``"auto"``; then ``"ance"`` for a local
+        folder :func:`~vdr.retrieve.ance.ance_reason` recognises, else ``"sentence-transformers"``."""
+        if wanted != "auto":
+            return wanted, f"architecture={wanted!r}"
+        why = ance_reason(self._path) if self._path is not None else None
+        if why:
+            return "ance", f"auto: {why}"
+        return "sentence-transformers", "auto: a sentence-transformers model"
+
+    def _prompts(self, query_prompt, document_prompt, prompt_name) -> tuple[str, str, dict]:
+        """``(query prompt, document prompt, {"query": source, "document": source})``: the options
+        when given, else what ``SentenceTransformer.encode_query`` / ``encode_document`` apply (see
+        the module docstring), read from the model spec's ``prompts`` and ``default_prompt_name``.
+        Warns when the model declares a ``passage`` / ``corpus`` prompt that ``encode_document``
+        does not apply (an empty ``document`` prompt comes first).
+
+        Raises:
+            InputError: ``prompt_name`` is not a prompt the model declares.
+        """
+        declared = {k: v or "" for k, v in (self._spec.get("prompts") or {}).items()}
+        default = self._spec.get("default_prompt_name")
+
+        def fallback(side: str) -> tuple[str, str]:
+            if default is not None and declared.get(default):
+                return declared[default], f"the model's default_prompt_name {default!r} (no {side} prompt name declared)"
+            return "", f"none (the model declares no {side} prompt)"
+
+        if query_prompt is not None:
+            q, q_src = query_prompt, "option query_prompt"
+        elif prompt_name is not None:
+            if prompt_name not in declared:
+                raise InputError(f"prompt_name {prompt_name!r} is not a prompt of {self._model_id}; it declares"
+                                 f" {sorted(k for k, v in declared.items() if v) or 'none'}")
+            q, q_src = declared[prompt_name], f"option prompt_name={prompt_name!r}: the model's prompts[{prompt_name!r}]"
+        elif "query" in declared:
+            q, q_src = declared["query"], "the model's prompts['query'] (as encode_query)"
+        else:
+            q, q_src = fallback("query")
+        if document_prompt is not None:
+            return q, document_prompt, {"query": q_src, "document": "option document_prompt"}
+        name = next((n for n in DOCUMENT_PROMPT_NAMES if n in declared), None)
+        if name is None:
+            d, d_src = fallback("document")
+        else:
+            d, d_src = declared[name], f"the model's prompts[{name!r}] (as encode_document: first of {', '.join(DOCUMENT_PROMPT_NAMES)})"
+            skipped = [n for n in DOCUMENT_PROMPT_NAMES[DOCUMENT_PROMPT_NAMES.index(name) + 1 :] if declared.get(n)]
+            if not d and skipped:
+                warnings.warn(
+                    f"semantic backend: {self._model_id} declares prompts[{skipped[0]!r}]={declared[skipped[0]]!r}, but"
+                    f" sentence-transformers' encode_document applies prompts[{name!r}]='' first, and so does vdr; pass"
+                    f" --backend-option semantic.document_prompt={declared[skipped[0]]!r} to apply it",
+                    VdrWarning,
+                    stacklevel=3,
+                )
+        return q, d, {"query": q_src, "document": d_src}
 
     def _spec_key(self) -> str | None:
         """The model spec's cache key (``None``: a model given by hub name, or no cache)."""
         if self._path is None or self.cache_dir is None:
             return None
         versions = {d: version_of(d) for d in ("sentence-transformers", "transformers", "torch")}
-        return fingerprint(SPEC_KIND, self._model_id, _weights_sha256(self._path), self._device, versions)
+        extra = [x for x in (_declared_prompts(self._path), "ance" if self.architecture == "ance" else None) if x]
+        return fingerprint(SPEC_KIND, self._model_id, _weights_sha256(self._path), self._device, versions, *extra)
 
     def _model_spec(self) -> dict:
         """What the backend needs of the model (:mod:`vdr.retrieve.text_encoder`): read from the
@@ -340,7 +470,8 @@ class DenseBackend:
         spec = {"model": self._model_id, "max_seq_length": int(model.max_seq_length),
                 "n_special": int(self._tokenizer.num_special_tokens_to_add(pair=False)), "position_limit": self._position_limit_of(model),
                 "dimension": None if dim is None else int(dim), "device": str(model.device),
-                "dtype": str(next(model.parameters()).dtype).replace("torch.", ""), "pipeline": pipeline_of(model)}
+                "dtype": str(next(model.parameters()).dtype).replace("torch.", ""), "pipeline": pipeline_of(model),
+                **_prompt_facts(model)}
         self._light = light_tokenizer(self._tokenizer)
         if folder is not None:
             try:
@@ -349,15 +480,16 @@ class DenseBackend:
                 pass
         return dict(spec, light=self._light is not None)
 
-    def _length(self, opt: str, value) -> int:
-        """A max length option: default the model's ``max_seq_length``; at most the tokenizer's limit.
+    def _length(self, opt: str, value, default: int | None = None) -> int:
+        """A max length option: default ``default`` (at most the model's limit) or the model's
+        ``max_seq_length``; at most the tokenizer's limit.
 
         Raises:
             InputError: not a positive int, too small for the special tokens, or beyond the model.
         """
         value = _positive(opt, value)
         if value is None:
-            return self.max_seq_length
+            return min(default, self._position_limit()) if default else self.max_seq_length
         limit = self._position_limit()
         if value > limit or value <= self._n_special:
             raise InputError(f"{opt} must be between {self._n_special + 1} and {limit} tokens for {self._model_id}, got {value}")
@@ -415,6 +547,10 @@ class DenseBackend:
             "passage_max_length": self.passage_max_length, "long_text": self.long_text, "window": self.window, "stride": self.stride,
             "dimension": None if dim is None else int(dim), "device": spec["device"], "dtype": spec["dtype"], "batch_size": self.batch_size,
             "text": TEXT_POLICY, "query_prompt": self.query_prompt, "document_prompt": self.document_prompt,
+            "prompt_sources": dict(self._prompt_sources), "model_prompts": {k: v for k, v in (spec.get("prompts") or {}).items() if v},
+            "default_prompt_name": spec.get("default_prompt_name"), "prompt_in_pooling": spec.get("include_prompt", True),
+            "architecture": self.architecture, "architecture_note": self._architecture_note,
+            "encoder": ANCE_RECIPE if self.architecture == "ance" else "sentence-transformers: the model's own modules",
             "normalize": self.normalize,
             "similarity": "cosine (inner product of L2-normalised vectors)" if self.normalize else "dot product (vectors as the model gives them)",
             "store": "float16 vectors on disk (memory-mapped); scores recomputed in float64 from the stored rows",
@@ -450,7 +586,7 @@ class DenseBackend:
 
     def encode(self, texts: list[str], *, prompt: str = "", max_length: int | None = None,
                what: str | None = "text") -> tuple[np.ndarray, np.ndarray]:
-        """Embed ``texts`` (``prompt`` prepended to each), each cut at ``max_length`` tokens
+        """Embed ``texts`` (``prompt`` prepended to each, given to the model as its ``prompt``), each cut at ``max_length`` tokens
         (default the model's ``max_seq_length``) by the model; with :attr:`progress`, a bar counts
         them as ``what`` (``"query"``, ...; ``None``: no bar, the caller counts).
 
@@ -464,7 +600,7 @@ class DenseBackend:
 
         self._ensure_model()
         max_length = max_length or self.max_seq_length
-        full = [prompt + t for t in texts]
+        full = [prompt + t for t in texts]  # as sentence-transformers prepends it (lengths only)
         lens = self._token_lengths(full)
         truncated = lens > max_length
         eff = np.minimum(lens, max_length)
@@ -478,8 +614,10 @@ class DenseBackend:
                     idx = np.nonzero(eff == L)[0]
                     for s in range(0, len(idx), self.batch_size):
                         chunk = idx[s : s + self.batch_size]
-                        out[chunk] = self._model.encode([full[i] for i in chunk], batch_size=len(chunk), convert_to_numpy=True,
-                                                        normalize_embeddings=False, show_progress_bar=False)
+                        # the prompt given explicitly ("" included): never the model's default_prompt_name,
+                        # and a pooling with include_prompt=False leaves the prompt's tokens out
+                        out[chunk] = self._model.encode([texts[i] for i in chunk], prompt=prompt, batch_size=len(chunk),
+                                                        convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
                         advance(len(chunk))
         finally:
             self._model.max_seq_length = saved
@@ -690,8 +828,9 @@ class DenseBackend:
 
     def _vector_settings(self) -> dict:
         """What changes the stored vectors (the cache key): model weights, lengths, long-text
-        policy, window, stride, prompt, normalisation, dtype, device type, library versions (not
-        the batch size: vectors do not depend on it)."""
+        policy, window, stride, prompt (and the prompts the model declares, when it declares any),
+        normalisation, dtype, device type, architecture (ANCE), library versions (not the batch
+        size: vectors do not depend on it)."""
         c = self.config
         return {
             "model": c["model"], "weights": c["weights_sha256"] or self._weights_id(), "max_seq_length": c["max_seq_length"],
@@ -699,6 +838,11 @@ class DenseBackend:
             "normalize": c["normalize"], "text": c["text"],
             "document_prompt": c["document_prompt"], "dtype": c["dtype"], "device_type": c["device"].split(":")[0],
             "dimension": c["dimension"], "versions": {k: v for k, v in c["versions"].items() if k != "faiss"},
+            # only where they apply (a model without prompts, a sentence-transformers model: keys unchanged)
+            **({"model_prompts": {"prompts": c["model_prompts"], "default_prompt_name": c["default_prompt_name"]}}
+               if c["model_prompts"] or c["default_prompt_name"] is not None else {}),
+            **({"prompt_in_pooling": False} if not c["prompt_in_pooling"] else {}),
+            **({"architecture": "ance"} if c["architecture"] == "ance" else {}),
         }
 
     # ------------------------------------------------------------------ search

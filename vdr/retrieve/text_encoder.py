@@ -7,17 +7,21 @@ of the first run. Two cache entries avoid it:
 
 * **Model spec** (:func:`write_spec`, :func:`read_spec`; ``cache_dir/semantic-model/<key>/``):
   what the backend reads from a loaded sentence-transformers model (``max_seq_length``, special
-  tokens, position limit, dimension, dtype, device, the module pipeline) plus its fast tokenizer
+  tokens, position limit, dimension, dtype, device, the module pipeline, the prompts it declares
+  and whether its pooling includes prompt tokens) plus its fast tokenizer
   as ``tokenizer.json``. It is written the first time the model is loaded; the key covers the
-  model id, the sha256 of the weights file, the device and the versions of sentence-transformers,
-  transformers and torch, so any change there means a new spec. The tokenizer is kept only when
+  model id, the sha256 of the weights file, the device, the versions of sentence-transformers,
+  transformers and torch, and the prompts ``config_sentence_transformers.json`` declares (when it
+  declares any), so any change there means a new spec. The tokenizer is kept only when
   it gives the same token ids as the model's own tokenizer on probe texts (``light``).
 * **ONNX query encoder** (:func:`export_onnx`, :class:`OnnxTextEncoder`;
   ``cache_dir/semantic-onnx/<key>/``): the model's transformer exported once with
   ``torch.onnx.export`` (opset 17, dynamic batch and sequence axes) and run by ONNX Runtime on
   CPU, followed by the model's own pooling (mean, CLS or max token) and, when the pipeline has a
   ``Normalize`` module, L2 normalisation, in NumPy float32. Only plain pipelines are exported
-  (``Transformer`` -> ``Pooling`` -> optional ``Normalize``, no lower-casing in Python); the
+  (``Transformer`` -> ``Pooling`` -> optional ``Normalize``, no lower-casing in Python, every token
+  pooled), and ANCE's (``Transformer`` -> first-token ``Pooling`` -> ``Dense`` without activation ->
+  ``LayerNorm``, :mod:`vdr.retrieve.ance`), whose head is part of the exported graph; the
   export is checked against the model on probe texts (largest absolute difference recorded,
   at most :data:`MAX_EXPORT_DIFF`) and a failed check is recorded, so every later run makes the
   same choice. Texts are batched only with texts of the same token length, as in the torch path:
@@ -42,7 +46,7 @@ __all__ = ["SPEC_KIND", "ONNX_KIND", "MAX_EXPORT_DIFF", "PROBE_TEXTS", "onnx_mis
 
 SPEC_KIND = "semantic-model"
 ONNX_KIND = "semantic-onnx"
-SPEC_FORMAT = 1
+SPEC_FORMAT = 2  # 2: the model's prompts and include_prompt
 ONNX_FORMAT = 1
 OPSET = 17
 #: Largest absolute difference allowed between the ONNX export's vectors and the model's on the probe texts.
@@ -72,13 +76,20 @@ def pipeline_of(st_model) -> dict | str:
 
     Returns:
         ``{"pooling": "mean"|"cls"|"max", "normalize": bool, "inputs": [tokenizer output names the
-        transformer takes]}``, or a str reason (another module, pooling mode or lower-casing).
+        transformer takes]}`` (plus ``"head": "dense_layernorm"`` for ANCE's pipeline: CLS pooling,
+        then ``Dense`` without activation and ``LayerNorm``, computed inside the exported graph), or
+        a str reason (another module, pooling mode, activation or lower-casing).
     """
     import inspect
 
     names = [type(m).__name__ for m in st_model]
-    if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"]):
-        return f"modules {names} (only Transformer -> Pooling -> optional Normalize is exported)"
+    head = names[2:] == ["Dense", "LayerNorm"]
+    if names[:2] != ["Transformer", "Pooling"] or (names[2:] not in ([], ["Normalize"]) and not head):
+        return f"modules {names} (only Transformer -> Pooling -> optional Normalize, or ANCE's -> Dense -> LayerNorm, is exported)"
+    if head:
+        dense = st_model[2]
+        if type(dense.activation_function).__name__ != "Identity" or getattr(dense, "use_residual", False) or dense.linear.bias is None:
+            return f"a Dense module with {type(dense.activation_function).__name__} activation (only ANCE's linear head is exported)"
     tr, pool = st_model[0], st_model[1]
     if getattr(tr, "do_lower_case", False):
         return "the Transformer module lower-cases texts in Python"
@@ -92,12 +103,15 @@ def pipeline_of(st_model) -> dict | str:
         mode = on[0] if len(on) == 1 and not others else f"{on + others}"
     if mode not in _POOLINGS or cfg.get("include_prompt", True) is not True:
         return f"pooling {mode!r} (only {', '.join(_POOLINGS)} over every token is exported)"
+    if head and mode != "cls":
+        return f"pooling {mode!r} before a Dense head (only ANCE's first-token pooling is exported)"
     sample = st_model.tokenizer(["river"], return_tensors="pt")
     params = inspect.signature(tr.auto_model.forward).parameters
     inputs = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample and n in params]
     if "input_ids" not in inputs:
         return "the transformer does not take input_ids"
-    return {"pooling": mode, "normalize": names[2:] == ["Normalize"], "inputs": inputs}
+    out = {"pooling": mode, "normalize": names[2:] == ["Normalize"], "inputs": inputs}
+    return dict(out, head="dense_layernorm") if head else out
 
 
 # ------------------------------------------------------------------------------------------- spec
@@ -269,29 +283,39 @@ def _export(st_model, pipeline: dict, path: Path) -> None:
 
     names = pipeline["inputs"]
     hf = st_model[0].auto_model
+    head = (st_model[2].linear, st_model[3].norm) if pipeline.get("head") == "dense_layernorm" else None
 
     class Tokens(torch.nn.Module):
+        """Token embeddings ``(b, L, H)``, or with ANCE's head the sentence embeddings ``(b, D)``."""
+
         def __init__(self) -> None:
             super().__init__()
             self.model = hf
+            self.head = None if head is None else torch.nn.ModuleList(head)
 
         def forward(self, *args):
-            return self.model(**dict(zip(names, args))).last_hidden_state
+            hidden = self.model(**dict(zip(names, args))).last_hidden_state
+            if self.head is None:
+                return hidden
+            return self.head[1](self.head[0](hidden[:, 0]))
 
     sample = st_model.tokenizer(["river mountain city report", "wind revenue alpha beta"], padding=True, return_tensors="pt")
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the exporter's tracer and deprecation warnings
+        output = "token_embeddings" if head is None else "sentence_embedding"
+        axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]}
+        axes[output] = axes.get(output, {0: "batch"})
         torch.onnx.export(Tokens().eval(), tuple(sample[n].to(hf.device) for n in names), str(path), dynamo=False,
-                          input_names=names, output_names=["token_embeddings"], opset_version=OPSET,
-                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]})
+                          input_names=names, output_names=[output], opset_version=OPSET,
+                          dynamic_axes={n: a for n, a in axes.items() if n in (*names, output)})
 
 
 def _check(st_model, pipeline: dict, path: Path, tokenizer: "LightTokenizer") -> float:
     """Largest absolute difference between the model's and the export's vectors of :data:`PROBE_TEXTS`."""
     enc = OnnxTextEncoder(path.parent, pipeline, tokenizer)
     worst = 0.0
-    for t in PROBE_TEXTS:  # one by one: no padding on either side
-        ref = st_model.encode([t], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)[0]
+    for t in PROBE_TEXTS:  # one by one: no padding on either side; no prompt (not the model's default one either)
+        ref = st_model.encode([t], prompt="", convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)[0]
         got = enc.encode([t], st_model.max_seq_length, batch_size=1)[0]
         worst = max(worst, float(np.abs(ref.astype(np.float64) - got).max()))
     return worst
@@ -337,7 +361,10 @@ class OnnxTextEncoder:
                 arrays = {"input_ids": ids, "attention_mask": np.ones_like(ids),
                           "token_type_ids": np.array([feats[i][1] for i in chunk], dtype=np.int64)}
                 hidden = self._session.run(None, {n: arrays[n] for n in self._inputs})[0]
-                vecs = _pool(hidden, self.pipeline["pooling"], self.pipeline["normalize"])
+                if self.pipeline.get("head"):  # the graph ends with the head: (b, D) sentence embeddings
+                    vecs = np.ascontiguousarray(hidden, dtype=np.float32)
+                else:
+                    vecs = _pool(hidden, self.pipeline["pooling"], self.pipeline["normalize"])
                 if out is None:
                     out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
                 out[chunk] = vecs
