@@ -11,6 +11,11 @@ Two loads of the sample report:
    whose CSS background is the page's JPEG, embedded once per page) laid out with a height and its
    background image decoded, and no error event. Negative controls with one broken plot image and
    one broken thumbnail class prove the check sees failures.
+
+And the first screen (issue 27.5): a screenshot at 1400 x 900, with a checking copy that measures
+where the verdict sentences and the summary table are laid out at that width (entirely within the
+first 900 px), that no image is missing, and that a click on a page thumbnail goes to the page's
+image file beside the report, decoded by Chromium at the corpus' full resolution.
 """
 
 from __future__ import annotations
@@ -98,3 +103,65 @@ def test_image_check_sees_a_broken_thumbnail(lexical_results, tmp_path):
     check = _image_check(tmp_path, html, "broken-thumb.html")
     assert check["broken"] == pages and check["thumbs"] == html.count('<div class="pg ') - len(pages)
     assert check["n"] == 4 and len(check["errors"]) == 1  # the broken image's error event
+
+
+# ------------------------------------------------------------------------------------------ the first screen (issue 27.5)
+
+FIRST = """<script>addEventListener('load',()=>{const r=e=>{const b=e.getBoundingClientRect();return [Math.round(b.top),Math.round(b.bottom),Math.round(b.width)]};
+let clicked=null;addEventListener('click',e=>{const a=e.target.closest('a');clicked=a?a.href:null;e.preventDefault()},true);
+const t=document.querySelector('a.full .pg');if(t){t.click()}const g=document.querySelector('table.groups');
+const d=document.createElement('pre');d.id='firstscreen';d.textContent=JSON.stringify({w:innerWidth,h:innerHeight,
+verdicts:[...document.querySelectorAll('ul.verdicts li')].map(r),summary:r(document.querySelector('table.summary')),groups:g?r(g):null,
+missing:document.querySelectorAll('.missing').length,clicked:clicked,thumb:t?Math.round(t.getBoundingClientRect().width):0});
+document.body.appendChild(d)});</script>"""
+SIZE = """<script>addEventListener('load',()=>{const i=document.querySelector('img');const d=document.createElement('pre');d.id='size';
+d.textContent=JSON.stringify([i.complete,i.naturalWidth,i.naturalHeight]);document.body.appendChild(d)});</script>"""
+
+
+def _dump(tmp_path, html: str, name: str, marker: str, *args: str) -> dict:
+    p = tmp_path / name
+    p.write_text(html, encoding="utf-8")
+    r = _chromium(tmp_path, *args, "--virtual-time-budget=10000", "--dump-dom", p.as_uri())
+    m = re.search(rf'<pre id="{marker}">(.*?)</pre>', r.stdout, re.S)
+    assert m, f"no {marker} result from chromium (rc {r.returncode}): {r.stderr[-2000:]}"
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+def test_first_screen_at_1400x900(lexical_results, tmp_path):
+    """The first screen at 1400 x 900 (a screenshot kept under tmp_path) shows every verdict
+    sentence and the whole summary table (and the groups' table begins there); no page image is
+    missing; a click on a page thumbnail goes to the page's image file, which Chromium decodes at
+    the corpus' full resolution."""
+    paths = vdr.report(lexical_results, tmp_path / "report.html", group_by=["type"])
+    html = paths.html.read_text(encoding="utf-8")
+    shot = tmp_path / "first-screen.png"
+    r = _chromium(tmp_path, "--hide-scrollbars", "--window-size=1400,900", f"--screenshot={shot}", paths.html.as_uri())
+    assert r.returncode == 0, r.stderr[-3000:]
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        assert im.size == (1400, 900)
+        assert len(im.convert("RGB").getcolors(1 << 24)) > 50  # text and tables, not a blank page
+
+    csp = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+    checked = html.replace(csp, csp + "; script-src 'unsafe-inline'", 1).replace("<style>", FIRST + "<style>", 1)
+    got = _dump(tmp_path, checked, "first.html", "firstscreen", "--hide-scrollbars", "--window-size=1400,900")
+    # the layout depends on the width only (1400 px, as the screenshot's); --dump-dom's viewport is shorter than the
+    # screenshot's 900 px (window decorations), so the positions, from the top of the page, are held against 900
+    assert got["w"] == 1400, got
+    res = vdr.Results.load(lexical_results)
+    assert len(got["verdicts"]) == len(res.verdicts()) == 2
+    for top, bottom, width in [*got["verdicts"], got["summary"]]:
+        assert 0 <= top < bottom <= 900 and width > 0, got  # entirely on the first screen
+    assert got["groups"] is not None and got["groups"][0] < 900, got  # the groups begin on it
+    assert got["missing"] == 0 and paths.missing_images == 0
+    check = _image_check(tmp_path, html, "checked.html")
+    assert check["broken"] == [] and check["errors"] == [] and check["thumbs"] == html.count('<div class="pg ') > 20
+    # the click: the link of the first thumbnail, to the page image beside the report, shown at its full size
+    assert got["clicked"] and got["clicked"].startswith((tmp_path / "report_pages").as_uri() + "/"), got
+    assert got["thumb"] == 156  # 150 px of page inside a 3 px frame
+    page = next(p for p in paths.pages.iterdir() if got["clicked"].endswith("/" + p.name))
+    with Image.open(page) as im:
+        full = im.size
+    size = _dump(tmp_path, f'<!DOCTYPE html><html><body>{SIZE}<img src="{got["clicked"]}"></body></html>', "size.html", "size")
+    assert size == [True, full[0], full[1]] and full[0] >= 4 * 150, (size, full)
