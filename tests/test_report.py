@@ -388,3 +388,30 @@ def test_report_groups_by_a_field_of_the_queries(lexical_results, tmp_path):
         assert f"{r['delta']:+.3f}" in first
     md = out.with_suffix(".md").read_text(encoding="utf-8")
     assert "## By query group" in md and "| type | n | lexical: conversational | lexical: evil |" in md
+
+
+def test_readme_shows_the_samples_verdicts_groups_and_pairs(sample_corpus, tmp_path):
+    """The README's verdicts, group rows and every-pair tables of the bundled sample are what vdr
+    computes (its BM25 rows: the Holm families are per backend, so the lexical rows of `make demo`
+    do not depend on the other backends)."""
+    from vdr.experiment.evaluation import evaluate
+
+    sample = ROOT / "assets" / "sample_corpus"
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = text + "\n".join(" ".join(ln.split()) for ln in text.splitlines())  # column widths depend on the longest cell
+    res = evaluate(sample_corpus, queries=sample / "queries.jsonl", qrels=sample / "qrels.tsv",
+                   rewrites={"conversational": sample / "rewrites-conversational.jsonl", "keywords": sample / "rewrites-keywords.jsonl"},
+                   out=tmp_path / "results", backends="lexical", group_by=["type"], progress=False)
+    for v in res.verdicts():
+        assert v in readme, v
+    shown = [ln for ln in res.group_table("type").to_text().splitlines() if ln.split()[1:2] in (["extractive"], ["chart"], ["paraphrase"])]
+    assert len(shown) == 6
+    for line in shown:
+        assert " ".join(line.split()) in readme, line
+    runs = {n: tmp_path / "results" / "runs" / f"lexical.{v}.trec"
+            for n, v in (("bm25", "original"), ("bm25-conversational", "conversational"), ("bm25-keywords", "keywords"))}
+    cmp = vdr.compare(sample / "qrels.tsv", runs, pairs="all")
+    for table in (cmp.pairs_table(), cmp.pairwise_table()):
+        for line in table.to_text(verdicts=False).splitlines()[:-1]:
+            assert " ".join(line.split()) in readme, line
+    assert cmp.pairs_table().to_latex().count(r"0.7681$^{b}$\hphantom{$^{a}$}") == 1
