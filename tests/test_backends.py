@@ -183,7 +183,7 @@ def test_semantic_cache_hit_zero_forward_passes_identical_vectors(data, tmp_path
 
 
 def test_evaluate_rerun_with_one_more_variant_encodes_no_page(data, tmp_path):
-    kw = dict(queries=data["queries"], qrels=data["qrels"], backends="lexical,hybrid", runs={"ext": _ext_run(data, tmp_path)},
+    kw = dict(queries=data["queries"], qrels=data["qrels"], backends="lexical,hybrid", runs={"ext": {"*": _ext_run(data, tmp_path)}},
               backend_options={"hybrid": {"fuse": ["lexical", "ext"]}},  # by default hybrid fuses the built-in backends only
               n_permutations=200, n_bootstrap=200, progress=False, cache_dir=tmp_path / "cache")
     first = evaluate(data["corpus"], out=tmp_path / "a", **kw)
@@ -210,9 +210,9 @@ def _ext_run(data, tmp_path) -> Path:
 def test_run_file_backend_evaluated_like_any_backend(data, tmp_path):
     path = _ext_run(data, tmp_path)
     res = evaluate(data["corpus"], queries=data["queries"], qrels=data["qrels"], rewrites={"kw": data["kw"]}, out=tmp_path / "r",
-                   backends="lexical", runs={"ext": path}, n_permutations=200, n_bootstrap=200, progress=False)
+                   backends="lexical", runs={"ext": {"*": path}}, n_permutations=200, n_bootstrap=200, progress=False)
     assert [r.backend for r in res.runs] == ["lexical", "lexical", "ext", "ext"]
-    # one file serves every variant: the same run, evaluated against the qrels as vdr.metrics does
+    # one file serves every variant on request ({"*": file}): the same run, evaluated against the qrels as vdr.metrics does
     got = res.run("ext", "original").metrics
     want = vdr.evaluate_run(vdr.Qrels(QRELS), vdr.load_run(path), res.config["metrics"])
     assert got.aggregate == want.aggregate and got.aggregate["ndcg@3"] == pytest.approx((1.0 + 1 / 1.5849625007211562) / 4, abs=1e-12)
@@ -220,6 +220,10 @@ def test_run_file_backend_evaluated_like_any_backend(data, tmp_path):
     rep = res.backend_reports["ext"]
     assert rep["searches"]["original"]["queries_missing"] == ["q3", "q4"] and rep["searches"]["original"]["num_run_queries_ignored"] == 1
     assert res.config["backend_config"]["ext"]["files"]["*"] == str(path.resolve())
+    only = evaluate(data["corpus"], queries=data["queries"], qrels=data["qrels"], rewrites={"kw": data["kw"]}, out=tmp_path / "o",
+                    backends="lexical", runs={"ext": path}, n_permutations=200, n_bootstrap=200, progress=False)
+    assert [(r.backend, r.variant) for r in only.runs if r.backend == "ext"] == [("ext", "original")]  # a plain file: the originals' run
+    assert only.run("ext", "original").metrics.aggregate == got.aggregate
     per_variant = RunFileBackend("ext", {"original": path})
     per_variant.index(vdr.Corpus.load(data["corpus"]))
     with pytest.raises(InputError, match="no run file for variant 'kw'"):

@@ -147,7 +147,7 @@ def metrics_command(
              " official measures; -m all_trec: all of trec_eval's).",
     ),
     each_query: bool = typer.Option(
-        False, "--each-query", "-Q", rich_help_panel=common.PANEL_RUN,
+        False, "--each-query/--no-each-query", "-Q", rich_help_panel=common.PANEL_RUN,
         help="With --format trec_eval: each query's lines before the 'all' lines (trec_eval -q; -q is --quiet).",
     ),
     json_out: Optional[Path] = typer.Option(None, "--json", rich_help_panel=common.PANEL_RUN, help="Write aggregate, per-query values and policy as JSON."),
@@ -161,7 +161,7 @@ def metrics_command(
     from ..errors import InputError
     from ..io.formats import load_qrels, load_run
     from ..metrics import metrics
-    from ..metrics.trec_eval import format_trec_eval, relstrings, split_trec_names
+    from ..metrics.trec_eval import split_trec_names
 
     if not D.is_main():
         return
@@ -188,16 +188,25 @@ def metrics_command(
         json_path=json_out,
         per_query_path=per_query,
     )
-    if trec:
-        shown = run_data if depth is None else run_data.top_k(depth)
-        rel = relstrings(qrels_data, shown, res.query_ids, extras.relstring) if extras.relstring is not None and each_query else None
-        typer.echo(format_trec_eval(res, per_query=each_query, runid=(run_data.name or run.name) if extras.runid else None,
-                                    relstring=rel, relstring_name=extras.relstring_name))
-    else:
-        typer.echo(res.table())
+    _print_metrics(res, trec, (qrels_data, run_data, run), extras, each_query=each_query, depth=depth)
     for p in (json_out, per_query):
         if p is not None:
             typer.echo(f"wrote {p}", err=trec)
+
+
+def _print_metrics(res, trec: bool, inputs: tuple, extras, *, each_query: bool, depth: int | None) -> None:
+    """``vdr metrics``' output: vdr's table, or trec_eval's lines (``--format trec_eval``);
+    ``inputs``: ``(qrels, run, run path)``."""
+    from ..metrics.trec_eval import format_trec_eval, relstrings
+
+    if not trec:
+        typer.echo(res.table())
+        return
+    qrels_data, run_data, run = inputs
+    shown = run_data if depth is None else run_data.top_k(depth)
+    rel = relstrings(qrels_data, shown, res.query_ids, extras.relstring) if extras.relstring is not None and each_query else None
+    typer.echo(format_trec_eval(res, per_query=each_query, runid=(run_data.name or run.name) if extras.runid else None,
+                                relstring=rel, relstring_name=extras.relstring_name))
 
 
 # ---------------------------------------------------------------------------------- verdicts and groups

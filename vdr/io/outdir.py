@@ -129,10 +129,10 @@ class ResultsFolder:
                 by another run; the folder holds another experiment's results or files vdr did not
                 write (without ``overwrite``). Nothing is left behind.
         """
+        self._create()
         if self._input_is_out is not None:  # replacing the folder's content would delete that input (a corpus!)
             raise InputError(f"the results folder (--out) is an input of this run ({self._input_is_out}): writing the results"
                              f" would replace its files; choose another --out, e.g. {self.path / 'results'}", path=self.path)
-        self._create()
         try:
             self._take_lock()
             self._check_content()

@@ -302,19 +302,25 @@ def check_judged_overlap(
             path=qrels_path,
         )
     if unjudged:
-        observed, expected = len(hit) - len(unjudged), _expected_judged_hits(qd, rd, hit)
-        if observed == 0 or observed < 0.5 * expected:  # a suspected id mismatch; sparse qrels are only counted (policy)
-            name = getattr(retrieved, "name", None)
-            warnings.warn(
-                VdrWarning(
-                    f"{len(unjudged)} of {len(hit)} queries{f' of run {name!r}' if name else ''} retrieved only pages without"
-                    f" a qrels line ({_examples(unjudged)}): they score 0 on every metric; {observed} queries retrieved a"
-                    f" judged page where a random ranking of the same depth would give about {expected:.1f}: the run's ids"
-                    " may differ in format from the qrels' for some pages"
-                ),
-                stacklevel=2,
-            )
+        _warn_if_mismatch(qd, rd, hit, unjudged, getattr(retrieved, "name", None))
     return unjudged
+
+
+def _warn_if_mismatch(qd: Mapping, rd: Mapping, hit: list[str], unjudged: list[str], name: str | None) -> None:
+    """Warn (at the caller of :func:`check_judged_overlap`) when fewer queries retrieved a judged
+    page than chance predicts (:func:`_expected_judged_hits`): a suspected id mismatch. Sparse
+    qrels are only counted, in the policy (issue 25.5)."""
+    observed, expected = len(hit) - len(unjudged), _expected_judged_hits(qd, rd, hit)
+    if observed == 0 or observed < 0.5 * expected:
+        warnings.warn(
+            VdrWarning(
+                f"{len(unjudged)} of {len(hit)} queries{f' of run {name!r}' if name else ''} retrieved only pages without"
+                f" a qrels line ({_examples(unjudged)}): they score 0 on every metric; {observed} queries retrieved a"
+                f" judged page where a random ranking of the same depth would give about {expected:.1f}: the run's ids"
+                " may differ in format from the qrels' for some pages"
+            ),
+            stacklevel=3,
+        )
 
 
 def _expected_judged_hits(qd: Mapping, rd: Mapping, hit: list[str]) -> float:
@@ -653,6 +659,21 @@ def _query_set(qd: Mapping, queries_without_relevant: str) -> tuple[list[str], l
     return qids, empty, no_rel
 
 
+def _check_policy(relevance_level, queries_without_relevant: str, queries_missing_from_run: str) -> int:
+    """The relevance level as an int, after checking :func:`evaluate_run`'s policy arguments.
+
+    Raises:
+        InputError: a policy other than ``"zero"`` / ``"exclude"``, a non-integer level.
+    """
+    if queries_without_relevant not in ("zero", "exclude"):
+        raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', not {queries_without_relevant!r}")
+    if queries_missing_from_run not in ("zero", "exclude"):
+        raise InputError(f"queries_missing_from_run must be 'zero' or 'exclude', not {queries_missing_from_run!r}")
+    if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)):
+        raise InputError(f"relevance_level must be an integer, not {relevance_level!r}")
+    return int(relevance_level)
+
+
 def evaluate_run(
     qrels: Qrels | Mapping,
     run: Run | Mapping,
@@ -697,14 +718,7 @@ def evaluate_run(
         mlist = list(metrics.metrics)
     else:
         mlist = default_metrics() if metrics is None else parse_metrics(metrics)
-    if queries_without_relevant not in ("zero", "exclude"):
-        raise InputError(f"queries_without_relevant must be 'zero' or 'exclude', not {queries_without_relevant!r}")
-    if queries_missing_from_run not in ("zero", "exclude"):
-        raise InputError(f"queries_missing_from_run must be 'zero' or 'exclude', not {queries_missing_from_run!r}")
-    if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)):
-        raise InputError(f"relevance_level must be an integer, not {relevance_level!r}")
-    level = int(relevance_level)
-
+    level = _check_policy(relevance_level, queries_without_relevant, queries_missing_from_run)
     qd, rd = qrels._data, run._data
     qids, empty, no_rel = _query_set(qd, queries_without_relevant)
     missing = [q for q in qids if q not in rd]
