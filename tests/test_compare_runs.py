@@ -244,6 +244,8 @@ def test_pairs_all_hand_computed(tmp_path, capsys):
         assert (c.wins, c.ties, c.losses) == (wins, 20 - wins - losses, losses)
         assert c.holm_family == tuple(x.label for x in res.pairwise)
     assert list(holm([c.p_value for c in res.pairwise])) == pytest.approx([c.p_value_holm for c in res.pairwise])
+    res.save(tmp_path / "again")  # the pairs are in results.json and read back as they were
+    assert (tmp_path / "again" / "results.json").read_bytes() == (out / "results.json").read_bytes()
     # B and D: two wins, two losses -> no evidence; every other pair differs on >= 10 queries all one way -> significant
     assert pairs["D", "B", "ndcg@3"].outcome() == "ns" and pairs["D", "B", "ndcg@3"].delta == 0
     assert all(c.outcome() == ("gain" if c.delta > 0 else "loss") for c in res.pairwise if {c.variant, c.baseline} != {"B", "D"})

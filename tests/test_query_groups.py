@@ -133,6 +133,8 @@ def test_group_table_rows_pandas_and_round_trip(tmp_path):
     back = Results.load(out)
     assert [g.to_dict() for g in back.group_comparisons] == [g.to_dict() for g in res.grouped("type")]
     assert back.group_table("type").to_text() == res.group_table("type").to_text()
+    back.save(tmp_path / "again")  # loaded results rewrite results.json byte for byte, groups included
+    assert (tmp_path / "again" / "results.json").read_bytes() == (out / "results.json").read_bytes()
     assert [g.group for g in back.grouped("lang")] == ["en", MISSING_GROUP]
     with pytest.raises(InputError, match="no evaluated query has a field 'format'; the queries' fields are: lang, type"):
         back.grouped("format")
