@@ -217,7 +217,8 @@ def test_identical_variants_are_evaluated_once(corpus, tmp_path):
         assert (a.delta, a.p_value_holm) == (b.delta, b.p_value_holm)
     table = dup.table()
     assert "concat-q: the same query texts as concat for every query; evaluated once" in table
-    assert "kw-copy: the same query texts as kw" in table and table.count("lexical") == 3 + table.count("lexical:")
+    assert table.count(" on lexical [95% CI ") == 2  # one verdict per evaluated variant (issue 27.1): concat, kw
+    assert "kw-copy: the same query texts as kw" in table and table.count("lexical") == 3 + table.count("lexical:") + table.count(" on lexical [95% CI ")
     assert json.loads((tmp_path / "dup" / "results.json").read_text())["config"]["same_texts"]["kw-copy"] == "kw"
     # issue 25.5: the query-set policy under the table, as `vdr metrics` says it
     assert "query set: the qrels' queries, 8 averaged; relevant = grade >= 1; 0 of them have no page of grade > 0" in table
