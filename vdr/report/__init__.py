@@ -14,7 +14,7 @@ matplotlib is imported only when a report is drawn.
 
 from __future__ import annotations
 
-__all__ = ["report", "ReportPaths"]
+__all__ = ["report", "ReportPaths", "ReportOptions"]
 
 
 def __getattr__(name: str):

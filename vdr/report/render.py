@@ -27,6 +27,8 @@ query ids only otherwise.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import inspect
 import io
 import json
 import shutil
@@ -749,3 +751,14 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
         write_text_atomic(latex_path, tex)
     return ReportPaths(out, md_path, len(thumbs.missing), warnings, latex_path, len(thumbs.rules),
                        thumbs.pages if thumbs.files else None)
+
+
+# help(report) and inspect.signature(report) list every option with its default
+report.__signature__ = inspect.Signature(
+    [inspect.Parameter("results_dir", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Path"),
+     inspect.Parameter("out", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="str | Path | None"),
+     inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="ReportOptions | None"),
+     *(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+       for f in dataclasses.fields(ReportOptions))],
+    return_annotation="ReportPaths",
+)
