@@ -439,6 +439,8 @@ def report_command(
     for p in (paths.html, paths.markdown, paths.latex):
         if p is not None:
             typer.echo(f"wrote {p}")
+    if paths.pages is not None:
+        typer.echo(f"wrote {paths.pages}/ (the page images a click on a thumbnail opens full size)")
 
 
 @common.command("mteb-task")
