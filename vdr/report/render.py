@@ -286,8 +286,9 @@ img.plot{max-width:100%;height:auto;display:block;margin:.5em 0}
 .case{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;margin:1em 0;background:#fdfdfd}
 .case h4{margin:.2em 0 .5em}.q{margin:.2em 0}.q .lbl{display:inline-block;min-width:9em;font-weight:600}
 .hist{color:#666;font-size:.9em;margin:.1em 0 .3em 9em}
-.strip{display:flex;flex-wrap:wrap;align-items:flex-start;gap:.5em;margin:.4em 0}
-.strip .lbl{width:9em;font-weight:600;font-size:.9em}
+.strips{display:flex;flex-wrap:wrap;align-items:flex-start;gap:.4em 1.6em;margin:.5em 0 .2em}
+.strip{display:flex;flex-direction:column;gap:.2em}.strip .lbl{font-weight:600;font-size:.85em}
+.figs{display:flex;flex-wrap:wrap;align-items:flex-start;gap:.4em}
 figure.thumb{margin:0;width:156px;font-size:.72em;text-align:center;word-break:break-all}
 figure.thumb.text{width:276px}
 a.full{display:block;cursor:zoom-in}a.full:hover .pg{outline:2px solid #0b5394}
@@ -422,7 +423,7 @@ def _strip(res: Results, thumbs: _Thumbs, label: str, b: str, v: str, qid: str, 
     figs = [thumbs.figure(pid, f"#{i + 1} &#183; score {s:.4g}", res.grade(qid, pid), res.relevance_level) for i, (pid, s) in enumerate(ranked)]
     if not figs:
         figs = ['<span class="note">no page retrieved</span>']
-    return f'<div class="strip"><span class="lbl">{esc(label)}</span>{"".join(figs)}</div>'
+    return f'<div class="strip"><span class="lbl">{esc(label)}</span><div class="figs">{"".join(figs)}</div></div>'
 
 
 def _case_html(res: Results, thumbs: _Thumbs, c, b: str, p: str, words: _Words) -> str:
@@ -434,14 +435,15 @@ def _case_html(res: Results, thumbs: _Thumbs, c, b: str, p: str, words: _Words) 
             out.append(_query_html(res, res.baseline, c.query_id, "query"))
     else:
         out += [_query_html(res, res.baseline, c.query_id), _query_html(res, c.variant, c.query_id)]
-    out += [_strip(res, thumbs, f"{res.baseline} top-3", b, res.baseline, c.query_id),
+    # the two rankings and the relevant pages side by side (one row on a wide screen)
+    out += ['<div class="strips">', _strip(res, thumbs, f"{res.baseline} top-3", b, res.baseline, c.query_id),
             _strip(res, thumbs, f"{c.variant} top-3", b, c.variant, c.query_id)]
     rel = res.relevant(c.query_id)
     if rel:
         figs = "".join(thumbs.figure(pid, f"grade {g}", g, res.relevance_level) for pid, g in rel.items())
     else:
         figs = '<span class="note">no relevant page in the qrels</span>' if res.qrels is not None else '<span class="note">qrels not available</span>'
-    out += [f'<div class="strip"><span class="lbl">relevant pages</span>{figs}</div>', "</div>"]
+    out += [f'<div class="strip"><span class="lbl">relevant pages</span><div class="figs">{figs}</div></div>', "</div></div>"]
     return "".join(out)
 
 
