@@ -35,6 +35,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -334,18 +335,9 @@ def write_tables(named: dict, lower: dict, versions: dict) -> None:
              "#: in none of them is ``Other`` (no rule of the tokenizer takes it)",
              "CLASSES = {"]
     for name, rs in named.items():
-        body = " ".join(f"{a:X}" if a == b else f"{a:X}-{b:X}" for a, b in rs)
-        chunks = [body[i:i + 96] for i in range(0, len(body), 96)]
-        fixed = []
-        for ch in chunks:  # split at spaces only
-            if fixed and not fixed[-1].endswith(" ") and not ch.startswith(" "):
-                head, _, rest = ch.partition(" ")
-                fixed[-1] += head + (" " if rest or _ else "")
-                ch = rest
-            if ch:
-                fixed.append(ch)
+        wrapped = textwrap.wrap(" ".join(f"{a:X}" if a == b else f"{a:X}-{b:X}" for a, b in rs), 96)
         lines.append(f"    {name!r}: (")
-        lines += [f"        {c!r}" for c in fixed]
+        lines += [f"        {(w + ' ' if i < len(wrapped) - 1 else w)!r}" for i, w in enumerate(wrapped)]
         lines.append("    ),")
     lines.append("}")
     lines.append("")
@@ -413,8 +405,9 @@ def main() -> None:
                   "signatures": [[list(s) for s in sig] for sig in sigs], "runs": runs},
     }
     path = ROOT / "tests" / "data" / f"lucene_{versions['lucene']}_english.json.gz"
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as f:
-        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
+    data = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:  # reproducible bytes
+        f.write(data)
     print(path, path.stat().st_size, "bytes;", TABLES, TABLES.stat().st_size, "bytes")
 
 

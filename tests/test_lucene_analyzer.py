@@ -223,6 +223,30 @@ def test_boost_three_is_lucenes_float_product_not_a_sum():
     assert list(ranking.values()) == anserini_tie_adjust([float(want[k]) for k in order])
 
 
+def test_numba_and_numpy_scorers_agree_on_the_lucene_path(monkeypatch):
+    pytest.importorskip("numba")
+    from vdr.retrieve import lexical
+
+    rng = random.Random(11)
+    docs = {f"p{i}": " ".join(rng.choice(WORDS) for _ in range(1 + i % 70)) for i in range(400)}
+    queries = {f"q{i}": " ".join(rng.choice(WORDS) for _ in range(2 + i % 7)) for i in range(60)}
+    bm = BM25Backend(analyzer="lucene", k1=0.9, b=0.4)
+    bm.index(docs)
+    monkeypatch.setattr(lexical, "_KERNEL", [None])
+    plain = bm.search(queries, 100).to_dict()
+    monkeypatch.setattr(lexical, "_KERNEL", [])
+    kernel = lexical._numba_kernel()
+    assert kernel is not None
+    tids = [bm._vocab[t] for t in bm.tokenize("running sociology falling hopeful")]
+    assert len(set(tids)) == len(tids) > 1
+    data, indices, indptr = bm._csc
+    cand, s = kernel(data, indices, indptr, np.asarray(tids, dtype=np.int64), *bm._buffers())
+    cand2, s2 = bm._accumulate(indptr[tids].tolist(), indptr[np.asarray(tids) + 1].tolist())
+    assert s.dtype == np.float32 and bm._buffers()[0].dtype == np.float64
+    assert dict(zip(cand.tolist(), s.tolist())) == dict(zip(cand2.tolist(), s2.astype(np.float32).tolist()))
+    assert bm.search(queries, 100).to_dict() == plain
+
+
 def test_cached_index_scores_the_same(tmp_path):
     docs = {f"p{i}": " ".join(random.Random(i).choice(WORDS) for _ in range(1 + i % 90)) for i in range(300)}
     queries = {f"q{i}": " ".join(random.Random(1000 + i).choice(WORDS) for _ in range(1 + i % 6)) for i in range(40)}

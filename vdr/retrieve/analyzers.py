@@ -92,7 +92,7 @@ def _class_ranges() -> dict[str, list[tuple[int, int]]]:
     out = {}
     for name, body in _lucene_tables.CLASSES.items():
         rs = []
-        for item in "".join(body).split():
+        for item in body.split():
             a, _, b = item.partition("-")
             rs.append((int(a, 16), int(b or a, 16)))
         out[name] = rs
