@@ -87,6 +87,7 @@ MODULE_TIERS = {
     "test_judge_sim": "core",
     "test_layout": "core",
     "test_lexical_scale": "core",
+    "test_lucene_analyzer": "core",  # the NLTK cross-check and the live Lucene tests are marked
     "test_llm": "core",
     "test_llm_robustness": "core",  # a local fake OpenAI-compatible server (HTTP 429, content parts)
     "test_options": "core",

@@ -34,6 +34,7 @@ def test_synthetic_corpus_is_deterministic_and_streams():
     q = textscale.make_queries(10, seed=3)
     assert len(q) == 10 and all(3 <= len(t.split()) <= 5 for t in q.values())
     assert textscale.overlap({"a": ["x", "y"], "b": []}, {"a": ["y", "z"], "b": []}) == pytest.approx(0.75)
+    assert textscale.top_equal_share({"a": ["x", "y"], "b": ["y", "x"], "c": []}, {"a": ["x", "y", "z"], "b": ["x", "y"], "c": []}, k=2) == pytest.approx(2 / 3)
 
 
 @pytest.mark.slow
@@ -46,6 +47,6 @@ def test_textscale_small_run():
     for key in ("bm25_build_s", "bm25_build_peak_rss_gib", "bm25_queries_per_s", "dense_search_peak_rss_gib"):
         assert res[key] > 0, key
     assert res["bm25_build_peak_rss_gib"] < 2
-    for key in ("pyserini_build_s", "pyserini_queries_per_s", "top100_overlap_vs_pyserini"):
+    for key in ("pyserini_build_s", "pyserini_queries_per_s", "top100_overlap_vs_pyserini", "top10_equal_share_vs_pyserini"):
         assert res[key] is None
     assert "--no-pyserini" in res["pyserini_skipped"]

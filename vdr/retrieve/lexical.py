@@ -5,22 +5,36 @@ Analysis (done here, so that it is explicit and recorded; :mod:`vdr.retrieve.ana
 * ``analyzer="default"``: Unicode NFKC (:mod:`vdr.text`), lower-case, the bm25s / scikit-learn token
   pattern ``(?u)\\b\\w\\w+\\b`` (words of 2+ word characters), stopwords removed (bm25s's lists),
   then stemming with PyStemmer's Snowball stemmers when requested and installed.
-* ``analyzer="lucene"``: Lucene's ``EnglishAnalyzer`` chain (StandardTokenizer-like split, English
-  possessive removal, lower-case, Lucene's 33 English stopwords, original Porter stemmer), as
-  Pyserini indexes English text.
+* ``analyzer="lucene"``: Lucene's ``EnglishAnalyzer`` chain token for token (StandardTokenizer,
+  English possessive removal, lower-case, Lucene's 33 English stopwords, Lucene's Porter stemmer;
+  :class:`~vdr.retrieve.analyzers.LuceneEnglishAnalyzer`), as Pyserini indexes English text.
 
 Scoring is bm25s's eager sparse index. With the default ``method="lucene"`` (Lucene >= 8 BM25,
 as catalogued by Kamphuis, de Vries, Boytsov & Lin 2020, "Which BM25 do you mean?", ECIR), a page
-``D`` scores, for query tokens ``t`` (each occurrence in the query counts once more)::
+``D`` scores, for query tokens ``t``::
 
     score(D, Q) = sum_t  idf(t) * tf(t, D) / (tf(t, D) + k1 * (1 - b + b * |D| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
-in float32 (``|D|`` exact, not Lucene's one-byte length norm). ``N`` and ``avgdl``: with the
-``lucene`` analyzer, over the passages that have at least one term (Lucene's ``docCount`` and
-``sumTotalTermFreq / docCount``: a stopword-only passage is not counted); with the ``default``
-analyzer, over all pages (empty pages count in ``N`` and, with length 0, in ``avgdl``, as bm25s
-does). Other ``method`` values: ``robertson``, ``atire``, ``bm25l``, ``bm25+``.
+* with the ``default`` analyzer: bm25s's arithmetic (float64, rounded to float32 per posting;
+  the terms added in float32 in query order, each occurrence of a query term once more), ``|D|``
+  exact, ``N`` and ``avgdl`` over all pages (empty pages count in ``N`` and, with length 0, in
+  ``avgdl``, as bm25s does); ties: score desc, corpus id desc (trec_eval).
+* with the ``lucene`` analyzer (and ``method="lucene"``): Lucene 9's ``BM25Similarity`` as Pyserini runs it, so that scores
+  and rankings are Pyserini's (:func:`lucene_bm25_matrix`): ``|D|`` is the one-byte length norm
+  (``SmallFloat.intToByte4`` decoded: :func:`lucene_length_norm`; exact up to 39, then 4
+  significant bits), ``N`` and ``avgdl`` are ``docCount`` and ``sumTotalTermFreq / docCount`` over
+  the passages that have at least one term, every step in float32 as Lucene computes it
+  (``weight - weight / (1 + tf * cache[norm])``); a query term repeated ``c`` times is one clause
+  with boost ``c`` (Anserini's ``BagOfWordsQueryGenerator``: ``weight = c * idf``); the clause
+  scores are added in float64 and rounded to float32 (Lucene's disjunction scorers). The ``depth``
+  cut breaks ties by corpus id ascending (Anserini's ``BREAK_SCORE_TIES_BY_DOCID``), then the kept
+  scores go through Anserini's ``ScoreTiesAdjusterReranker`` (:func:`anserini_tie_adjust`: rounded
+  to 4 decimals, a score within 1e-4 of the one above it lowered by 1e-6 per tied position), as
+  every Pyserini ``LuceneSearcher`` search does; so the run's trec_eval order is Pyserini's.
+
+Other ``method`` values (bm25s's arithmetic, exact lengths, with either analyzer): ``robertson``,
+``atire``, ``bm25l``, ``bm25+``.
 
 Parameter presets (``preset=``, :data:`BM25_PRESETS`): ``topiocqa`` k1=0.9, b=0.4 and ``qrecc``
 k1=0.82, b=0.68 (ConvSearch-R1's Pyserini settings), ``msmarco`` k1=0.82, b=0.68 (Anserini /
@@ -34,7 +48,8 @@ Ranking rules (documented choices):
 * A query none of whose terms is in the index vocabulary (all out-of-vocabulary, all stopwords, or
   no term at all) gets an **empty ranking** (the query id is in the run with no pages, so every
   metric is 0 for it); such queries are counted and listed in ``BM25Backend.report["searches"]``.
-* Order and the ``depth`` cut follow trec_eval: score descending, then corpus id descending.
+* Order and the ``depth`` cut follow trec_eval: score descending, then corpus id descending
+  (``lucene`` analyzer with ``method="lucene"``: Anserini's cut and scores, see above).
 
 Scale: the index is built streaming (:func:`vdr.retrieve.base.iter_corpus_texts`, batch by batch
 into token-id arrays; never all texts in memory), its CSC score matrix computed with NumPy from
@@ -53,6 +68,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import math
 import os
 import re
 import sys
@@ -71,7 +87,9 @@ from .base import BuildContext, cache_path, content_digest, fingerprint, iter_co
 from .budget import apply_budget, budget_config, check_max_tokens
 from .options import LexicalOptions, options_from
 
-__all__ = ["BM25Backend", "BM25_PRESETS", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN", "bm25_matrix", "top_depth"]
+__all__ = ["BM25Backend", "BM25_PRESETS", "STOPWORD_LANGUAGES", "BM25_METHODS", "TOKEN_PATTERN", "anserini_tie_adjust", "bm25_matrix",
+           "lucene_bm25_matrix", "lucene_decoded_length", "lucene_idf", "lucene_length_norm", "lucene_norm_inverse", "lucene_term_scores",
+           "top_depth"]
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -194,7 +212,9 @@ class BM25Backend:
         lower: (``default`` analyzer) lower-case before tokenising (default True).
         analyzer: ``"default"`` or ``"lucene"`` (:class:`~vdr.retrieve.analyzers.LuceneEnglishAnalyzer`;
             ``stemmer``, ``stopwords`` and ``lower`` are then not used, and passages without terms
-            are left out of ``N`` and ``avgdl`` as Lucene does).
+            are left out of ``N`` and ``avgdl`` as Lucene does; with ``method="lucene"`` the scores,
+            the cut and the ties are Lucene's and Anserini's, as Pyserini gives them: see the module
+            docstring).
         preset: ``None`` or a name in :data:`BM25_PRESETS` (``topiocqa``, ``qrecc``, ``msmarco``):
             its ``k1`` and ``b`` (explicit ``k1`` / ``b`` win, recorded as overrides).
         cache_dir: root of the index cache; the index is kept in ``cache_dir/lexical/<fingerprint>/``
@@ -241,7 +261,7 @@ class BM25Backend:
         self._retriever = None
         if analyzer == "lucene":
             self._analyze = LuceneEnglishAnalyzer()
-            stem_record = "porter"
+            stem_record = self._analyze.config["stemmer"]
         else:
             stop, stop_record = _resolve_stopwords(stopwords)
             stem_record = self._resolve_stemmer(stemmer)
@@ -255,11 +275,13 @@ class BM25Backend:
                                                                 "stopwords": stop_record, "num_stopwords": len(stop)})
         tokenizer = self._analyze.config
         self._exclude_empty = analyzer == "lucene"
+        self._lucene = analyzer == "lucene" and method == "lucene"  # Lucene's BM25Similarity, as Pyserini
+        self._lucene_arrays: tuple | None = None
         self.config: dict = {
             "backend": "lexical",
-            "scorer": "bm25s",
+            "scorer": "lucene BM25Similarity (emulated)" if self._lucene else "bm25s",
             "method": method,
-            "formula": _FORMULAS[method],
+            "formula": _LUCENE_FORMULA if self._lucene else _FORMULAS[method],
             "k1": k1,
             "b": b,
             "delta": float(delta),
@@ -273,7 +295,12 @@ class BM25Backend:
             "empty_pages_in_statistics": not self._exclude_empty,
             "queries_without_known_terms": "empty ranking",
             "query_budget": budget_config(self.max_query_tokens),
-            "tie_break": "score desc, corpus id desc (trec_eval)",
+            "length_norm": _LUCENE_NORM if self._lucene else "exact",
+            "query_terms": ("a repeated term is one clause boosted by its count (Anserini BagOfWordsQueryGenerator)"
+                            if self._lucene else "each occurrence adds the term's score once more"),
+            "score_sum": ("per-clause float32 scores added in float64, rounded to float32 (Lucene)" if self._lucene
+                          else "float32, term by term in query order (bm25s)"),
+            "tie_break": _LUCENE_TIES if self._lucene else "score desc, corpus id desc (trec_eval)",
             "versions": {"bm25s": version_of("bm25s"), "PyStemmer": version_of("PyStemmer"), "numpy": np.__version__},
         }
 
@@ -334,7 +361,8 @@ class BM25Backend:
     def _scoring_settings(self) -> dict:
         """The part of :attr:`config` that changes the index or the scores (cache key)."""
         c = self.config
-        keys = ("method", "k1", "b", "delta", "dtype", "analyzer", "tokenizer", "stemmer", "empty_pages_in_statistics")
+        keys = ("method", "k1", "b", "delta", "dtype", "analyzer", "tokenizer", "stemmer", "empty_pages_in_statistics", "scorer",
+                "length_norm")
         return {**{k: c[k] for k in keys}, "bm25s": c["versions"]["bm25s"], "PyStemmer": c["versions"]["PyStemmer"]}
 
     def _batches(self, corpus, seen: set | None):
@@ -391,15 +419,20 @@ class BM25Backend:
         del chunks
         c = self.config
         retriever, stats = None, {"num_docs": int((dl > 0).sum()) if self._exclude_empty else len(ids), "avgdl": None}
+        lucene = None
         if vocab:
-            data, indices, indptr, nonocc, stats = bm25_matrix(tokens, dl, len(vocab), method=c["method"], k1=c["k1"], b=c["b"],
-                                                               delta=c["delta"], exclude_empty=self._exclude_empty)
+            if self._lucene:
+                data, indices, indptr, tf, norms, stats = lucene_bm25_matrix(tokens, dl, len(vocab), k1=c["k1"], b=c["b"])
+                nonocc, lucene = None, (tf, norms)
+            else:
+                data, indices, indptr, nonocc, stats = bm25_matrix(tokens, dl, len(vocab), method=c["method"], k1=c["k1"], b=c["b"],
+                                                                   delta=c["delta"], exclude_empty=self._exclude_empty)
             retriever = bm25s.BM25(k1=c["k1"], b=c["b"], delta=c["delta"], method=c["method"], dtype="float32", backend="numpy")
             retriever.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ids)}
             retriever.vocab_dict = vocab
             retriever.nonoccurrence_array = nonocc
         del tokens
-        self._set_index(ids, id_order(ids), retriever, vocab)
+        self._set_index(ids, id_order(ids), retriever, vocab, lucene, stats)
         empty = np.flatnonzero(dl == 0)
         self.report["index"] = {
             "num_pages": len(ids),
@@ -410,19 +443,28 @@ class BM25Backend:
             **stats,
         }
 
-    def _set_index(self, ids: list[str], order: np.ndarray, retriever, vocab: dict[str, int]) -> None:
+    def _set_index(self, ids: list[str], order: np.ndarray, retriever, vocab: dict[str, int], lucene=None, stats=None) -> None:
+        """Adopt an index: ids, their trec_eval order, the CSC matrix (``retriever``), the vocabulary;
+        ``lucene``: ``(tf, norms)`` of the Lucene scorer with ``stats`` (``num_docs``, ``avgdl``)."""
         self._ids, self._order, self._retriever, self._vocab = ids, order, retriever, vocab
         self._local = threading.local()
+        self._lucene_arrays = None
         if retriever is not None:
             s = retriever.scores  # plain ndarray views of the memory maps (no np.memmap per-slice overhead)
             self._csc = (np.asarray(s["data"]), np.asarray(s["indices"]), np.array(s["indptr"], dtype=np.int64))
             self._nonocc = retriever.nonoccurrence_array
+            if lucene is not None:  # what a boosted (repeated) query term needs: tf, norms, idf's N, the norm cache
+                tf, norms = (np.asarray(a) for a in lucene)
+                self._lucene_arrays = (tf, norms, int(stats["num_docs"]), lucene_norm_inverse(self.config["k1"], self.config["b"], stats["avgdl"]))
 
     def _save(self, folder: Path) -> None:
         """Write the index into ``folder`` (bm25s ``save`` with ``allow_pickle=False``, plus JSON and ``order.npy``)."""
         meta = {"format": _CACHE_FORMAT, "ids": self._ids, "index": self.report["index"], "config": self._scoring_settings()}
         if self._retriever is not None:
             self._retriever.save(str(folder), allow_pickle=False, show_progress=False)
+        if self._lucene_arrays is not None:
+            np.save(folder / _LUCENE_TF, self._lucene_arrays[0], allow_pickle=False)
+            np.save(folder / _LUCENE_NORMS, self._lucene_arrays[1], allow_pickle=False)
         np.save(folder / _ORDER, self._order, allow_pickle=False)
         (folder / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
 
@@ -431,16 +473,18 @@ class BM25Backend:
         meta = read_json(folder / _META)
         if meta is None or meta.get("format") != _CACHE_FORMAT or not isinstance(meta.get("ids"), list):
             return False
-        retriever = None
+        retriever = lucene = None
         try:
             order = np.load(folder / _ORDER, allow_pickle=False)
             if meta["index"]["vocabulary_size"]:
                 retriever = _StoredIndex(folder)
+                if self._lucene:
+                    lucene = tuple(np.load(folder / f, allow_pickle=False, mmap_mode="r") for f in (_LUCENE_TF, _LUCENE_NORMS))
         except (OSError, ValueError, KeyError, TypeError):
             return False
         if order.shape != (len(meta["ids"]),):
             return False
-        self._set_index(meta["ids"], order, retriever, {} if retriever is None else retriever.vocab_dict)
+        self._set_index(meta["ids"], order, retriever, {} if retriever is None else retriever.vocab_dict, lucene, meta["index"])
         self.report["index"] = meta["index"]
         return True
 
@@ -528,6 +572,8 @@ class BM25Backend:
         in the postings of the terms are touched (the candidates: the distinct pages of their
         postings, found by a sort of the postings, not of the collection).
         """
+        if self._lucene:
+            return self._rank_lucene(tids, depth, kernel)
         data, indices, indptr = self._csc
         tarr = np.asarray(tids, dtype=np.int64)
         starts, ends = indptr[tarr].tolist(), indptr[tarr + 1].tolist()
@@ -543,16 +589,52 @@ class BM25Backend:
             s = s + self._nonocc[np.asarray(tids, dtype=np.int32)].sum()
         return top_depth(s, cand, self._order, self._ids, depth)
 
-    def _accumulate(self, starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    def _rank_lucene(self, tids: list[int], depth: int, kernel=None) -> dict[str, float]:
+        """Lucene's ranking (``method="lucene"`` with the ``lucene`` analyzer): the distinct terms of
+        ``tids``, each boosted by its count; clause scores (float32) added in float64 and rounded to
+        float32; the cut by score desc, corpus id asc; then :func:`anserini_tie_adjust`."""
+        counts: dict[int, int] = {}
+        for t in tids:
+            counts[t] = counts.get(t, 0) + 1
+        data, indices, indptr = self._csc
+        uniq = list(counts)
+        boosted = {t: self._boosted_scores(t, c) for t, c in counts.items() if c != 1}
+        if len(uniq) == 1:
+            t = uniq[0]
+            cand = indices[indptr[t] : indptr[t + 1]].astype(np.int64)
+            s = boosted[t] if t in boosted else data[indptr[t] : indptr[t + 1]] + np.float32(0.0)
+        elif kernel is not None and not boosted:
+            acc, seen, buf = self._buffers()
+            cand, s = kernel(data, indices, indptr, np.asarray(uniq, dtype=np.int64), acc, seen, buf)
+        else:
+            tarr = np.asarray(uniq, dtype=np.int64)
+            cand, s = self._accumulate(indptr[tarr].tolist(), indptr[tarr + 1].tolist(), [boosted.get(t) for t in uniq])
+            s = s.astype(np.float32)  # the float64 sum rounded to float32, as Lucene's (float) cast
+        ranking = top_depth(s, cand, self._order, self._ids, depth, ids_ascending=True)
+        return dict(zip(ranking, anserini_tie_adjust(list(ranking.values()))))
+
+    def _boosted_scores(self, t: int, count: int) -> np.ndarray:
+        """Lucene's float32 scores of term ``t`` in its postings as a clause boosted by ``count``:
+        ``w - w / (1 + tf * cache[norm])``, ``w = count * idf`` (float32 throughout)."""
+        tf, norms, n_docs, inverse = self._lucene_arrays
+        _, indices, indptr = self._csc
+        a, b = int(indptr[t]), int(indptr[t + 1])
+        w = np.float32(count) * lucene_idf(np.array([b - a]), n_docs)[0]
+        return lucene_term_scores(w, tf[a:b], inverse[norms[indices[a:b]]])
+
+    def _accumulate(self, starts: list[int], ends: list[int], values: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """NumPy scoring of the postings ``[starts[i], ends[i])`` in query order: ``(candidate pages
-        int64, their float32 scores)``; the candidates are the distinct pages of the postings."""
+        int64, their scores)``; the candidates are the distinct pages of the postings. The scores
+        are added in the accumulator's dtype (float32, as bm25s; float64 for the Lucene scorer);
+        ``values[i]``, when given and not ``None``, replaces the stored scores of term ``i``."""
         data, indices, _ = self._csc
         acc = self._buffers()[0]
         try:
             parts = []
-            for a, b in zip(starts, ends):
+            for i, (a, b) in enumerate(zip(starts, ends)):
                 docs = indices[a:b]
-                np.add.at(acc, docs, data[a:b])  # float32, term by term in query order, as bm25s
+                v = values[i] if values is not None and values[i] is not None else data[a:b]
+                np.add.at(acc, docs, v)  # term by term in query order, as bm25s
                 parts.append(docs)
             cat = np.concatenate(parts)
             cat.sort()  # the distinct pages of the postings (np.unique is 20x slower here on NumPy 2.x)
@@ -568,13 +650,14 @@ class BM25Backend:
         return cand, s
 
     def _buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's score accumulator (float32 zeros), page flags (bool, False) and candidate
-        buffer (int64), ``(n_pages,)`` each, kept between queries (thread-local: searches may run in
+        """This thread's score accumulator (float32 zeros; float64 for the Lucene scorer), page flags
+        (bool, False) and candidate buffer (int64), ``(n_pages,)`` each, kept between queries (thread-local: searches may run in
         several threads; the scorers return them to zeros / False)."""
         n = len(self._ids)
         buf = getattr(self._local, "buf", None)
         if buf is None or buf[0].shape[0] != n:
-            buf = self._local.buf = (np.zeros(n, dtype=np.float32), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64))
+            dtype = np.float64 if self._lucene else np.float32  # Lucene adds the clause scores in double
+            buf = self._local.buf = (np.zeros(n, dtype=dtype), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64))
         return buf
 
     def __repr__(self) -> str:
@@ -674,9 +757,12 @@ def _score_postings(data, indices, indptr, tids, acc, seen, buf):
     return cand, s
 
 
-def top_depth(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: list[str], depth: int) -> dict[str, float]:
+def top_depth(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids: list[str], depth: int, *,
+              ids_ascending: bool = False) -> dict[str, float]:
     """The ``depth`` best of ``candidates`` in trec_eval order (score descending, then corpus id
     descending); the same result as :func:`vdr.retrieve._common.top_k` on these candidates.
+    ``ids_ascending``: ties by corpus id ascending instead (Anserini's ``BREAK_SCORE_TIES_BY_DOCID``
+    sort: score, then the ``id`` field's bytes).
 
     ``np.argpartition``-style preselection: only the candidates scoring at least the
     ``depth``-th best score (ties at that boundary all kept) are sorted.
@@ -698,7 +784,7 @@ def top_depth(scores: np.ndarray, candidates: np.ndarray, order: np.ndarray, ids
         keep = np.flatnonzero(scores >= kth)
         scores, candidates = scores[keep], candidates[keep]
     s = scores.astype(np.float64)
-    sel = np.lexsort((-order[candidates], -s))[:depth]
+    sel = np.lexsort((order[candidates] if ids_ascending else -order[candidates], -s))[:depth]
     return {ids[c]: v for c, v in zip(candidates[sel].tolist(), s[sel].tolist())}
 
 
@@ -723,18 +809,7 @@ def bm25_matrix(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int, *, method
     """
     from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
 
-    n_pages = lengths.shape[0]
-    key = (tokens.astype(np.int64) << 32) | np.repeat(np.arange(n_pages, dtype=np.int64), lengths)
-    key.sort()  # by (term, page): CSC order (np.unique(return_counts=True) is far slower on NumPy 2.x)
-    first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-    tf = np.diff(np.append(first, key.shape[0]))
-    key = key[first]
-    term = (key >> 32).astype(np.int32)
-    indices = (key & 0xFFFFFFFF).astype(np.int32)
-    del key
-    df = np.bincount(term, minlength=n_vocab)
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
+    term, indices, tf, df, indptr = _postings(tokens, lengths, n_vocab)
     used = lengths[lengths > 0] if exclude_empty else lengths
     n_docs, avgdl = int(used.shape[0]), used.mean()  # np.float64, as bm25s's ``np.array(lens).mean()``
     idf_fn, tfc_fn = _select_idf_scorer(method), _select_tfc_scorer(method)
@@ -756,6 +831,162 @@ def bm25_matrix(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int, *, method
     return data, indices, indptr, nonocc, {"num_docs": n_docs, "avgdl": float(avgdl)}
 
 
+def _postings(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int) -> tuple[np.ndarray, ...]:
+    """The postings of a flat token-id array in CSC order (by term, then page): ``(term int32
+    (nnz,), page int32 (nnz,), tf int64 (nnz,), df int64 (n_vocab,), indptr int64 (n_vocab + 1,))``."""
+    n_pages = lengths.shape[0]
+    key = (tokens.astype(np.int64) << 32) | np.repeat(np.arange(n_pages, dtype=np.int64), lengths)
+    key.sort()  # by (term, page): CSC order (np.unique(return_counts=True) is far slower on NumPy 2.x)
+    first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    tf = np.diff(np.append(first, key.shape[0]))
+    key = key[first]
+    term = (key >> 32).astype(np.int32)
+    indices = (key & 0xFFFFFFFF).astype(np.int32)
+    del key
+    df = np.bincount(term, minlength=n_vocab)
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    return term, indices, tf, df, indptr
+
+
+# ------------------------------------------------------------------------------ Lucene's BM25Similarity
+
+#: ``SmallFloat``'s values stored as themselves: ``255 - longToInt4(Integer.MAX_VALUE)`` = 255 - 231
+_NUM_FREE_VALUES = 24
+
+
+def lucene_length_norm(lengths: np.ndarray) -> np.ndarray:
+    """Lucene's one-byte document length norm, ``SmallFloat.intToByte4(length)`` (Lucene 9
+    ``BM25Similarity.computeNorm``; the length is the number of indexed terms).
+
+    Lengths 0..23 are stored as themselves; a longer length ``n`` as 24 + ``longToInt4(n - 24)``:
+    its 4 most significant bits (3 stored, the leading 1 implicit) and the shift. So a decoded
+    length (:func:`lucene_decoded_length`) is exact up to 39, then rounded down to a multiple of 2
+    (up to 55), 4 (87), 8 (151), 16 (279), ...
+
+    Args:
+        lengths: int array (any shape), every value in ``[0, 2**31)``.
+
+    Returns:
+        uint8 array of the same shape.
+    """
+    n = np.asarray(lengths, dtype=np.int64)
+    i = np.maximum(n - _NUM_FREE_VALUES, 0)
+    bits = np.where(i > 0, np.frexp(i.astype(np.float64))[1], 0)  # 64 - numberOfLeadingZeros(i), exact below 2**53
+    shift = np.maximum(bits - 4, 0)
+    normal = ((i >> shift) & 0x07) | ((shift + 1) << 3)
+    enc = np.where(bits < 4, i, normal)
+    return np.where(n < _NUM_FREE_VALUES, n, _NUM_FREE_VALUES + enc).astype(np.uint8)
+
+
+def lucene_decoded_length(norms: np.ndarray) -> np.ndarray:
+    """The length Lucene's BM25 uses for a norm byte, ``SmallFloat.byte4ToInt`` (Lucene 9
+    ``BM25Similarity.LENGTH_TABLE``): int64 array of the shape of ``norms`` (uint8)."""
+    b = np.asarray(norms, dtype=np.int64)
+    e = np.maximum(b - _NUM_FREE_VALUES, 0)
+    shift = (e >> 3) - 1
+    decoded = np.where(shift < 0, e & 0x07, ((e & 0x07) | 0x08) << np.maximum(shift, 0))
+    return np.where(b < _NUM_FREE_VALUES, b, np.minimum(_NUM_FREE_VALUES + decoded, 2**31 - 1))
+
+
+def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Lucene's BM25 idf, ``(float) Math.log(1 + (docCount - docFreq + 0.5) / (docFreq + 0.5))``:
+    float32 array of the shape of ``df`` (ints), computed in float64, as Java's doubles."""
+    d = np.asarray(df, dtype=np.float64)
+    return np.log(1.0 + (n_docs - d + 0.5) / (d + 0.5)).astype(np.float32)
+
+
+def lucene_norm_inverse(k1: float, b: float, avgdl: float) -> np.ndarray:
+    """``BM25Similarity``'s per-query cache, float32 ``(256,)``: for norm byte ``i``,
+    ``1 / (k1 * ((1 - b) + b * LENGTH_TABLE[i] / avgdl))`` in float32, operation by operation as
+    Java evaluates it (``k1``, ``b``, ``avgdl`` are Java floats)."""
+    k1f, bf, avg = np.float32(k1), np.float32(b), np.float32(avgdl)
+    length = lucene_decoded_length(np.arange(256)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        return np.float32(1.0) / (k1f * ((np.float32(1.0) - bf) + bf * length / avg))
+
+
+def lucene_term_scores(weight, tf: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    """``BM25Scorer.score``: ``weight - weight / (1 + tf * inverse)`` in float32 (Lucene 9 rewrites
+    ``tf / (tf + norm)`` that way), with ``weight = boost * idf`` (one float32, or one per
+    posting). ``tf`` ints and ``inverse`` float32, same shape; float32 of that shape returned."""
+    w = np.asarray(weight, dtype=np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return w - w / (np.float32(1.0) + tf.astype(np.float32) * inverse)
+
+
+def lucene_bm25_matrix(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int, *, k1: float, b: float) -> tuple:
+    """The score matrix of Lucene 9's ``BM25Similarity`` (as Pyserini / Anserini search), each
+    posting's float32 score as one clause of boost 1.
+
+    Statistics as Lucene's: ``N`` = ``docCount`` (pages with at least one term), ``avgdl`` =
+    ``(float) (sumTotalTermFreq / docCount)`` (exact lengths), each page's length through the
+    one-byte norm (:func:`lucene_length_norm`); scores by :func:`lucene_idf`,
+    :func:`lucene_norm_inverse` and :func:`lucene_term_scores`.
+
+    Args:
+        tokens: int32 ``(total_tokens,)``, the token ids of every page one after the other.
+        lengths: int64 ``(n_pages,)``, tokens per page (0 for a page without terms).
+        n_vocab: vocabulary size. k1, b: BM25 parameters (used as Java floats).
+
+    Returns:
+        ``(data float32 (nnz,), indices int32 (nnz,), indptr int64 (n_vocab + 1,), tf (nnz,) as the
+        smallest unsigned int type that holds it, norms uint8 (n_pages,), {"num_docs", "avgdl",
+        "sum_total_term_freq", "length_norm"})``: the CSC matrix as :func:`bm25_matrix` returns it,
+        and what scoring a boosted clause needs.
+
+    Raises:
+        InputError: no page has a term.
+    """
+    term, indices, tf, df, indptr = _postings(tokens, lengths, n_vocab)
+    n_docs, total = int((lengths > 0).sum()), int(lengths.sum())
+    if n_docs == 0:
+        raise InputError("no page has a term")
+    avgdl = np.float32(total / n_docs)  # (float) (sumTotalTermFreq / (double) docCount)
+    norms = lucene_length_norm(lengths)
+    inverse = lucene_norm_inverse(k1, b, avgdl)
+    dfs, inv_df = np.unique(df, return_inverse=True)
+    idf = lucene_idf(dfs, n_docs)[inv_df]
+    data = np.empty(tf.shape[0], dtype=np.float32)
+    step = 1 << 22
+    for a in range(0, tf.shape[0], step):  # bounded temporaries
+        sl = slice(a, a + step)
+        data[sl] = lucene_term_scores(idf[term[sl]], tf[sl], inverse[norms[indices[sl]]])  # boost 1: weight = idf
+    top = int(tf.max()) if tf.shape[0] else 0
+    small = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
+    stats = {"num_docs": n_docs, "avgdl": float(avgdl), "sum_total_term_freq": total, "length_norm": _LUCENE_NORM}
+    return data, indices, indptr, tf.astype(small), norms, stats
+
+
+def anserini_tie_adjust(scores: list[float]) -> list[float]:
+    """Anserini's ``ScoreTiesAdjusterReranker``, which every Pyserini ``LuceneSearcher`` search runs
+    on its hits (score desc, then id asc): each score is rounded to 4 decimals
+    (``(float) (Math.round(score * 10000.0) / 10000.0)``); a score at most ``1e-4f`` below the
+    (adjusted) one before it is the ``d``-th of a run of ties and is lowered by ``1e-6f * d``, so
+    that the order survives a trec_eval sort by score. Float32 arithmetic as Java's.
+
+    Args:
+        scores: the hits' float32 scores (as Python floats), best first.
+
+    Returns:
+        The adjusted scores (float32 values as Python floats), same length and order.
+    """
+    out: list[float] = []
+    prev = np.float32(0.0)
+    dup = 0
+    step, gap = np.float32(1e-6), np.float32(1e-4)
+    for i, x in enumerate(scores):
+        r = np.float32(math.floor(float(x) * 10000.0 + 0.5) / 10000.0)  # Java Math.round: floor(x + 0.5)
+        if i == 0 or prev - r > gap:
+            dup = 0
+        else:
+            dup += 1
+            r = r - step * np.float32(dup)
+        out.append(float(r))
+        prev = r
+    return out
+
+
 def build(ctx: BuildContext) -> BM25Backend:
     """Registry factory: ``BM25Backend(ctx.options)`` (checked :class:`LexicalOptions`) with the
     experiment's cache folder.
@@ -769,9 +1000,18 @@ def build(ctx: BuildContext) -> BM25Backend:
 build.Options = LexicalOptions
 
 
-_CACHE_FORMAT = 2
+_CACHE_FORMAT = 3  # 3: the lucene analyzer is Lucene's token for token, and Lucene's BM25 scorer
 _META = "vdr-index.json"
 _ORDER = "order.npy"
+_LUCENE_TF = "lucene_tf.npy"
+_LUCENE_NORMS = "lucene_norms.npy"
+_LUCENE_NORM = "lucene one-byte norm (SmallFloat.intToByte4 / byte4ToInt of the number of terms)"
+_LUCENE_FORMULA = ("sum_t float(c * idf) - float(c * idf) / (1 + tf * cache[norm]), idf = float(ln(1 + (N - df + 0.5)/(df + 0.5))), "
+                   "cache[i] = 1 / (k1 * ((1 - b) + b * byte4ToInt(i) / avgdl)); c: the term's count in the query; float32 "
+                   "(Lucene 9 BM25Similarity), clauses added in float64")
+_LUCENE_TIES = ("depth cut: score desc, corpus id asc (Anserini BREAK_SCORE_TIES_BY_DOCID); then Anserini's "
+                "ScoreTiesAdjusterReranker: scores rounded to 4 decimals, a score within 1e-4 of the one above lowered by 1e-6 "
+                "per tied position; the run is in that order (score desc, corpus id desc for any tie left)")
 _MAX_MEMO = 4_000_000
 
 
