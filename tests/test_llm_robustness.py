@@ -277,7 +277,7 @@ def test_a_wait_past_the_deadline_ends_the_request_at_once(fake_factory):
     with pytest.raises(LLMCallError, match=r"HTTP 429 .* after 1 attempt\(s\); deadline passed: the next retry would start in 1.00 s"
                                           r" \(Retry-After\)"):
         c.ask(Item(), ASK, deadline=time.monotonic() + 0.5)
-    assert time.monotonic() - t0 < 0.4 and fake.hits == 1 and c.stats.retries == 0
+    assert time.monotonic() - t0 < 0.95 and fake.hits == 1 and c.stats.retries == 0  # a retry would wait 1 s first
 
 
 def test_the_budget_pays_for_every_retry(fake_factory):
