@@ -736,23 +736,34 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     write_text_atomic(out, _page(title, res, thumbs, warnings, first, body))
 
     what = "systems" if words.systems else "variants"
-    md = [f"# {title}", "", f"Results: `{_md(res.root)}`; corpus: `{_md(_show(res.config.get('corpus_dir')))}`; "
-          f"{len(res.query_ids)} queries; {what}: {_md(', '.join(res.variants))}.", "", *verdicts_md,
-          "## Summary", "", summary.to_markdown(verdicts=False), "", *groups_md, *pairs_md]
-    md += judge_md + bars_md + [""] + hole_md + cases_md
-    if warnings:
-        md += ["## Warnings", ""] + [f"- {_md(w)}" for w in warnings] + [""]
-    md.append(f"Full report with plots and page thumbnails: `{out.name}`.")
-    write_text_atomic(md_path, "\n".join(md) + "\n")
-    latex_path = None
-    if o.latex is not None:
-        latex_path = Path(o.latex)
-        tex = summary.to_latex()
-        if res.pairwise:
-            tex += "\n" + res.pairs_table(p, alpha).to_latex(label="tab:vdr-pairs")
-        write_text_atomic(latex_path, tex)
+    head = [f"# {title}", "", f"Results: `{_md(res.root)}`; corpus: `{_md(_show(res.config.get('corpus_dir')))}`; "
+            f"{len(res.query_ids)} queries; {what}: {_md(', '.join(res.variants))}.", "", *verdicts_md,
+            "## Summary", "", summary.to_markdown(verdicts=False), ""]
+    _write_markdown(md_path, [head, groups_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
+    latex_path = _write_latex(res, summary, o.latex, p, alpha)
     return ReportPaths(out, md_path, len(thumbs.missing), warnings, latex_path, len(thumbs.rules),
                        thumbs.pages if thumbs.files else None)
+
+
+def _write_markdown(path: Path, parts: list[list[str]], warnings: list[str], html_name: str) -> None:
+    """report.md: the sections' Markdown lines in order, the warnings, a pointer to the HTML."""
+    md = [line for part in parts for line in part]
+    if warnings:
+        md += ["## Warnings", ""] + [f"- {_md(w)}" for w in warnings] + [""]
+    md.append(f"Full report with plots and page thumbnails: `{html_name}`.")
+    write_text_atomic(path, "\n".join(md) + "\n")
+
+
+def _write_latex(res: Results, summary, latex, primary: str, alpha: float) -> Path | None:
+    """``--latex FILE``: the summary table (and, with every pair compared, the pairs table) as LaTeX;
+    the path written, or ``None`` when not asked."""
+    if latex is None:
+        return None
+    tex = summary.to_latex()
+    if res.pairwise:
+        tex += "\n" + res.pairs_table(primary, alpha).to_latex(label="tab:vdr-pairs")
+    write_text_atomic(Path(latex), tex)
+    return Path(latex)
 
 
 # help(report) and inspect.signature(report) list every option with its default
