@@ -45,6 +45,10 @@ from tiny_st import tiny_st_dir  # noqa: F401
 # hypothesis keeps its example database and caches in ./.hypothesis by default: inside the repository
 _HYPOTHESIS_HOME = tempfile.TemporaryDirectory(prefix="vdr-hypothesis-")  # removed at exit
 set_hypothesis_home_dir(_HYPOTHESIS_HOME.name)
+# vdr's user cache (the semantic backend's ONNX export, shared by every corpus): one per test session,
+# never the developer's ~/.cache/vdr (subprocesses inherit it)
+_USER_CACHE = tempfile.TemporaryDirectory(prefix="vdr-user-cache-")  # removed at exit
+os.environ["VDR_CACHE"] = _USER_CACHE.name
 
 #: the tiers, cheapest first: a test's tier is the last one that applies to it
 TIERS = ("core", "crosscheck", "model", "slow", "gpu")
