@@ -945,14 +945,16 @@ class DenseBackend:
                 return OnnxTextEncoder(folder, rec["pipeline"], self._light), rec
             except Exception:  # noqa: BLE001 - ONNX Runtime's own errors on a damaged file: rebuilt below
                 rec = None
+        checked: list = []
         if rec is None:
             shutil.rmtree(folder, ignore_errors=True)
             t = time.perf_counter()
-            rec = export_onnx(self._ensure_model(), folder, self._light)
+            rec = export_onnx(self._ensure_model(), folder, self._light, keep=checked)
             self._query_encoder_info.update(exported_now=True, export_s=round(time.perf_counter() - t, 4))
         if not rec.get("ok"):
             return None, rec
-        return OnnxTextEncoder(folder, rec["pipeline"], self._light), rec
+        # the session the export was checked with holds the same model: not loaded a second time
+        return (checked[0] if checked else OnnxTextEncoder(folder, rec["pipeline"], self._light)), rec
 
     def _onnx_folder(self) -> tuple[Path, str]:
         """``(the ONNX export's cache entry, where)`` as the ``onnx_cache`` option says (see the

@@ -243,7 +243,7 @@ def _pool(hidden: np.ndarray, pooling: str, normalize: bool) -> np.ndarray:
     return out
 
 
-def export_onnx(st_model, folder: Path, tokenizer: "LightTokenizer") -> dict:
+def export_onnx(st_model, folder: Path, tokenizer: "LightTokenizer", *, keep: list | None = None) -> dict:
     """Export the transformer of ``st_model`` into the cache entry ``folder`` and check it, through
     ``tokenizer`` (the model's, see :func:`light_tokenizer`) as queries will be encoded.
 
@@ -251,6 +251,8 @@ def export_onnx(st_model, folder: Path, tokenizer: "LightTokenizer") -> dict:
     ``export.json``: ``{"ok", "reason", "pipeline", "max_abs_diff", "opset", "versions", "bytes"}``
     (``bytes``: the size of ``model.onnx``, checked on every read). The
     check embeds :data:`PROBE_TEXTS` one by one with the model (torch) and with ONNX Runtime.
+    ``keep``: a list that receives the checked :class:`OnnxTextEncoder` (its ONNX Runtime session
+    holds the model in memory), so that the caller need not load it a second time.
 
     Returns:
         The ``export.json`` record.
@@ -268,9 +270,12 @@ def export_onnx(st_model, folder: Path, tokenizer: "LightTokenizer") -> dict:
         if record["pipeline"] is not None:
             try:
                 _export(st_model, pipeline, d / "model.onnx")
-                diff = _check(st_model, pipeline, d / "model.onnx", tokenizer)
+                enc = OnnxTextEncoder(d, pipeline, tokenizer)
+                diff = _check(st_model, pipeline, enc)
                 record.update(max_abs_diff=diff, ok=diff <= MAX_EXPORT_DIFF,
                               reason=None if diff <= MAX_EXPORT_DIFF else f"export differs from the model by {diff:.3g}")
+                if record["ok"] and keep is not None:
+                    keep.append(enc)
             except Exception as e:  # the exporter or ONNX Runtime refused this model: recorded, torch is used
                 record["reason"] = f"export failed: {type(e).__name__}: {str(e)[:300]}"
             if not record["ok"]:
@@ -335,9 +340,8 @@ def _export(st_model, pipeline: dict, path: Path) -> None:
                           dynamic_axes={n: a for n, a in axes.items() if n in (*names, output)})
 
 
-def _check(st_model, pipeline: dict, path: Path, tokenizer: "LightTokenizer") -> float:
-    """Largest absolute difference between the model's and the export's vectors of :data:`PROBE_TEXTS`."""
-    enc = OnnxTextEncoder(path.parent, pipeline, tokenizer)
+def _check(st_model, pipeline: dict, enc: "OnnxTextEncoder") -> float:
+    """Largest absolute difference between the model's and the export's (``enc``) vectors of :data:`PROBE_TEXTS`."""
     worst = 0.0
     for t in PROBE_TEXTS:  # one by one: no padding on either side; no prompt (not the model's default one either)
         ref = st_model.encode([t], prompt="", convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)[0]
