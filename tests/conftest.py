@@ -74,6 +74,7 @@ MODULE_TIERS = {
     "test_distributed": "core",  # the torchrun tests are marked slow
     "test_doctests": "core",
     "test_encoders": "model",  # tiny ColQwen2.5 / ColPali checkpoints
+    "test_encode_pipeline": "core",  # stand-in processor and forward; the tiny ColQwen2.5 tests are marked model
     "test_gpu": "gpu",
     "test_imports": "core",
     "test_ingest_generated": "core",
@@ -121,6 +122,7 @@ MODULE_TIERS = {
     "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_sample_assets": "core",
     "test_scoring": "core",  # MaxSim on torch tensors; no model
+    "test_maxsim_packed": "core",  # packed pages and precision variants on the CPU reference path
     "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s
     "test_serve": "core",
     "test_store": "core",  # the tests with a tiny model are model (fixtures)
