@@ -45,6 +45,10 @@ from tiny_st import tiny_st_dir  # noqa: F401
 # hypothesis keeps its example database and caches in ./.hypothesis by default: inside the repository
 _HYPOTHESIS_HOME = tempfile.TemporaryDirectory(prefix="vdr-hypothesis-")  # removed at exit
 set_hypothesis_home_dir(_HYPOTHESIS_HOME.name)
+# vdr's user cache (the semantic backend's ONNX export, shared by every corpus): one per test session,
+# never the developer's ~/.cache/vdr (subprocesses inherit it)
+_USER_CACHE = tempfile.TemporaryDirectory(prefix="vdr-user-cache-")  # removed at exit
+os.environ["VDR_CACHE"] = _USER_CACHE.name
 
 #: the tiers, cheapest first: a test's tier is the last one that applies to it
 TIERS = ("core", "crosscheck", "model", "slow", "gpu")
@@ -70,6 +74,7 @@ MODULE_TIERS = {
     "test_distributed": "core",  # the torchrun tests are marked slow
     "test_doctests": "core",
     "test_encoders": "model",  # tiny ColQwen2.5 / ColPali checkpoints
+    "test_encode_pipeline": "core",  # stand-in processor and forward; the tiny ColQwen2.5 tests are marked model
     "test_gpu": "gpu",
     "test_imports": "core",
     "test_ingest_generated": "core",
@@ -119,6 +124,7 @@ MODULE_TIERS = {
     "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_sample_assets": "core",
     "test_scoring": "core",  # MaxSim on torch tensors; no model
+    "test_maxsim_packed": "core",  # packed pages and precision variants on the CPU reference path
     "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s
     "test_serve": "core",
     "test_store": "core",  # the tests with a tiny model are model (fixtures)

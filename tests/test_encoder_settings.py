@@ -121,9 +121,11 @@ def test_api_keywords_are_the_cli_flags():
             p = params[f.name]  # the CLI parameter is named as the API keyword
             assert p.opts[0] == f.metadata["flags"][0] and p.help == f.metadata["help"], (cmd, f.name)
             assert p.default == f.default, (cmd, f.name)  # str Enum defaults compare equal to their value
-    # the old defaults are kept
+    # the old defaults are kept; the batch size (issue 28.1): unset means "from free memory on CUDA", 8 on the CPU
     by_flag = {f.metadata["flags"][0]: f.default for f in EncoderSettings.cli_fields()}
-    assert by_flag["--batch-size"] == 8 and by_flag["--store-dtype"] == "float16" and by_flag["--query-prefix"] == "Query: "
+    assert by_flag["--batch-size"] is None and EncoderSettings("m").pages_per_batch == 8
+    assert EncoderSettings("m").queries_per_batch == 32 and EncoderSettings("m", batch_size=3).pages_per_batch == 3
+    assert by_flag["--store-dtype"] == "float16" and by_flag["--query-prefix"] == "Query: "
     assert by_flag["--augmentation-tokens"] == 10 and by_flag["--shard-pages"] == 256 and by_flag["--model-dtype"] is None
     # vdr.embed's option keywords and LateInteractionEncoder.load's are EncoderSettings keywords
     embed_kw = [n for n, p in inspect.signature(vdr.embed).parameters.items() if p.kind is p.KEYWORD_ONLY and n != "progress"]

@@ -136,23 +136,23 @@ def test_pages_from_corpus_and_workers(colqwen, tmp_path):
 
 
 def test_oom_halves_batch_and_retries(colqwen):
-    imgs = [random_image(100 + 10 * i, 80, i) for i in range(4)]
+    imgs = [random_image(100, 80, i) for i in range(4)]  # one image-token bucket: one batch of 4
     ref = colqwen.encode_pages(imgs, batch_size=4)
-    real = colqwen._forward
+    real = colqwen._forward_device
     calls = []
 
-    def flaky(batch):
-        n = batch["input_ids"].shape[0]
+    def flaky(inputs):
+        n = inputs["input_ids"].shape[0]
         calls.append(n)
         if n > 1:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
-        return real(batch)
+        return real(inputs)
 
-    colqwen._forward = flaky
+    colqwen._forward_device = flaky
     try:
         out = colqwen.encode_pages(imgs, batch_size=4)
     finally:
-        del colqwen._forward
+        del colqwen._forward_device
         colqwen._batch_cap = None
     assert calls[:3] == [4, 2, 1] and max(calls[3:]) == 1
     for a, b in zip(ref, out):

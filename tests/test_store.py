@@ -172,16 +172,16 @@ class _CountPageForwards:
         from vdr.encode.colpali import LateInteractionEncoder
 
         self.pages = self.queries = 0
-        real = LateInteractionEncoder._forward
+        real = LateInteractionEncoder._forward_device  # every forward pass, pages (the pipeline) and queries
 
-        def counting(enc, batch):
-            if "pixel_values" in batch:
+        def counting(enc, inputs):
+            if "pixel_values" in inputs:
                 self.pages += 1
             else:
                 self.queries += 1
-            return real(enc, batch)
+            return real(enc, inputs)
 
-        monkeypatch.setattr(LateInteractionEncoder, "_forward", counting)
+        monkeypatch.setattr(LateInteractionEncoder, "_forward_device", counting)
 
 
 def test_new_query_template_reuses_every_page_vector(tmp_path, colqwen_dir, monkeypatch):
@@ -193,7 +193,14 @@ def test_new_query_template_reuses_every_page_vector(tmp_path, colqwen_dir, monk
     count = _CountPageForwards(monkeypatch)
     base = EncoderSettings(colqwen_dir, device="cpu", batch_size=2)
     r1 = embed(corpus, base, tmp_path / "s", progress=False)
-    assert (r1.encoded, count.pages) == (4, 4)  # four page sizes: four batches of one page
+    # four page sizes; pages with equal image-token counts share a batch (vdr.encode.pipeline.plan_batches)
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    from tiny_models import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
+    from vdr.encode.pipeline import plan_batches
+
+    counts = [(h // 28) * (w // 28) for h, w in (smart_resize(hh, ww, 28, QWEN_MIN_PIXELS, QWEN_MAX_PIXELS) for ww, hh in SIZES[:4])]
+    assert r1.encoded == 4 and count.pages == len(plan_batches(counts, 2, 32)) < 4  # batch size 2
     st1 = EmbeddingStore.open(r1.store)
     before = {k: st1.get(k).clone() for k in st1.ids()}
     count.pages = 0

@@ -29,19 +29,27 @@ def tiny(tiny_st_dir):
     return tiny_st_dir
 
 
+@pytest.fixture(autouse=True)
+def user_cache(tmp_path, monkeypatch) -> Path:
+    """Each test its own user cache (VDR_CACHE), where the ONNX export goes by default."""
+    folder = tmp_path / "user-cache"
+    monkeypatch.setenv("VDR_CACHE", str(folder))
+    return folder
+
+
 def _backend(model, **kw):
     from vdr.retrieve.semantic import DenseBackend
 
     return DenseBackend(model, device="cpu", **kw)
 
 
-def test_onnx_queries_match_the_model_and_are_cached_as_a_spec(tiny, tmp_path):
+def test_onnx_queries_match_the_model_and_are_cached_as_a_spec(tiny, tmp_path, user_cache):
     from vdr.retrieve.text_encoder import MAX_EXPORT_DIFF
 
     a = _backend(tiny, cache_dir=tmp_path)
     assert a.config["query_runtime"].startswith("onnxruntime ")
     assert "max abs diff" in a.config["query_runtime_note"]
-    rec = json.loads(next((tmp_path / "semantic-onnx").iterdir()).joinpath("export.json").read_text())
+    rec = json.loads(next((user_cache / "semantic-onnx").iterdir()).joinpath("export.json").read_text())
     assert rec["ok"] is True and rec["pipeline"] == {"pooling": "mean", "normalize": False,
                                                       "inputs": ["input_ids", "attention_mask"]}
     assert 0 <= rec["max_abs_diff"] <= MAX_EXPORT_DIFF
@@ -98,8 +106,9 @@ def test_the_runtime_does_not_depend_on_the_cache_and_torch_can_be_asked_for(tin
     cached = _backend(tiny, cache_dir=tmp_path / "c")
     b = _backend(tiny)  # auto without a cache (a reward server): the same runtime, exported into a temporary folder
     assert b.config["query_runtime"] == cached.config["query_runtime"] and b.config["query_runtime"].startswith("onnxruntime ")
-    c = _backend(tiny, query_runtime="onnx")  # the same process: the same temporary export, no second one
-    assert c.report["query_encoder"] == {"exported_now": False, "export_s": 0.0}
+    c = _backend(tiny, query_runtime="onnx")  # the same process: the same export (the user cache's), no second one
+    assert {k: c.report["query_encoder"][k] for k in ("exported_now", "export_s", "location")} == {
+        "exported_now": False, "export_s": 0.0, "location": "user"}
     texts = ["wolf river", "city report"]
     assert np.array_equal(b._encode_queries(texts)[0], cached._encode_queries(texts)[0])
     from vdr.errors import InputError
@@ -127,10 +136,10 @@ def test_an_unsupported_pipeline_falls_back_to_torch_and_onnx_is_refused(tiny, t
 def test_a_failed_export_is_recorded_and_a_damaged_spec_is_a_miss(tiny, tmp_path, monkeypatch):
     from vdr.retrieve import text_encoder
 
-    monkeypatch.setattr(text_encoder, "_check", lambda *a: 0.5)  # an export that does not match its model
-    b = _backend(tiny, cache_dir=tmp_path)
+    with monkeypatch.context() as m:
+        m.setattr(text_encoder, "_check", lambda *a: 0.5)  # an export that does not match its model
+        b = _backend(tiny, cache_dir=tmp_path)
     assert b.config["query_runtime"] == "torch" and "differs from the model by 0.5" in b.config["query_runtime_note"]
-    monkeypatch.undo()
     again = _backend(tiny, cache_dir=tmp_path)  # the recorded failure decides: no new export, same runtime
     assert again.config["query_runtime"] == "torch"
     spec = next((tmp_path / "semantic-model").iterdir())
@@ -142,9 +151,9 @@ def test_a_failed_export_is_recorded_and_a_damaged_spec_is_a_miss(tiny, tmp_path
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "record"])
-def test_a_damaged_onnx_export_is_rebuilt_not_an_error(tiny, tmp_path, damage):
+def test_a_damaged_onnx_export_is_rebuilt_not_an_error(tiny, tmp_path, damage, user_cache):
     a = _backend(tiny, cache_dir=tmp_path)
-    entry = next((tmp_path / "semantic-onnx").iterdir())
+    entry = next((user_cache / "semantic-onnx").iterdir())
     onnx_file = entry / "model.onnx"
     size = onnx_file.stat().st_size
     if damage == "truncated":
@@ -158,3 +167,59 @@ def test_a_damaged_onnx_export_is_rebuilt_not_an_error(tiny, tmp_path, damage):
     assert b.report["query_encoder"]["exported_now"] is True and onnx_file.stat().st_size == size
     texts = ["wolf river", "city"]
     assert np.array_equal(b._encode_queries(texts)[0], a._encode_queries(texts)[0])
+
+
+def test_the_export_goes_to_the_user_cache_and_every_corpus_shares_it(tiny, tmp_path, user_cache):
+    a = _backend(tiny, cache_dir=tmp_path / "corpus-a" / ".vdr-cache")
+    b = _backend(tiny, cache_dir=tmp_path / "corpus-b" / ".vdr-cache")
+    (entry,) = list((user_cache / "semantic-onnx").iterdir())  # one export for both corpora
+    size = (entry / "model.onnx").stat().st_size
+    assert a.report["query_encoder"]["exported_now"] is True and b.report["query_encoder"]["exported_now"] is False
+    for x in (a, b):
+        assert x.report["query_encoder"]["location"] == "user" and x.report["query_encoder"]["folder"] == str(entry)
+        assert x.report["query_encoder"]["bytes"] == size > 10_000
+    assert not (tmp_path / "corpus-a" / ".vdr-cache" / "semantic-onnx").exists()
+    assert not (tmp_path / "corpus-b" / ".vdr-cache" / "semantic-onnx").exists()
+    texts = ["wolf river", "city report"]
+    assert np.array_equal(a._encode_queries(texts)[0], b._encode_queries(texts)[0])
+
+
+def test_the_export_goes_into_the_corpus_cache_or_a_folder_when_asked(tiny, tmp_path, user_cache):
+    c = _backend(tiny, cache_dir=tmp_path / "cache", onnx_cache="corpus")
+    (entry,) = list((tmp_path / "cache" / "semantic-onnx").iterdir())
+    assert c.report["query_encoder"]["location"] == "corpus" and c.report["query_encoder"]["folder"] == str(entry)
+    f = _backend(tiny, cache_dir=tmp_path / "cache", onnx_cache=str(tmp_path / "exports"))
+    (other,) = list((tmp_path / "exports" / "semantic-onnx").iterdir())
+    assert f.report["query_encoder"]["location"] == "folder" and other.name == entry.name  # keyed by model, not place
+    assert not user_cache.exists()
+    t = _backend(tiny, onnx_cache="corpus")  # no index cache: a temporary export
+    assert t.report["query_encoder"]["location"] == "temporary"
+    from vdr.errors import InputError
+
+    with pytest.raises(InputError, match="onnx_cache must be"):
+        _backend(tiny, onnx_cache=" ")
+
+
+def test_a_user_cache_that_cannot_be_written_falls_back_to_a_temporary_export(tiny, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("VDR_CACHE", str(blocker / "vdr"))  # mkdir fails: NotADirectoryError, even as root
+    b = _backend(tiny, cache_dir=tmp_path / "cache")
+    assert b.report["query_encoder"]["location"] == "temporary" and b.config["query_runtime"].startswith("onnxruntime ")
+    assert b._encode_queries(["wolf"])[0].shape == (1, 256)
+
+
+def test_user_cache_dir_follows_vdr_cache_then_xdg(monkeypatch, tmp_path):
+    from vdr.retrieve.text_encoder import user_cache_dir
+
+    monkeypatch.setenv("VDR_CACHE", str(tmp_path / "own"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert user_cache_dir() == tmp_path / "own"
+    monkeypatch.delenv("VDR_CACHE")
+    assert user_cache_dir() == tmp_path / "xdg" / "vdr"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG specification: relative paths are ignored
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert user_cache_dir() == tmp_path / "home" / ".cache" / "vdr"
+    monkeypatch.setenv("VDR_CACHE", "")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert user_cache_dir() == tmp_path / "home" / ".cache" / "vdr"

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
 
 from ..io.digest import file_sha256
 from ..errors import InputError, ModelLoadError
@@ -287,35 +286,6 @@ def _load_model(model_cls, local: Path, name: str, device: str, tdtype: torch.dt
     return model, getattr(model.config, "_attn_implementation", attn)
 
 
-class _Pages(Dataset):
-    """Index -> (index, page id, RGB PIL image); images are opened lazily (in the DataLoader workers)."""
-
-    def __init__(self, ids: list[str], opener: Callable[[int], Any]) -> None:
-        self.ids = ids
-        self.opener = opener
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int):
-        return i, self.ids[i], self.opener(i)
-
-
-class _Collate:
-    """Runs the processor in the DataLoader worker: (indices, ids, sizes (w, h), processed batch)."""
-
-    def __init__(self, processor) -> None:
-        self.processor = processor
-
-    def __call__(self, items):
-        idx = [it[0] for it in items]
-        ids = [it[1] for it in items]
-        images = [it[2] for it in items]
-        sizes = [im.size for im in images]
-        batch = self.processor.process_images(images)
-        return idx, ids, sizes, batch
-
-
 def _is_oom(e: BaseException) -> bool:
     oom = getattr(torch.cuda, "OutOfMemoryError", None)
     return (oom is not None and isinstance(e, oom)) or "out of memory" in str(e).lower() and isinstance(e, RuntimeError)
@@ -367,6 +337,8 @@ class LateInteractionEncoder:
         self._prefix_token_types = settings.get("classes", [""])[0] == "ColPali"
         self.max_query_tokens = 0
         self.page_tokens: tuple[int, int] | None = None
+        self.pipeline_stats = None  # PipelineStats of the last iter_pages
+        self.batch_size_source: str | None = None  # how iter_pages chose its batch size
         self.dim = int(getattr(model, "dim", 0)) or None
 
     # ------------------------------------------------------------------ loading
@@ -521,8 +493,8 @@ class LateInteractionEncoder:
                             max_pixels=ip.size["longest_edge"])
         return (h // patch) * (w // patch) // (merge * merge)
 
-    @torch.inference_mode()
-    def _forward(self, batch) -> list[torch.Tensor]:
+    def _inputs(self, batch) -> dict:
+        """``batch`` on :attr:`device`, floating tensors in the compute dtype."""
         inputs = {}
         for k, v in batch.items():
             if isinstance(v, torch.Tensor):
@@ -530,14 +502,24 @@ class LateInteractionEncoder:
                 if v.is_floating_point():
                     v = v.to(self.dtype)
             inputs[k] = v
+        return inputs
+
+    @torch.inference_mode()
+    def _forward_device(self, inputs: dict) -> list[torch.Tensor]:
+        """The model on ``inputs`` (already on the device): one ``(n_tokens, dim)`` tensor per input,
+        on the device in the compute dtype, padding removed by the attention mask."""
         if self._prefix_token_types and "token_type_ids" not in inputs:
             # PaliGemma: without token_type_ids, transformers 5 builds a mask under which a query's
             # vectors depend on the other queries of its batch; all-zero token types give the
             # prefix (bidirectional, padding-masked) attention ColPali was trained and evaluated with.
-            inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
+            inputs = dict(inputs, token_type_ids=torch.zeros_like(inputs["input_ids"]))
         out = self.model(**inputs)  # (batch, seq, dim), padding positions zeroed by the model
         mask = inputs["attention_mask"].bool()
-        return [out[i][mask[i]].float().cpu() for i in range(out.shape[0])]
+        return [out[i][mask[i]] for i in range(out.shape[0])]
+
+    def _forward(self, batch) -> list[torch.Tensor]:
+        """:meth:`_forward_device` of a host batch: float32 CPU tensors."""
+        return [v.float().cpu() for v in self._forward_device(self._inputs(batch))]
 
     def _forward_backoff(self, batch, rebuild: Callable[[int, int], Any], n: int) -> list[torch.Tensor]:
         """Run ``batch`` (n items); on CUDA OOM halve the batch size (remembered) and rebuild sub-batches."""
@@ -566,6 +548,23 @@ class LateInteractionEncoder:
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
         return out
+
+    def _after_oom(self, batch, rebuild: Callable[[int, int], Any], n: int, error: BaseException | None) -> list[torch.Tensor]:
+        """The page pipeline's fallback: after an out-of-memory ``error`` on ``n`` pages, halve the
+        batch size (remembered) and run ``batch`` in sub-batches; without an error (a batch above
+        the remembered size) just the sub-batches. Float32 CPU tensors.
+
+        Raises:
+            the ``error`` itself when ``n`` is 1 (nothing left to halve).
+        """
+        if error is not None:
+            if n <= 1:
+                raise error
+            half = max(1, n // 2)
+            self._batch_cap = half if self._batch_cap is None else min(self._batch_cap, half)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        return self._forward_backoff(batch, rebuild, n)
 
     @property
     def batch_cap(self) -> int | None:
@@ -630,18 +629,71 @@ class LateInteractionEncoder:
         return out
 
     # ------------------------------------------------------------------ pages
-    def iter_pages(self, pages, batch_size: int = 8, *, ids: Sequence[str] | None = None, num_workers: int = 0,
+    def page_token_count(self, width: int, height: int) -> int:
+        """The bucket of a ``width`` x ``height`` page: its image-token count under the pixel budget
+        (Qwen families), 0 for fixed-resolution families (every page the same)."""
+        n = self.expected_image_tokens(width, height)
+        return 0 if n is None else int(n)
+
+    def auto_batch_size(self, probe) -> int:
+        """Pages per forward pass chosen from free memory on CUDA: one forward pass of ``probe`` (a
+        PIL image of the largest bucket) measures a page's peak memory, and
+        :func:`~vdr.encode.pipeline.batch_size_from_memory` divides the free memory (the device's
+        free memory plus what PyTorch's allocator holds unused) by it. Elsewhere
+        :data:`~vdr.encode.pipeline.DEFAULT_BATCH_SIZE`. Recorded in :attr:`batch_size_source`."""
+        from .pipeline import DEFAULT_BATCH_SIZE, batch_size_from_memory
+
+        if not (str(self.device).startswith("cuda") and torch.cuda.is_available()):
+            self.batch_size_source = f"default {DEFAULT_BATCH_SIZE} (no CUDA)"
+            return DEFAULT_BATCH_SIZE
+        dev = torch.device(self.device)
+        batch = self.processor.process_images([probe])
+        torch.cuda.synchronize(dev)
+        base = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        self._forward(batch)
+        torch.cuda.synchronize(dev)
+        per_page = torch.cuda.max_memory_allocated(dev) - base
+        free, _total = torch.cuda.mem_get_info(dev)
+        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+        n = batch_size_from_memory(free, per_page)
+        self.batch_size_source = f"free memory: {free / 2**30:.1f} GiB free, {per_page / 2**20:.0f} MiB per page -> {n}"
+        return n
+
+    def _check_budget(self, bids, sizes, batch) -> None:
+        """A batch whose image-token counts differ from the pixel budget's is an error (the
+        processor ignored the settings)."""
+        image_token_id = getattr(self.processor, "image_token_id", None)
+        if not (self._pixel_budget and image_token_id is not None):
+            return
+        counts = (batch["input_ids"] == image_token_id).sum(dim=1).tolist()
+        for pid_, (w, h), c in zip(bids, sizes, counts):
+            exp = self.expected_image_tokens(w, h)
+            if exp is not None and c != exp:
+                raise InputError(f"page of {w}x{h} pixels got {c} image tokens, but the pixel budget"
+                                 f" {self.settings['resolution']} gives {exp}", id=pid_)
+
+    def iter_pages(self, pages, batch_size: int | None = 8, *, ids: Sequence[str] | None = None, num_workers: int = 0,
                    progress: bool = True) -> Iterator[tuple[list[str], list[torch.Tensor]]]:
-        """Encode pages batch by batch: yields ``(page ids, vectors)`` in input order.
+        """Encode pages through :class:`~vdr.encode.pipeline.PagePipeline`: yields ``(page ids,
+        vectors)`` in input order (a window of pages at a time).
+
+        Pages with the same image-token count (:meth:`page_token_count`, from the page size alone)
+        are batched together within windows of ``batch_size * BUCKET_BATCHES`` pages, so no batch
+        holds padding and a page's vectors do not depend on the batch (bit for bit on the CPU).
+        Preprocessing runs in ``num_workers`` processes into pinned memory on CUDA, copies to and
+        from the device overlap the forward passes (CUDA streams); :attr:`pipeline_stats` says how
+        the last call went.
 
         Args:
             pages: a :class:`~vdr.corpus.Corpus` (all pages, or those in ``ids``), or a sequence of
                 PIL images / image paths.
-            batch_size: pages per forward pass (halved, and kept halved, on CUDA out-of-memory).
+            batch_size: pages per forward pass (halved, and kept halved, on CUDA out-of-memory);
+                ``None``: :meth:`auto_batch_size` (free memory on CUDA, 8 elsewhere).
             ids: with a corpus, the page ids to encode (default: all, in corpus order); with a
                 sequence, labels for the pages (default ``"0"``, ``"1"``, ...).
-            num_workers: DataLoader worker processes that open and preprocess images while the model
-                runs (0: in the calling process).
+            num_workers: worker processes that open and preprocess images while the model runs
+                (0: in the calling process).
             progress: tqdm bar with pages/s.
 
         Yields:
@@ -653,60 +705,43 @@ class LateInteractionEncoder:
                 not match the configured pixel budget (the processor ignored the settings).
         """
         from ..corpus import Corpus
+        from .pipeline import PagePipeline
 
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         if isinstance(pages, Corpus):
             pid = list(ids) if ids is not None else pages.ids()
             opener = _CorpusOpener(pages, pid)
+            sizes = [(pages[i].width, pages[i].height) for i in pid]
         else:
             seq = list(pages)
             pid = [str(x) for x in ids] if ids is not None else [str(i) for i in range(len(seq))]
             if len(pid) != len(seq):
                 raise InputError(f"{len(pid)} ids for {len(seq)} pages")
             opener = _SeqOpener(seq, pid)
-        ds = _Pages(pid, opener)
-        collate = _Collate(self.processor)
-        if isinstance(pages, Corpus):
-            # in input order, a batch ends where the page size changes: pages of one size get the same
-            # number of image tokens, so no page is padded and its vectors do not depend on the batch
-            sizes = [(pages[i].width, pages[i].height) for i in pid]
-            batches: list[list[int]] = []
-            for i, size in enumerate(sizes):
-                if batches and len(batches[-1]) < batch_size and sizes[batches[-1][0]] == size:
-                    batches[-1].append(i)
-                else:
-                    batches.append([i])
-            loader_args = dict(batch_sampler=batches)
+            sizes = [opener.size(i) for i in range(len(seq))]
+        counts = [self.page_token_count(w, h) for w, h in sizes]
+        if batch_size is None:
+            batch_size = self.auto_batch_size(opener(max(range(len(counts)), key=counts.__getitem__))) if counts else 1
         else:
-            loader_args = dict(batch_size=batch_size, shuffle=False)
-        dl = DataLoader(ds, num_workers=num_workers, collate_fn=collate, persistent_workers=False,
-                        prefetch_factor=2 if num_workers > 0 else None, **loader_args)
+            self.batch_size_source = "given"
+        pipe = PagePipeline(self.processor, self._forward_device, device=str(self.device), batch_size=batch_size,
+                            num_workers=num_workers, dtype=self.dtype)
+        pipe.check, pipe.fallback, pipe.cap = self._check_budget, self._after_oom, lambda: self._batch_cap
+        self.pipeline_stats = pipe.stats
         from tqdm.auto import tqdm
 
-        image_token_id = getattr(self.processor, "image_token_id", None)
-        bar = tqdm(total=len(ds), unit="page", desc="Encoding pages", disable=not progress, smoothing=0.1)
-        for idx, bids, sizes, batch in dl:
-            if self._pixel_budget and image_token_id is not None:
-                counts = (batch["input_ids"] == image_token_id).sum(dim=1).tolist()
-                for pid_, (w, h), c in zip(bids, sizes, counts):
-                    exp = self.expected_image_tokens(w, h)
-                    if exp is not None and c != exp:
-                        raise InputError(f"page of {w}x{h} pixels got {c} image tokens, but the pixel budget"
-                                         f" {self.settings['resolution']} gives {exp}", id=pid_)
-
-            def rebuild(a: int, b: int, idx=idx):
-                return collate([ds[i] for i in idx[a:b]])[3]
-
-            vecs = self._forward_backoff(batch, rebuild, len(bids))
+        bar = tqdm(total=len(pid), unit="page", desc="Encoding pages", disable=not progress, smoothing=0.1)
+        for bids, vecs in pipe.run(opener, pid, counts, progress=bar.update):
+            self.pipeline_stats = pipe.stats
             for v in vecs:
                 n = int(v.shape[0])
                 self.page_tokens = (n, n) if self.page_tokens is None else (min(self.page_tokens[0], n), max(self.page_tokens[1], n))
-            bar.update(len(bids))
             yield list(bids), vecs
+        self.pipeline_stats = pipe.stats
         bar.close()
 
-    def encode_pages(self, pages, batch_size: int = 8, *, ids: Sequence[str] | None = None, num_workers: int = 0,
+    def encode_pages(self, pages, batch_size: int | None = 8, *, ids: Sequence[str] | None = None, num_workers: int = 0,
                      progress: bool = False) -> list[torch.Tensor]:
         """Encode page images; see :meth:`iter_pages` for the arguments and errors.
 
@@ -749,6 +784,19 @@ class _SeqOpener:
             except (OSError, UnidentifiedImageError) as e:
                 raise InputError(f"cannot read page image ({e})", path=x, id=self.ids[i]) from None
         return x.convert("RGB")
+
+    def size(self, i: int) -> tuple[int, int]:
+        """``(width, height)`` of item ``i`` (an image file's header only)."""
+        x = self.seq[i]
+        if isinstance(x, (str, Path)):
+            from PIL import Image, UnidentifiedImageError
+
+            try:
+                with Image.open(x) as im:
+                    return im.size
+            except (OSError, UnidentifiedImageError) as e:
+                raise InputError(f"cannot read page image ({e})", path=x, id=self.ids[i]) from None
+        return x.size
 
 
 def _materialise_or_fail(model, name_or_path, model_name: str) -> None:

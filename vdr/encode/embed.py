@@ -6,11 +6,17 @@ Under ``torchrun`` (a :mod:`vdr.distributed` process group of more than one rank
 :func:`embed` with the same arguments: the ranks hash their contiguous share of the pages and
 exchange the hashes; rank 0 opens the store, merges what an interrupted run left, drops stale pages,
 copies duplicates of stored pages and plans the pages to encode; each rank encodes its share of that
-list in whole batches (:func:`vdr.distributed.shard_batches`, so each batch is the one a single
-process forms) into its own rank journal and shards, storing each encoded page's duplicates with
-it; after a barrier rank 0 merges the rank journals. The store is then the one a single process
-writes (same page ids in the same order, bit-identical vectors on the CPU); the report counts all
-ranks' pages. A device ``None``/``"cuda"`` means ``cuda:LOCAL_RANK``.
+list in whole batches (:func:`vdr.distributed.shard_batches`) into its own rank journal and shards,
+storing each encoded page's duplicates with it; after a barrier rank 0 merges the rank journals.
+The store is then the one a single process writes (same page ids in the same order, bit-identical
+vectors on the CPU: batches never hold padding, see below); the report counts all ranks' pages. A
+device ``None``/``"cuda"`` means ``cuda:LOCAL_RANK``; a batch size chosen from free memory is the
+smallest any rank chose.
+
+Pages are encoded by :class:`vdr.encode.pipeline.PagePipeline` (preprocessing in worker processes,
+pinned memory and overlapped copies on CUDA, batches of equal image-token count) and written to the
+store by a background thread (:class:`vdr.encode.pipeline.BackgroundWriter`), so the encode loop
+never waits for casting, checks, shard files or fsync; the report's ``pipeline`` says how it went.
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ class EmbedReport:
         tokens_per_page: ``{"min", "mean", "max"}`` over all stored pages (0s when empty).
         seconds: wall time of the whole call (loading excluded when an encoder was passed).
         pages_per_second: encoded pages / encoding seconds (0.0 when nothing was encoded).
-        batch_size: the batch size requested; ``batch_size_final``: after out-of-memory back-off.
+        batch_size: pages per forward pass (the setting, or chosen from free memory on CUDA when it
+            is unset; 0 when nothing was encoded); ``batch_size_final``: after out-of-memory back-off.
         dtype: the stored dtype (``"float16"`` or ``"float32"``).
         encoder: the encoder's settings record and run facts (model, revision, resolution, query
             template, compute dtype, device, attention implementation, fingerprints).
@@ -62,6 +69,10 @@ class EmbedReport:
             duplicate page of the corpus.
         legacy_stores: key folders under the store folder written with an older key scheme (their
             vectors are not reused; delete them to reclaim the space).
+        pipeline: how pages were encoded (:class:`~vdr.encode.pipeline.PipelineStats`): workers,
+            pinned memory, CUDA streams, bucketing window, batch sizes, ``wait_s`` (the loop waiting
+            for preprocessed pages), ``forward_s``, ``store_write_s`` (the background writer's busy
+            time), ``batch_size_source`` and ``attn_implementation``; empty when nothing was encoded.
     """
 
     store: str
@@ -83,6 +94,7 @@ class EmbedReport:
     settings: dict = field(default_factory=dict)
     duplicate_of: dict = field(default_factory=dict)
     legacy_stores: list = field(default_factory=list)
+    pipeline: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """A JSON-able dict of every field."""
@@ -232,7 +244,9 @@ def embed(
         enc = LateInteractionEncoder.from_settings(settings.for_this_rank())
     if enc.dim is None:
         raise InputError("the encoder does not report its vector dimension")
-    workers = settings.num_workers if settings.num_workers is not None else (2 if str(enc.device).startswith("cuda") else 0)
+    from .pipeline import default_workers
+
+    workers = settings.num_workers if settings.num_workers is not None else default_workers(str(enc.device))
     legacy = [str(p) for p in legacy_folders(store_dir)]
     if legacy and D.is_main():
         warnings.warn(f"{len(legacy)} embedding store folder(s) written by an older vdr (their key included the query"
@@ -249,9 +263,9 @@ def embed(
         encoded=len(plan.encode), reused=len(ids) - len(plan.encode) - plan.copied, copied=plan.copied,
         duplicates=len(run.duplicate_of), removed=len(plan.stale), tokens_per_page=_tokens_per_page(lengths),
         seconds=round(time.perf_counter() - t0, 3),
-        pages_per_second=round(len(plan.encode) / t_enc, 3) if t_enc > 0 else 0.0, batch_size=settings.batch_size,
+        pages_per_second=round(len(plan.encode) / t_enc, 3) if t_enc > 0 else 0.0, batch_size=run.batch_size or 0,
         batch_size_final=cap, dtype=settings.store_dtype, encoder=enc.describe(), settings=settings.to_json(),
-        duplicate_of=run.duplicate_of, legacy_stores=legacy,
+        duplicate_of=run.duplicate_of, legacy_stores=legacy, pipeline=run.pipeline,
     )
 
 
@@ -268,6 +282,21 @@ class _Run:
         self.store_dir, self.workers, self.progress = store_dir, workers, progress
         self.hashes: dict[str, str] = {}
         self.duplicate_of: dict[str, str] = {}
+        self.batch_size: int | None = settings.batch_size
+        self.batch_source = "setting batch_size" if settings.batch_size is not None else None
+        self.pipeline: dict = {}
+
+    def _resolve_batch_size(self, ids: list[str]) -> int:
+        """The settings' batch size, or (unset) the encoder's choice from free memory on CUDA
+        (probed on the page of ``ids`` with the most image tokens), the default elsewhere."""
+        if self.batch_size is None:
+            enc = self.enc
+            if not ids:
+                return 1
+            biggest = max(ids, key=lambda i: enc.page_token_count(self.corpus[i].width, self.corpus[i].height))
+            self.batch_size = enc.auto_batch_size(self.corpus.open_image(biggest))
+            self.batch_source = enc.batch_size_source
+        return self.batch_size
 
     def _writer(self, rank: int | None = None):
         from .store import EmbeddingStore
@@ -292,16 +321,34 @@ class _Run:
         """Encode ``ids`` (a part of ``plan.encode``) into the writable ``store``, storing each
         page's duplicates with its vectors, committing a shard every ``shard_pages`` pages (and at
         the end). Returns the encoding time in seconds."""
+        from .pipeline import BackgroundWriter
+
         t1 = time.perf_counter()
         s = self.settings
-        for bids, vecs in self.enc.iter_pages(self.corpus, s.batch_size, ids=ids, num_workers=self.workers,
-                                              progress=progress):
+
+        def write(bids: list[str], vecs: list) -> None:  # in the writer thread: casts, checks, shard files
             for pid, v in zip(bids, vecs):
                 for same in (pid, *plan.copies.get(pid, ())):
                     store.add(same, self.hashes[pid], v)
-            if store.pending >= s.shard_pages:
-                store.commit()
+                if store.pending >= s.shard_pages:
+                    store.commit()
+
+        writer = BackgroundWriter(write)
+        try:
+            for bids, vecs in self.enc.iter_pages(self.corpus, self._resolve_batch_size(ids), ids=ids, num_workers=self.workers,
+                                                  progress=progress):
+                writer.put(bids, vecs)
+        except BaseException:
+            writer.close(raise_error=False)  # what was encoded before the error is queued in the store, as before
+            raise
+        writer.close()
         store.commit()
+        stats = self.enc.pipeline_stats
+        self.pipeline = {**(stats.to_json() if stats is not None else {}), "store_write_s": round(writer.busy_s, 4),
+                         "batch_size_source": self.batch_source,
+                         "attn_implementation": getattr(self.enc, "attn_implementation", None),
+                         "varlen_attention": False,
+                         "varlen_note": "pages batch in equal image-token buckets: no padding for a varlen kernel to skip"}
         return time.perf_counter() - t1
 
     def single(self, ids: list[str]):
@@ -314,7 +361,7 @@ class _Run:
             plan = self._prepare(st, ids)
             if plan.encode:
                 t_enc = self._encode_into(st, plan, plan.encode, progress=self.progress)
-            return str(st.path), st.lengths(), plan, t_enc, self.enc.batch_cap or self.settings.batch_size
+            return str(st.path), st.lengths(), plan, t_enc, self.enc.batch_cap or self.batch_size or 0
         finally:
             st.close()
 
@@ -334,8 +381,12 @@ class _Run:
                 return self._prepare(st, ids)
 
         plan = D.run_on_main(plan_on_main)
-        # 3. every rank encodes its share, whole batches, into its own journal and shards
-        mine = D.shard_batches(plan.encode, self.settings.batch_size)
+        # 3. every rank encodes its share, whole batches, into its own journal and shards; a batch
+        #    size chosen from memory is the smallest any rank chose (the same batches everywhere)
+        if self.batch_size is None:
+            chosen = [b for b in D.all_gather_object(self._resolve_batch_size(plan.encode) if plan.encode else None) if b]
+            self.batch_size = min(chosen) if chosen else 1
+        mine = D.shard_batches(plan.encode, self.batch_size)
         t_enc = 0.0
         if mine:
             w = self._writer(rank=D.rank())
@@ -346,7 +397,7 @@ class _Run:
                 raise
             finally:
                 w.close()
-        facts = D.all_gather_object((t_enc, self.enc.batch_cap or self.settings.batch_size))
+        facts = D.all_gather_object((t_enc, self.enc.batch_cap or self.batch_size))
 
         # 4. after every rank has closed its writer, rank 0 merges the rank journals
         def merge():

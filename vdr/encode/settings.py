@@ -70,6 +70,9 @@ COMPUTE_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float1
 COMPUTE_DTYPE_CHOICES = ("bfloat16", "float16", "float32", "auto")
 #: Attention kernels the command line offers.
 ATTN_CHOICES = ("flash_attention_2", "sdpa", "eager")
+#: Pages per forward pass when ``batch_size`` is unset and no GPU memory figure chooses it (the
+#: value of :data:`vdr.encode.pipeline.DEFAULT_BATCH_SIZE`; this module imports no torch).
+DEFAULT_BATCH_SIZE = 8
 
 
 def _opt(default: Any, help: str, *, flags: tuple[str, ...], type: type, choices: tuple[str, ...] | None = None,
@@ -142,10 +145,14 @@ class EncoderSettings:
         attn_implementation: ``"flash_attention_2"``, ``"sdpa"``, ``"eager"``; ``None``:
             flash-attention 2 on CUDA when installed, else sdpa. Run field (recorded in results).
         trust_remote_code: allow the checkpoint's own Python code (off unless asked). Run field.
-        batch_size: pages per forward pass (>= 1, default 8; halved on CUDA out-of-memory). Run field.
-        query_batch_size: queries per forward pass (>= 1); ``None``: ``4 * batch_size``. Run field.
-        num_workers: DataLoader worker processes preparing page images (>= 0); ``None``: 2 on
-            CUDA, 0 on the CPU. Run field.
+        batch_size: pages per forward pass (>= 1; halved on CUDA out-of-memory); ``None``
+            (default): chosen from free memory on CUDA (a probe forward pass measures one page,
+            :func:`vdr.encode.pipeline.batch_size_from_memory`), 8 elsewhere
+            (:data:`vdr.encode.pipeline.DEFAULT_BATCH_SIZE`; :attr:`pages_per_batch`). Run field.
+        query_batch_size: queries per forward pass (>= 1); ``None``: ``4 * pages_per_batch``. Run field.
+        num_workers: DataLoader worker processes preparing page images (>= 0); ``None``: on CUDA one
+            per CPU core but one, at most 8, 0 on the CPU (:func:`vdr.encode.pipeline.default_workers`).
+            Run field.
         shard_pages: pages per committed store shard, the unit of resumption (>= 1, default 256).
             Run field.
 
@@ -171,11 +178,12 @@ class EncoderSettings:
         flags=("--attn-implementation",), type=str, choices=ATTN_CHOICES)
     trust_remote_code: bool = _opt(False, "Allow the checkpoint's own Python code (only for checkpoints you trust).",
                                    flags=("--trust-remote-code",), negative="--no-trust-remote-code", type=bool)
-    batch_size: int = _opt(8, "Pages per forward pass (halved on CUDA out-of-memory).", flags=("--batch-size",), type=int)
-    query_batch_size: int | None = _opt(None, "Queries per forward pass (default 4 x --batch-size).",
+    batch_size: int | None = _opt(None, "Pages per forward pass (default: from free memory on CUDA, 8 on CPU; halved on CUDA"
+                                  " out-of-memory).", flags=("--batch-size",), type=int)
+    query_batch_size: int | None = _opt(None, "Queries per forward pass (default 4 x --batch-size, 32 without it).",
                                         flags=("--query-batch-size",), type=int)
-    num_workers: int | None = _opt(None, "DataLoader workers preparing images (default 2 on CUDA, 0 on CPU).",
-                                   flags=("--workers",), type=int)
+    num_workers: int | None = _opt(None, "Processes preparing page images (default: CPU cores - 1, at most 8, on CUDA;"
+                                   " 0 on CPU).", flags=("--workers",), type=int)
     shard_pages: int = _opt(256, "Pages per committed store shard (the unit of resumption).", flags=("--shard-pages",), type=int)
 
     #: Fields that change page vectors (with the checkpoint's files): they key the page store.
@@ -222,7 +230,7 @@ class EncoderSettings:
     def _check_ints(self) -> None:
         lows = {"n_augmentation": 0, "batch_size": 1, "shard_pages": 1, "query_batch_size": 1, "num_workers": 0,
                 "min_pixels": 1, "max_pixels": 1}
-        optional = ("query_batch_size", "num_workers", "min_pixels", "max_pixels")
+        optional = ("batch_size", "query_batch_size", "num_workers", "min_pixels", "max_pixels")
         for name, low in lows.items():
             v = getattr(self, name)
             if v is None and name in optional:
@@ -326,9 +334,15 @@ class EncoderSettings:
 
     # ------------------------------------------------------------------ views
     @property
+    def pages_per_batch(self) -> int:
+        """Pages per forward pass where no memory figure chooses it: :attr:`batch_size`, or 8
+        (:data:`vdr.encode.pipeline.DEFAULT_BATCH_SIZE`) when unset."""
+        return self.batch_size if self.batch_size is not None else DEFAULT_BATCH_SIZE
+
+    @property
     def queries_per_batch(self) -> int:
-        """Queries per forward pass: :attr:`query_batch_size`, or ``4 * batch_size`` when unset."""
-        return self.query_batch_size if self.query_batch_size is not None else 4 * self.batch_size
+        """Queries per forward pass: :attr:`query_batch_size`, or ``4 * pages_per_batch`` when unset."""
+        return self.query_batch_size if self.query_batch_size is not None else 4 * self.pages_per_batch
 
     def page_options(self) -> dict:
         """The page fields (``{name: value}``): what, with the checkpoint's files, keys page vectors."""

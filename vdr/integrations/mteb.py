@@ -914,7 +914,7 @@ class MtebBackend:
         pred_dir = self.out_dir / "predictions"
         self.out_dir.mkdir(parents=True, exist_ok=True)
         res = mteb.evaluate(self._model, [task], cache=None, prediction_folder=pred_dir,
-                            encode_kwargs={"batch_size": self._pages.settings.batch_size},
+                            encode_kwargs={"batch_size": self._pages.settings.pages_per_batch},
                             show_progress_bar=self.progress, raise_error=False, co2_tracker=False, overwrite_strategy="always")
         if res.exceptions:
             raise BackendUnavailable("MTEB failed: " + "; ".join(f"{e.task_name}: {e.exception}" for e in res.exceptions))

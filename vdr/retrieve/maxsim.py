@@ -23,7 +23,21 @@ How vdr computes it:
   (:mod:`vdr.retrieve.maxsim_gpu`) keeps each tile of similarities in registers and writes only the maxima,
   so no similarity matrix reaches GPU memory; products of 16-bit values accumulated in float32 as
   above, agreeing with the float32 path to float32 rounding (H200, ViDoRe-V2 shape: 4.8e-6 apart,
-  2.8x colpali-engine's ``score_multi_vector``). ``VDR_MAXSIM_FUSED=0`` selects the reference path.
+  2.8x colpali-engine's ``score_multi_vector``, measured with the padded layout of the previous
+  kernel). The kernel reads pages **packed** (back to back, with offsets: a page store's shards,
+  :class:`PackedPages`), so a launch copies no padding, and one launch scores a whole block of pages
+  (:func:`_plan_packed`: the pages' 16-bit tokens plus the float32 maxima within ``budget_bytes``,
+  in source order). ``VDR_MAXSIM_FUSED=0`` selects the reference path; ``VDR_MAXSIM_FUSED=all``
+  also sends other dtype pairs through the kernel (float32 queries with float16 pages, vdr's own
+  case: IEEE float32 products in registers; off by default until measured faster on a GPU than
+  the float32 GEMMs of the reference path).
+* **Precision variants** (``precision=``, opt-in): ``"exact"`` (default) as above; ``"tf32"`` rounds
+  both sides to TF32 (10-bit mantissa) and ``"bf16"`` to bfloat16 before the float32-accumulated
+  products, what TF32 / fp16 kernels compute. On the reference path the rounding is applied to the
+  vectors explicitly (:func:`round_to`), so the variants give the same scores on every device up to
+  float32 summation order. Only ``"exact"`` stays within 1e-5 (relative) of the float32 reference.
+* **Top-k on the device**: :func:`maxsim_topk` keeps its running ``(queries, k)`` lists where the
+  scores are computed; only the final lists cross to the CPU.
 * **Speed and memory**: pages are taken in order of length and cut into blocks whose *padded*
   working set fits ``budget_bytes`` (:func:`_plan_blocks`): a block of ``nb`` pages padded to its
   longest page ``L`` costs ``nb * L`` GEMM columns, each holding a float32 similarity per query token,
@@ -49,7 +63,12 @@ import torch
 
 from ..errors import InputError
 
-__all__ = ["maxsim", "maxsim_topk", "merge_topk", "SubsetSource", "TopK", "PageSource"]
+__all__ = ["maxsim", "maxsim_topk", "merge_topk", "SubsetSource", "TopK", "PageSource", "PackedPages", "PRECISIONS",
+           "round_to"]
+
+#: MaxSim arithmetic variants: ``"exact"`` (default; float32 products and sums), ``"tf32"`` and
+#: ``"bf16"`` (opt-in: both sides rounded to TF32 / bfloat16 first, float32 accumulation).
+PRECISIONS = ("exact", "tf32", "bf16")
 
 DEFAULT_BUDGET_BYTES = 256 * 2**20
 # BLAS libraries switch to other kernels (another summation order) for very thin matrices; padding
@@ -86,6 +105,139 @@ class TopK:
     scores: torch.Tensor
     indices: torch.Tensor
     ids: list[list[str]] | None = None
+
+
+def round_to(x: torch.Tensor, precision: str) -> torch.Tensor:
+    """``x`` as the ``precision`` variant's products see it, in float32: unchanged for ``"exact"``,
+    rounded to bfloat16 (nearest even) for ``"bf16"``, to TF32 (10 explicit mantissa bits, nearest,
+    ties away from zero as CUDA's ``cvt.rna.tf32.f32``) for ``"tf32"``.
+
+    >>> round_to(torch.tensor([1.0 + 2**-9, 1.0 + 2**-12]), "tf32").tolist()
+    [1.001953125, 1.0]
+
+    Raises:
+        InputError: an unknown precision.
+    """
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    x = x.to(torch.float32)
+    if precision == "bf16":
+        return x.to(torch.bfloat16).to(torch.float32)
+    if precision == "tf32":
+        bits = x.contiguous().view(torch.int32)
+        return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+    return x
+
+
+class PackedPages:
+    """Pages back to back in one tensor, with offsets: the packed layout the fused kernel reads
+    (:mod:`vdr.retrieve.maxsim_gpu`) without copying or padding. Build it once (on the GPU) and
+    score it against many query sets (every variant, every training step).
+
+    Args:
+        tokens: ``(total tokens, dim)`` float tensor, pages back to back.
+        offsets: int ``(n_pages + 1,)``, ``offsets[0] == 0``, ``offsets[-1] == total tokens``,
+            every page >= 1 token (page ``j`` is ``tokens[offsets[j]:offsets[j + 1]]``); any device.
+        ids: page ids (a page store's order), or ``None`` (pages are known by position; ties are
+            then broken by position, as for a list).
+
+    It is a :class:`PageSource` (``ids``, ``lengths``, ``iter_blocks``; ids ``"0"``, ``"1"``, ...
+    when none were given).
+
+    Raises:
+        InputError: shapes, dtypes or offsets that do not describe pages of >= 1 token.
+    """
+
+    def __init__(self, tokens: torch.Tensor, offsets, ids=None) -> None:
+        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or not tokens.is_floating_point():
+            raise InputError(f"packed pages: tokens must be a 2-D float tensor, got {getattr(tokens, 'shape', tokens)!r}")
+        off = torch.as_tensor(offsets).to("cpu", torch.int64)
+        lengths = off[1:] - off[:-1] if off.ndim == 1 and off.numel() >= 2 else None
+        if lengths is None or int(off[0]) != 0 or int(off[-1]) != tokens.shape[0] or bool((lengths < 1).any()):
+            raise InputError(f"packed pages: offsets must start at 0, end at {tokens.shape[0]} and grow by >= 1 per page")
+        if ids is not None and len(ids) != len(lengths):
+            raise InputError(f"packed pages: {len(ids)} ids for {len(lengths)} pages")
+        self.tokens = tokens
+        self.offsets = off.to(tokens.device)
+        self.page_ids = None if ids is None else [str(i) for i in ids]
+        self._off = off.numpy()
+        self._lengths = lengths.numpy()
+
+    @classmethod
+    def pack(cls, pages, *, ids=None, device=None, dtype: torch.dtype | None = None) -> "PackedPages":
+        """Pack ``pages`` (a sequence of ``(n_j, dim)`` tensors or arrays, or a :class:`PageSource`
+        such as an :class:`~vdr.encode.store.EmbeddingStore`, read whole) onto ``device`` in
+        ``dtype`` (default: the pages' own). A source's ids are kept; ``ids`` names a sequence's pages.
+
+        Raises:
+            InputError: no pages, a page that is not ``(n >= 1, dim)`` floats, mismatching dims.
+        """
+        if _is_source(pages):
+            src_ids = list(pages.ids())
+            parts = [t for _b, t, _l in pages.iter_blocks(max(1, int(sum(pages.lengths()))), src_ids)]
+            lengths = [int(n) for n in pages.lengths()]
+            ids = src_ids if ids is None else ids
+        else:
+            parts = [_as_tensor(p, "page", i) for i, p in enumerate(pages)]
+            lengths = [p.shape[0] for p in parts]
+        if not parts:
+            raise InputError("no pages to pack")
+        if len({p.shape[1] for p in parts}) != 1:
+            raise InputError(f"pages have different embedding dims: {sorted({p.shape[1] for p in parts})}")
+        dtype = dtype or parts[0].dtype
+        tokens = torch.cat([p.to(device=device or p.device, dtype=dtype) for p in parts])
+        return cls(tokens, np.concatenate([[0], np.cumsum(lengths)]), ids)
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def ids(self) -> list[str]:
+        """Page ids (``"0"``, ``"1"``, ... when none were given)."""
+        return list(self.page_ids) if self.page_ids is not None else [str(i) for i in range(len(self))]
+
+    def lengths(self) -> np.ndarray:
+        """Tokens per page, int64 ``(n_pages,)``."""
+        return self._lengths
+
+    def block(self, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pages ``start..end-1`` as ``(tokens view, int64 offsets from 0 on the tokens' device)``: no copy."""
+        a, b = int(self._off[start]), int(self._off[end])
+        return self.tokens[a:b], self.offsets[start:end + 1] - a
+
+    def iter_blocks(self, max_tokens: int, ids: Sequence[str] | None = None):
+        """:meth:`PageSource.iter_blocks`: consecutive pages are views of :attr:`tokens` (others are copied)."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        pos = {p: j for j, p in enumerate(self.ids())}
+        try:
+            order = list(range(len(self))) if ids is None else [pos[str(i)] for i in ids]
+        except KeyError as e:
+            raise KeyError(f"page {e.args[0]!r} is not among the packed pages") from None
+        names = self.ids()
+        start = 0
+        while start < len(order):
+            end, total = start + 1, int(self._lengths[order[start]])
+            while end < len(order) and total + int(self._lengths[order[end]]) <= max_tokens:
+                total += int(self._lengths[order[end]])
+                end += 1
+            run = order[start:end]
+            if run == list(range(run[0], run[0] + len(run))):
+                tokens, _ = self.block(run[0], run[-1] + 1)
+            else:
+                tokens = torch.cat([self.block(j, j + 1)[0] for j in run])
+            yield [names[j] for j in run], tokens, torch.as_tensor(self._lengths[run], dtype=torch.int64)
+            start = end
+
+
+def _is_source(pages) -> bool:
+    return isinstance(pages, PageSource) and not isinstance(pages, (list, tuple))
+
+
+def _named_ids(pages) -> list[str] | None:
+    """The page ids that break ties (a store's, named packed pages'), or ``None`` (by position)."""
+    if isinstance(pages, PackedPages):
+        return pages.page_ids
+    return list(pages.ids()) if _is_source(pages) else None
 
 
 def _as_tensor(x, what: str, i: int) -> torch.Tensor:
@@ -189,7 +341,7 @@ def _block_maxima(Q: torch.Tensor, rows: list[torch.Tensor], width: int, tf32: b
         Q: float32 ``(q_rows, dim)`` queries on the scoring device.
         rows: ``nb`` tensors ``(n_j <= width, dim)`` (pages or chunks of one page), any float dtype.
         width: rows each set is padded to (zeros, masked to -inf before the max).
-        tf32: allow TF32 matmul (CUDA, 16-bit inputs on both sides).
+        tf32: allow TF32 matmul (CUDA, 16-bit inputs on both sides: exact there).
 
     Returns:
         float32 ``(q_rows, nb)``.
@@ -209,20 +361,26 @@ def _block_maxima(Q: torch.Tensor, rows: list[torch.Tensor], width: int, tf32: b
     return S.amax(dim=2)
 
 
-def _fused(device: torch.device, q_dtype: torch.dtype, block: list[torch.Tensor], dim: int) -> bool:
-    """Whether this block is scored by the fused kernel of :mod:`vdr.retrieve.maxsim_gpu` (CUDA, Triton,
-    every page of the block in the queries' 16-bit dtype; ``VDR_MAXSIM_FUSED=0`` turns it off)."""
+def _fused(device: torch.device, q_dtype: torch.dtype, block: list[torch.Tensor], dim: int, precision: str = "exact") -> bool:
+    """Whether pages of the dtype of ``block`` (every page the same) are scored by the fused kernel
+    of :mod:`vdr.retrieve.maxsim_gpu`: CUDA with Triton (or its interpreter in tests), and
+    ``VDR_MAXSIM_FUSED`` not ``0``. By default the kernel takes 16-bit vectors of one dtype on both
+    sides and the opt-in variants; ``VDR_MAXSIM_FUSED=all`` sends every dtype pair through it."""
     import os
 
-    if os.environ.get("VDR_MAXSIM_FUSED", "1") == "0":
+    env = os.environ.get("VDR_MAXSIM_FUSED", "1")
+    if env == "0":
         return False
     if device.type != "cuda" and not _interpret():
         return False
-    if any(b.dtype != q_dtype for b in block):
+    p_dtype = block[0].dtype
+    if any(b.dtype != p_dtype for b in block):
+        return False
+    if precision == "exact" and env != "all" and not (p_dtype == q_dtype and q_dtype in (torch.float16, torch.bfloat16)):
         return False
     from .maxsim_gpu import available
 
-    return available(device, q_dtype, block[0].dtype, dim)
+    return available(device, q_dtype, p_dtype, dim, precision)
 
 
 def _interpret() -> bool:
@@ -248,48 +406,123 @@ def _source_blocks(pages, order: np.ndarray, lengths: np.ndarray, plan):
         yield idx, parts
 
 
-def _score_blocks(queries, pages, budget_bytes, device):
-    """Yield ``(page_indices (nb,), scores float32 (n_queries, nb))`` block by block, as planned by
+def _plan_packed(lengths: Sequence[int], budget_bytes: int, q_rows: int, dim: int, itemsize: int) -> list[tuple[int, int]]:
+    """Cut pages (in source order) into blocks for the fused kernel: ``(start, end)`` each.
+
+    A block of ``nb`` pages with ``t`` tokens holds its packed tokens (``t * dim * itemsize`` bytes,
+    when they are copied to the device) and the float32 maxima ``(q_rows, nb)`` with their
+    per-query sums (at most as large): ``t * dim * itemsize + 8 * q_rows * nb`` bytes, kept within
+    ``budget_bytes``; at most :data:`vdr.retrieve.maxsim_gpu.MAX_PAGES_PER_LAUNCH` pages (one launch);
+    a page alone over the budget forms its own block.
+    """
+    from .maxsim_gpu import MAX_PAGES_PER_LAUNCH
+
+    plan, n, i = [], len(lengths), 0
+    while i < n:
+        j, cost = i + 1, int(lengths[i]) * dim * itemsize + 8 * q_rows
+        while j < n and j - i < MAX_PAGES_PER_LAUNCH:
+            more = int(lengths[j]) * dim * itemsize + 8 * q_rows
+            if cost + more > budget_bytes:
+                break
+            cost, j = cost + more, j + 1
+        plan.append((i, j))
+        i = j
+    return plan
+
+
+def _packed_blocks(pages, device: torch.device, budget_bytes: int, q_rows: int, dim: int):
+    """``(positions, packed tokens on device, int64 offsets on device)`` per planned block, pages in
+    source order: views of :class:`PackedPages` (a copy only to move them to ``device``), a page
+    source's blocks as read, a list's pages concatenated (one copy per block, no padding)."""
+    if isinstance(pages, PackedPages):
+        plan = _plan_packed(pages.lengths(), budget_bytes, q_rows, dim, pages.tokens.element_size())
+        for s, e in plan:
+            tokens, offs = pages.block(s, e)
+            yield np.arange(s, e), tokens.to(device, non_blocking=True), offs.to(device)
+        return
+    if _is_source(pages):
+        ids, lengths = list(pages.ids()), np.asarray(pages.lengths(), dtype=np.int64)
+        if len(ids) != len(lengths):
+            raise InputError("page source: ids() and lengths() differ in length")
+        itemsize = 2  # a page store keeps float16 (float32 stores are planned at half the tokens: still bounded below)
+        for s, e in _plan_packed(lengths, budget_bytes, q_rows, dim, itemsize):
+            got, parts, lens = [], [], []
+            for bids, tokens, blens in pages.iter_blocks(max(1, int(lengths[s:e].sum())), ids[s:e]):
+                got += bids
+                parts.append(tokens)
+                lens.append(blens)
+            if got != ids[s:e]:
+                raise InputError("page source: iter_blocks returned other pages than asked for")
+            tokens = parts[0] if len(parts) == 1 else torch.cat(parts)
+            offs = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64), *lens]), 0)
+            yield np.arange(s, e), tokens.to(device), offs.to(device)
+        return
+    lengths = np.fromiter((p.shape[0] for p in pages), dtype=np.int64, count=len(pages))
+    for s, e in _plan_packed(lengths, budget_bytes, q_rows, dim, pages[0].element_size()):
+        tokens = torch.cat([p.to(device) for p in pages[s:e]])
+        offs = torch.cumsum(torch.from_numpy(np.concatenate([[0], lengths[s:e]])), 0)
+        yield np.arange(s, e), tokens, offs.to(device)
+
+
+def _page_dtype(pages) -> torch.dtype | None:
+    """The one dtype of every page (``None``: mixed dtypes, or a source that does not say)."""
+    if isinstance(pages, PackedPages):
+        return pages.tokens.dtype
+    if _is_source(pages):
+        return getattr(pages, "dtype", None)
+    dtypes = {p.dtype for p in pages}
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
+def _score_blocks(queries, pages, budget_bytes, device, precision: str = "exact"):
+    """Yield ``(page_indices (nb,), scores float32 (n_queries, nb) on the scoring device)`` block by
+    block: packed blocks through the fused kernel where :func:`_fused` says so, else as planned by
     :func:`_plan_blocks`."""
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     device = torch.device(device) if device is not None else torch.device("cpu")
     Q, q_lens, q_dtype = _queries_matrix(queries, device)
+    source = _is_source(pages)
+    if not source:
+        pages = [_as_tensor(p, "page", i) for i, p in enumerate(pages)]
+        if not pages:
+            raise InputError("no pages to score")
+    dim = Q.shape[1]
+    p_dtype = _page_dtype(pages)
+    if p_dtype is not None and _fused(device, q_dtype, [torch.empty(0, dim, dtype=p_dtype)], dim, precision):
+        yield from _score_packed(Q, q_lens, q_dtype, pages, budget_bytes, precision)
+        return
+    if precision != "exact":
+        Q = round_to(Q, precision)
     half = (torch.float16, torch.bfloat16)
-    plan_rows = Q.shape[0]
-    if q_dtype in half and _fused(device, q_dtype, [Q[:0].to(q_dtype)], Q.shape[1]):
-        # the fused kernel holds no (query tokens x block tokens) matrix, only the 16-bit padded pages
-        # and the float32 (query tokens x pages) maxima: planned with an eighth of the query rows, the
-        # cost still counts both (width >= 8: width * q_rows / 2 + q_rows >= 4 * q_rows per page)
-        plan_rows = max(_MIN_GEMM, -(-Q.shape[0] // 8))
-    if isinstance(pages, PageSource) and not isinstance(pages, (list, tuple)):
+    if source:
         lengths = np.asarray(pages.lengths(), dtype=np.int64)
         if len(pages.ids()) != len(lengths):
             raise InputError("page source: ids() and lengths() differ in length")
         # sort by length only within windows of store order: little padding, and reads stay local on disk
         window = np.arange(len(lengths)) // _STORE_WINDOW
         order = np.lexsort((lengths, window))
-        plan = _plan_blocks(lengths[order], budget_bytes, plan_rows, Q.shape[1])
+        plan = _plan_blocks(lengths[order], budget_bytes, Q.shape[0], dim)
         blocks = _source_blocks(pages, order, lengths, plan)
     else:
-        plist = [_as_tensor(p, "page", i) for i, p in enumerate(pages)]
-        if not plist:
-            raise InputError("no pages to score")
-        lengths = np.fromiter((p.shape[0] for p in plist), dtype=np.int64, count=len(plist))
+        lengths = np.fromiter((p.shape[0] for p in pages), dtype=np.int64, count=len(pages))
         order = np.argsort(lengths, kind="stable")
-        plan = _plan_blocks(lengths[order], budget_bytes, plan_rows, Q.shape[1])
-        blocks = ((order[s:e], [plist[k] for k in order[s:e]]) for s, e, _w in plan)
+        plan = _plan_blocks(lengths[order], budget_bytes, Q.shape[0], dim)
+        blocks = ((order[s:e], [pages[k] for k in order[s:e]]) for s, e, _w in plan)
 
-    dim = Q.shape[1]
-    Q16 = None  # the fused CUDA kernel (vdr.retrieve.maxsim_gpu) for 16-bit vectors on both sides
     for (idx, block), (_s, _e, width) in zip(blocks, plan):
         if any(b.shape[1] != dim for b in block):
             raise InputError(f"page embedding dim differs from the queries' dim {dim}")
-        tf32 = device.type == "cuda" and q_dtype in half and block[0].dtype in half
-        if _fused(device, q_dtype, block, dim):
-            Q16 = Q.to(q_dtype) if Q16 is None else Q16  # exact: Q holds q_dtype values
+        tf32 = device.type == "cuda" and q_dtype in half and block[0].dtype in half and precision == "exact"
+        if _fused(device, q_dtype, block, dim, precision):  # a source that did not name its dtype
             from .maxsim_gpu import block_maxima
 
-            M = block_maxima(Q16, block)
-        elif len(block) == 1 and block[0].shape[0] > width:  # one page over the budget: max over its chunks
+            M = block_maxima(_kernel_queries(Q, q_dtype, block[0].dtype, precision), block, precision=precision)
+            yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]
+            continue
+        if precision != "exact":  # the variant's rounding, explicit (float32 copies: counted as "rows as read")
+            block = [round_to(b, precision) for b in block]
+        if len(block) == 1 and block[0].shape[0] > width:  # one page over the budget: max over its chunks
             page = block[0]
             M = None
             for c in range(0, page.shape[0], width):
@@ -300,6 +533,29 @@ def _score_blocks(queries, pages, budget_bytes, device):
             M = _block_maxima(Q, block, width, tf32)  # (q_rows, nb)
         yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]  # (n_queries, nb)
         del M, block
+
+
+def _kernel_queries(Q: torch.Tensor, q_dtype: torch.dtype, p_dtype: torch.dtype, precision: str) -> torch.Tensor:
+    """The query matrix as the fused kernel takes it: in the pages' 16-bit dtype when both sides
+    share it (exact: ``Q`` holds ``q_dtype`` values), else float32."""
+    from .maxsim_gpu import mode
+
+    return Q.to(q_dtype) if mode(q_dtype, p_dtype, precision) == 0 else Q
+
+
+def _score_packed(Q, q_lens, q_dtype, pages, budget_bytes, precision):
+    """The fused kernel's blocks (see :func:`_score_blocks`): one launch per block of packed pages."""
+    from .maxsim_gpu import packed_maxima
+
+    dim, Qk = Q.shape[1], None
+    # planned with the query rows the maxima hold (q_rows x pages float32), not a similarity matrix
+    for idx, tokens, offs in _packed_blocks(pages, Q.device, budget_bytes, Q.shape[0], dim):
+        if tokens.shape[1] != dim:
+            raise InputError(f"page embedding dim {tokens.shape[1]} differs from the queries' dim {dim}")
+        Qk = _kernel_queries(Q, q_dtype, tokens.dtype, precision) if Qk is None else Qk
+        M = packed_maxima(Qk, tokens, offs, precision=precision)
+        yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]
+        del M, tokens
 
 
 def _block_tokens(n_query_tokens: int, budget_bytes: int, dim: int = 128) -> int:
@@ -315,31 +571,35 @@ def maxsim(
     *,
     device: str | torch.device | None = None,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    precision: str = "exact",
 ) -> torch.Tensor:
     """MaxSim scores of every query against every page.
 
     Args:
         queries: ``n_queries`` tensors (or arrays) of shape ``(n_tokens_i, dim)``, real tokens only
             (padding already removed by the attention mask); any float dtype.
-        pages: ``n_pages`` tensors of shape ``(n_tokens_j, dim)``, or a :class:`PageSource` such as
-            :class:`vdr.encode.store.EmbeddingStore`, read block by block.
+        pages: ``n_pages`` tensors of shape ``(n_tokens_j, dim)``, :class:`PackedPages`, or a
+            :class:`PageSource` such as :class:`vdr.encode.store.EmbeddingStore`, read block by block.
         device: where to compute (``"cuda"``, ``"cpu"``; default CPU). Inputs are moved there.
         budget_bytes: bound in bytes on the working set of one block (:func:`_block_cost`: float32
             similarities ``(query tokens, padded block tokens)``, the padded float32 page copy and
-            the rows as read); padding counts, so the bound holds whatever the page lengths. Never
-            below one page scored ``_MIN_GEMM`` rows at a time.
+            the rows as read; for the fused kernel :func:`_plan_packed`); padding counts, so the
+            bound holds whatever the page lengths. Never below one page scored ``_MIN_GEMM`` rows
+            at a time.
+        precision: ``"exact"`` (default), or the opt-in ``"tf32"`` / ``"bf16"`` variants (both sides
+            rounded first, see :func:`round_to`).
 
     Returns:
         float32 tensor ``(n_queries, n_pages)`` on the CPU; column ``j`` is page ``j`` (store order
         for a store).
 
     Raises:
-        InputError: no queries or pages, a tensor that is not ``(n >= 1, dim)`` floats, or
-            mismatching dims.
+        InputError: no queries or pages, a tensor that is not ``(n >= 1, dim)`` floats,
+            mismatching dims, an unknown precision.
     """
-    n_pages = len(pages.ids()) if isinstance(pages, PageSource) and not isinstance(pages, (list, tuple)) else len(pages)
+    n_pages = len(pages.ids()) if _is_source(pages) else len(pages)
     out = torch.empty((len(queries), n_pages), dtype=torch.float32)
-    for idx, scores in _score_blocks(queries, pages, budget_bytes, device):
+    for idx, scores in _score_blocks(queries, pages, budget_bytes, device, precision):
         out[:, torch.from_numpy(idx)] = scores.cpu()
     return out
 
@@ -351,16 +611,18 @@ def maxsim_topk(
     *,
     device: str | torch.device | None = None,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    precision: str = "exact",
 ) -> TopK:
-    """The ``k`` best pages of each query by MaxSim, keeping only ``O(n_queries * k)`` scores.
+    """The ``k`` best pages of each query by MaxSim, keeping only ``O(n_queries * k)`` scores, on
+    the scoring device (only the final lists are copied to the CPU).
 
     Ties at equal scores are resolved as trec_eval ranks them (page id descending) when the pages
-    come from a store with ids, else by page position ascending; the result does not depend on
-    ``budget_bytes``.
+    come with ids (a store, :class:`PackedPages` with ids), else by page position ascending; the
+    result does not depend on ``budget_bytes``.
 
     Args:
         k: pages to keep per query (``min(k, n_pages)`` are returned).
-        queries, pages, device, budget_bytes: as :func:`maxsim`.
+        queries, pages, device, budget_bytes, precision: as :func:`maxsim`.
 
     Returns:
         :class:`TopK` with float32 scores ``(n_queries, k)`` best first, their int64 page positions,
@@ -371,26 +633,28 @@ def maxsim_topk(
     """
     if k < 1:
         raise InputError(f"k must be >= 1, got {k}")
-    is_source = isinstance(pages, PageSource) and not isinstance(pages, (list, tuple))
-    ids = list(pages.ids()) if is_source else None
-    n_pages = len(ids) if ids is not None else len(pages)
+    ids = _named_ids(pages)
+    n_pages = len(pages.ids()) if _is_source(pages) else len(pages)
+    dev = torch.device(device) if device is not None else torch.device("cpu")
     # secondary key for ties: smaller is better
     if ids is not None:
         tie_key = torch.empty(n_pages, dtype=torch.int64)
         tie_key[torch.as_tensor(sorted(range(n_pages), key=lambda j: ids[j], reverse=True))] = torch.arange(n_pages)
     else:
         tie_key = torch.arange(n_pages)
+    tie_key = tie_key.to(dev)
     nq = len(queries)
-    best_s = torch.empty((nq, 0), dtype=torch.float32)
-    best_i = torch.empty((nq, 0), dtype=torch.int64)
-    for idx, scores in _score_blocks(queries, pages, budget_bytes, device):
-        cand_s = torch.cat([best_s, scores.cpu()], dim=1)
-        cand_i = torch.cat([best_i, torch.from_numpy(idx).expand(nq, -1)], dim=1)
+    best_s = torch.empty((nq, 0), dtype=torch.float32, device=dev)
+    best_i = torch.empty((nq, 0), dtype=torch.int64, device=dev)
+    for idx, scores in _score_blocks(queries, pages, budget_bytes, dev, precision):
+        cand_s = torch.cat([best_s, scores.to(dev)], dim=1)
+        cand_i = torch.cat([best_i, torch.from_numpy(idx).to(dev).expand(nq, -1)], dim=1)
         # order by (score desc, tie key asc): stable sort by key, then stable sort by score
         o = torch.argsort(tie_key[cand_i], dim=1, stable=True)
         cand_s, cand_i = cand_s.gather(1, o), cand_i.gather(1, o)
         o = torch.argsort(cand_s, dim=1, descending=True, stable=True)[:, :k]
         best_s, best_i = cand_s.gather(1, o), cand_i.gather(1, o)
+    best_s, best_i = best_s.cpu(), best_i.cpu()
     return TopK(best_s, best_i, None if ids is None else [[ids[j] for j in row] for row in best_i.tolist()])
 
 
@@ -418,6 +682,11 @@ class SubsetSource:
     def lengths(self) -> list[int]:
         """Tokens per page, aligned with :meth:`ids`."""
         return list(self._lengths)
+
+    @property
+    def dtype(self):
+        """The underlying source's stored dtype (``None`` when it does not say)."""
+        return getattr(self.source, "dtype", None)
 
     def iter_blocks(self, max_tokens: int, ids: Sequence[str] | None = None):
         """Blocks of the underlying source (default: this subset's pages)."""

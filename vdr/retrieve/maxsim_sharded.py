@@ -11,7 +11,8 @@ from .maxsim import DEFAULT_BUDGET_BYTES, SubsetSource, TopK, maxsim_topk, merge
 __all__ = ["sharded_maxsim_topk"]
 
 
-def sharded_maxsim_topk(queries, source, k: int, *, device=None, budget_bytes: int | None = None, dst: int = 0):
+def sharded_maxsim_topk(queries, source, k: int, *, device=None, budget_bytes: int | None = None, dst: int = 0,
+                        precision: str = "exact"):
     """:func:`vdr.retrieve.maxsim.maxsim_topk` with the pages partitioned across ranks.
 
     Every rank calls it with the same queries and source. Rank ``r`` scores its contiguous part of
@@ -20,18 +21,21 @@ def sharded_maxsim_topk(queries, source, k: int, *, device=None, budget_bytes: i
     descending, then page id descending): exactly the single-process top-k when the scores agree,
     which they do bit for bit on the CPU.
 
+    ``precision`` is :func:`~vdr.retrieve.maxsim.maxsim_topk`'s (``"exact"`` by default).
+
     Returns:
         :class:`~vdr.retrieve.maxsim.TopK` (indices are positions in ``source.ids()``) on rank ``dst``, ``None``
         on the others; in a single process, ``maxsim_topk(queries, source, k)``.
     """
     budget = DEFAULT_BUDGET_BYTES if budget_bytes is None else budget_bytes
     if not is_distributed():
-        return maxsim_topk(queries, source, k, device=device, budget_bytes=budget)
+        return maxsim_topk(queries, source, k, device=device, budget_bytes=budget, precision=precision)
     ids = source.ids()
     a, b = shard_bounds(len(ids))
     part = None
     if b > a:
-        top = maxsim_topk(queries, SubsetSource(source, ids[a:b]), min(k, b - a), device=device, budget_bytes=budget)
+        top = maxsim_topk(queries, SubsetSource(source, ids[a:b]), min(k, b - a), device=device, budget_bytes=budget,
+                          precision=precision)
         part = TopK(top.scores, top.indices + a, top.ids)
     parts = gather_object(part, dst=dst)
     if rank() != dst:

@@ -286,6 +286,9 @@ class SemanticOptions:
     chunk_rows: int = option(65536, "Store rows scored per float32 chunk", scores=False)
     index_batch_size: int = option(4096, "Passages read per streaming batch", scores=False)
     query_runtime: str = option("auto", "What embeds the queries: auto, torch or onnx")
+    onnx_cache: str | None = option(None, "Where the ONNX query encoder is exported: user (default: VDR_CACHE or"
+                                    " XDG_CACHE_HOME/vdr, one export per model for every corpus), corpus (the index cache)"
+                                    " or a folder", scores=False)
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,10 @@ Documented choices:
   queries only; without ``cache_dir`` it lives in a temporary folder removed with the backend.
 * **Re-runs without the model stack** (:mod:`vdr.retrieve.text_encoder`): the facts read from the
   loaded model are cached (``cache_dir/semantic-model/``), and by default (``query_runtime="auto"``)
-  queries are embedded by the model's ONNX export with ONNX Runtime on CPU (exported once into
-  ``cache_dir/semantic-onnx/`` and checked against the model). A re-run whose page vectors are
+  queries are embedded by the model's ONNX export with ONNX Runtime on CPU (exported once per
+  model, device and library versions into the user's cache folder, ``VDR_CACHE`` or
+  ``XDG_CACHE_HOME/vdr``, shared by every corpus; option ``onnx_cache``, see
+  :mod:`vdr.retrieve.text_encoder`; checked against the model). A re-run whose page vectors are
   cached therefore never imports torch or sentence-transformers (about 10 s on a 2-core CPU). The
   export's vectors differ from the model's by rounding only (at most 1e-4 absolute, checked; about
   1e-7 for all-MiniLM-L6-v2); every run with the same cache uses the same runtime, so results do
@@ -94,7 +96,7 @@ from .ance import PASSAGE_MAX_LENGTH as ANCE_PASSAGE_MAX_LENGTH, QUERY_MAX_LENGT
 from .options import SemanticOptions, options_from
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
 from .text_encoder import (ONNX_KIND, PROBE_TEXTS, SPEC_KIND, OnnxTextEncoder, export_onnx, light_tokenizer, onnx_missing, pipeline_of,
-                           read_export, read_spec, write_spec)
+                           read_export, read_spec, user_cache_dir, write_spec)
 
 __all__ = ["DenseBackend", "DEFAULT_MODEL_ID", "default_model_path"]
 
@@ -274,14 +276,20 @@ class DenseBackend:
             model whose export matches it, else ``"torch"``; the choice does not depend on the cache,
             so ``vdr evaluate`` and the reward server embed a query alike). The choice, and why, is
             in ``config["query_runtime"]`` / ``config["query_runtime_note"]``; page vectors are always
-            the model's (torch). Without a cache the export goes to a temporary folder, once per
-            model and device per process.
+            the model's (torch).
+        onnx_cache: where the ONNX export is kept: ``"user"`` (default, ``None`` too: the user's
+            cache folder, :func:`vdr.retrieve.text_encoder.user_cache_dir`, one export per model
+            shared by every corpus), ``"corpus"`` (``cache_dir/semantic-onnx/``; a temporary folder
+            without ``cache_dir``) or a folder path. A model given by hub name, or a user cache that
+            cannot be written, uses a temporary folder, once per model and device per process.
 
     Attributes:
         config: model id, path, weights hash, lengths, long-text policy, window and stride,
             similarity, search engine, library versions (JSON-ready; results.json).
         report: ``page_forward_passes`` (texts embedded by :meth:`index`: 0 on a cache hit),
-            ``query_encoder`` (``exported_now``, ``export_s``: the ONNX export made by this backend),
+            ``query_encoder`` (``exported_now``, ``export_s``: the ONNX export made by this backend;
+            with the ONNX runtime also ``location`` (``"user"``, ``"corpus"``, ``"folder"`` or
+            ``"temporary"``), ``folder`` and ``bytes``, the size of ``model.onnx``),
             ``cache``, ``index`` (``num_pages``, ``num_indexed_pages``, ``num_empty_pages``,
             ``empty_pages``, ``long_text``, ``passage_max_length``, ``num_long_pages`` (longer
             than the limit), ``long_pages``, ``num_split_pages``, ``num_windows`` (store rows),
@@ -323,6 +331,8 @@ class DenseBackend:
         self.index_batch_size = _positive("index_batch_size", index_batch_size, allow_none=False)
         if query_runtime not in QUERY_RUNTIMES:
             raise InputError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, got {query_runtime!r}")
+        if o.onnx_cache is not None and (not isinstance(o.onnx_cache, (str, Path)) or not str(o.onnx_cache).strip()):
+            raise InputError(f"onnx_cache must be 'user', 'corpus' or a folder, got {o.onnx_cache!r}")
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self._tmp = None
         self._resolve(model, device)
@@ -445,7 +455,15 @@ class DenseBackend:
 
     def _spec_key(self) -> str | None:
         """The model spec's cache key (``None``: a model given by hub name, or no cache)."""
-        if self._path is None or self.cache_dir is None:
+        if self.cache_dir is None:
+            return None
+        return self._model_key()
+
+    def _model_key(self) -> str | None:
+        """The model's key, whatever the corpus: model id, weights' sha256, device, library versions,
+        declared prompts, ANCE (``None``: a model given by hub name, whose weights are not hashed
+        before loading)."""
+        if self._path is None:
             return None
         versions = {d: version_of(d) for d in ("sentence-transformers", "transformers", "torch")}
         extra = [x for x in (_declared_prompts(self._path), "ance" if self.architecture == "ance" else None) if x]
@@ -900,7 +918,13 @@ class DenseBackend:
         if reason is None and wanted == "auto" and self._spec["device"].split(":")[0] != "cpu":
             reason = f"device {self._spec['device']} (auto uses ONNX Runtime on CPU only)"
         if reason is None:
-            enc, rec = self._open_export(self._onnx_folder())
+            folder, where = self._onnx_folder()
+            try:
+                enc, rec = self._open_export(folder)
+            except OSError:  # a cache folder that cannot be written: a temporary export, once per process
+                folder, where = self._temporary_onnx_folder(), "temporary"
+                enc, rec = self._open_export(folder)
+            self._query_encoder_info.update(location=where, folder=str(folder), bytes=rec.get("bytes"))
             if enc is not None:
                 return enc, f"ONNX export checked against the model: max abs diff {rec['max_abs_diff']:.2e} on {len(PROBE_TEXTS)} texts"
             reason = rec.get("reason") or "export failed"
@@ -921,24 +945,40 @@ class DenseBackend:
                 return OnnxTextEncoder(folder, rec["pipeline"], self._light), rec
             except Exception:  # noqa: BLE001 - ONNX Runtime's own errors on a damaged file: rebuilt below
                 rec = None
+        checked: list = []
         if rec is None:
             shutil.rmtree(folder, ignore_errors=True)
             t = time.perf_counter()
-            rec = export_onnx(self._ensure_model(), folder, self._light)
-            self._query_encoder_info = {"exported_now": True, "export_s": round(time.perf_counter() - t, 4)}
+            rec = export_onnx(self._ensure_model(), folder, self._light, keep=checked)
+            self._query_encoder_info.update(exported_now=True, export_s=round(time.perf_counter() - t, 4))
         if not rec.get("ok"):
             return None, rec
-        return OnnxTextEncoder(folder, rec["pipeline"], self._light), rec
+        # the session the export was checked with holds the same model: not loaded a second time
+        return (checked[0] if checked else OnnxTextEncoder(folder, rec["pipeline"], self._light)), rec
 
-    def _onnx_folder(self) -> Path:
-        """The ONNX export's cache entry; without a cache (or for a model given by hub name), a
-        temporary folder kept for the process (one export per model and device per process)."""
+    def _onnx_folder(self) -> tuple[Path, str]:
+        """``(the ONNX export's cache entry, where)`` as the ``onnx_cache`` option says (see the
+        class docstring): ``where`` is ``"user"``, ``"corpus"``, ``"folder"`` or ``"temporary"``.
+        The entry's key names the model (:meth:`_model_key`) and the ONNX libraries' versions, not
+        the corpus, so every corpus shares it."""
         versions = {d: version_of(d) for d in ("onnx", "onnxruntime")}
-        key = self._spec_key()
+        key = self._model_key()
+        place = self.options.onnx_cache or "user"
         if key is not None:
-            return cache_path(self.cache_dir, ONNX_KIND, fingerprint(ONNX_KIND, key, versions))
+            entry = fingerprint(ONNX_KIND, key, versions)
+            if place == "user":
+                return user_cache_dir() / ONNX_KIND / entry, "user"
+            if place != "corpus":
+                return Path(place).expanduser() / ONNX_KIND / entry, "folder"
+            if self.cache_dir is not None:
+                return cache_path(self.cache_dir, ONNX_KIND, entry), "corpus"
+        return self._temporary_onnx_folder(), "temporary"
+
+    def _temporary_onnx_folder(self) -> Path:
+        """A temporary ONNX cache entry kept for the process (one export per model and device per process)."""
         import tempfile
 
+        versions = {d: version_of(d) for d in ("onnx", "onnxruntime")}
         memo = (self._load_from, self._device, json.dumps(versions, sort_keys=True))
         if memo not in _TMP_EXPORTS:  # removed at interpreter exit (TemporaryDirectory's finaliser)
             _TMP_EXPORTS[memo] = tempfile.TemporaryDirectory(prefix="vdr-onnx-")
