@@ -335,3 +335,25 @@ def test_the_corpus_folder_itself_is_never_the_results_folder(tmp_path, capsys, 
         rc, _, err = cli(capsys, "evaluate", corpus, *FAST, *overwrite, "--out", out)
         assert rc == 2 and "the results folder (--out) is an input of this run" in err and "choose another --out" in err
     assert snapshot(corpus) == before
+
+
+def test_metrics_outputs_never_replace_an_input_and_a_refused_run_leaves_no_lock(tmp_path, capsys, ext_run, corpus):
+    """``vdr metrics --json RUN`` replaced the run file with JSON: refused, as a folder given as a
+    file is; a refused ``vdr evaluate`` leaves the folder as it found it (no stray .vdr.lock)."""
+    import shutil
+
+    run = tmp_path / "run.trec"
+    shutil.copy(ext_run, run)
+    qrels = corpus / "qrels.tsv"
+    before = run.read_bytes()
+    for flag, path, msg in (("--json", run, "is an input of this command"), ("--per-query", qrels, "is an input of this command"),
+                            ("--json", tmp_path, "is a folder; give a file name")):
+        rc, _, err = cli(capsys, "metrics", qrels, run, flag, path)
+        assert rc == 2 and f"{flag} {path} {msg}" in err, err
+    assert run.read_bytes() == before and (corpus / "qrels.tsv").read_text().startswith("query-id")
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", user)
+    assert rc == 2 and "files vdr did not write" in err
+    assert sorted(p.name for p in user.iterdir()) == ["notes.txt"]  # no .vdr.lock left behind

@@ -174,6 +174,7 @@ def metrics_command(
         names, extras = split_trec_names(["official"])
     if complete is None:
         complete = not trec  # trec_eval averages over the queries of both files unless -c
+    _check_outputs({"--json": json_out, "--per-query": per_query}, (qrels, run))
     qrels_data, run_data = load_qrels(qrels), load_run(run)
     res = metrics(
         qrels_data,
@@ -192,6 +193,26 @@ def metrics_command(
     for p in (json_out, per_query):
         if p is not None:
             typer.echo(f"wrote {p}", err=trec)
+
+
+def _check_outputs(outputs: dict, inputs: tuple) -> None:
+    """``vdr metrics``' output files are neither a folder nor one of its inputs (``--json RUN``
+    would replace the run file).
+
+    Raises:
+        InputError: naming the option and the path.
+    """
+    from ..errors import InputError
+
+    given = {Path(p).resolve() for p in inputs}
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            raise InputError(f"{flag} {path} is a folder; give a file name", path=path)
+        if Path(path).resolve() in given:
+            raise InputError(f"{flag} {path} is an input of this command (the qrels or the run): it would be overwritten;"
+                             " give another file name", path=path)
 
 
 def _print_metrics(res, trec: bool, inputs: tuple, extras, *, each_query: bool, depth: int | None) -> None:

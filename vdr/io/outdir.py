@@ -114,6 +114,7 @@ class ResultsFolder:
         self._lock = None
         self._created = False
         self._staging: Path | None = None
+        self._committed = False
 
     # ------------------------------------------------------------------ open
 
@@ -164,6 +165,7 @@ class ResultsFolder:
             raise InputError("the results folder (--out) is not writable", path=p)
 
     def _take_lock(self) -> None:
+        self._lock_was_there = self.lock_path.exists()
         self._lock = _acquire(self.path, "wait for it to finish or choose another --out")
         for e in self.path.iterdir():  # leftovers of a run that was killed (we hold the lock: nobody else writes)
             if e.name.startswith((_STAGING, _TRASH)):
@@ -222,6 +224,7 @@ class ResultsFolder:
             OSError: an entry cannot be moved (what was moved is moved back).
         """
         new = self.staging
+        self._committed = True
         with _sigint_deferred():
             trash = Path(tempfile.mkdtemp(prefix=_TRASH, dir=self.path))
             moved: list[str] = []
@@ -261,6 +264,11 @@ class ResultsFolder:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+            if not self._created and not self._committed and not getattr(self, "_lock_was_there", True):
+                try:  # a refused or failed run leaves the folder as it found it (no stray lock file)
+                    self.lock_path.unlink()
+                except OSError:
+                    pass
             if self._created:
                 try:
                     left = [e.name for e in self.path.iterdir()]
