@@ -532,7 +532,7 @@ class RetrievalSettings:
     device: str | None = None
     model: str | None = None
     encoder: Any = None
-    batch_size: int = 8
+    batch_size: int | None = None  # EncoderSettings: from free memory on CUDA, 8 on CPU
     trust_remote_code: bool = False
     store: str | Path | None = None
     semantic_model: str | None = None
@@ -796,7 +796,7 @@ def _warn_duplicates(variants: Mapping[str, QuerySet]) -> None:
                           f" e.g. {ex['ids']} share {ex['text'][:60]!r}", VdrWarning, stacklevel=3)
 
 
-def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, trust_remote_code: bool):
+def _encoder_settings(encoder, model, *, batch_size: int | None, device: str | None, trust_remote_code: bool):
     """The multimodal encoder's :class:`~vdr.encode.settings.EncoderSettings` (``None``: no model),
     built by :meth:`~vdr.encode.settings.EncoderSettings.from_options`.
 
