@@ -78,3 +78,23 @@ def test_rasterize_benchmark_reports_both_ratios_and_the_encoding() -> None:
     assert res["image_encoding"]["format"] == "png" and res["image_encoding"]["lossless"] is True
     assert res["vdr_image_bytes"] > 0 and res["pdf2image_png_bytes"] > 0
     assert res["worker_start_method"] == "fork"  # as `vdr ingest` starts its workers
+
+
+@pytest.mark.slow
+def test_encode_pipeline_benchmark_reports_the_issue_keys() -> None:
+    """benchmarks/encode_pipeline.py --quick: the real ColQwen2.5 processor (752 image tokens on an A4
+    page at its default budget) and ColPali's (1,024 + prompt), and the pipeline's overlap figures."""
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "encode_pipeline.py"), "--quick", "--workers", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=SCRIPT.parents[1])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["benchmark"] == "encode_pipeline" and res["workers"] == 1 and res["page_pixels"] == [1191, 1684]
+    qwen, pali = res["processors"]["colqwen2.5"], res["processors"]["colpali"]
+    assert qwen["tokens_per_page"] == 752 and pali["tokens_per_page"] > 1024
+    for p in (qwen, pali):
+        assert p["preprocess_pages_per_s_per_worker"] > 0 and set(p["runs"]) == {"balanced", "h200_target"}
+        for run in p["runs"].values():
+            assert run["pages"] == 12 and run["pipeline_s"] > 0
+            assert run["overlap_ratio"] == pytest.approx(run["pipeline_s"] / max(run["forward_s"], run["preprocess_s"]), rel=1e-3)
+    b = qwen["runs"]["balanced"]
+    assert res["overlap_ratio"] == b["overlap_ratio"] and b["forward_s"] == pytest.approx(b["preprocess_s"], rel=1e-3)
