@@ -4,6 +4,8 @@ Needs nothing from the network. Usage::
 
     python benchmarks/gpu_check.py                 # on a CUDA machine: full size, < 8 minutes
     python benchmarks/gpu_check.py --small         # tiny model and sizes (auto-selected without CUDA)
+    python benchmarks/gpu_check.py --dry-run       # no model: the MaxSim comparison at small sizes (CPU-safe)
+    python benchmarks/gpu_check.py --peer-path wheels/flash_maxsim --peer-path wheels/lik   # unpacked peer wheels
 
 What it does:
 
@@ -22,10 +24,22 @@ What it does:
    tokens/page, peak GPU memory (``torch.cuda.max_memory_allocated``) and the GPU utilisation of the
    encode loop (sampled every 0.2 s with ``torch.cuda.utilization`` when pynvml is there, else
    ``nvidia-smi --query-gpu=utilization.gpu``): a data pipeline that keeps up shows ~100%.
+   Pages go through vdr's :class:`vdr.encode.pipeline.PagePipeline` (workers into pinned memory,
+   copies overlapped on a CUDA stream, equal image-token buckets); ``encode.pipeline`` has its
+   figures (``wait_s``: the loop waiting for preprocessed pages).
 3. Scores synthetic multi-vectors (unit-norm, bf16) with :func:`vdr.retrieve.maxsim.maxsim` on the device
    and reports its GFLOP/s (2 x query tokens x page tokens x 128 per second) beside the device's
    measured matmul rates: bf16, fp32 without TF32, TF32, and the TF32 rate of one MaxSim block's own
    GEMM shape ``(query tokens, 128) x (128, block tokens)`` (what ``maxsim`` runs for 16-bit inputs).
+
+4. Compares MaxSim paths (:func:`compare_maxsim`) on the ViDoRe-V2 shape and issue 28's shape:
+   vdr's exact fused kernel over a list and over :class:`vdr.retrieve.maxsim.PackedPages`, its
+   device top-k, the reference path, float32 queries with float16 pages (vdr's own case; default
+   route and the fused IEEE kernel), the opt-in TF32 / bfloat16 variants, colpali-engine's
+   ``score_multi_vector`` (``COLPALI_SCORES_BACKEND=torch``, recorded) and, when importable,
+   ``flash-maxsim`` and ``late-interaction-kernels`` (their absence is reported): seconds, each
+   path's largest absolute and relative difference from the float32 reference, speed-up over
+   colpali-engine and ratio to the faster peer; then sweeps the fused kernel's tile sizes.
 
 The last line printed is one JSON object with every figure.
 """
@@ -530,10 +544,15 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--maxsim-pages", type=int, default=None, help="pages (full: 10000, small: 200)")
     ap.add_argument("--maxsim-budget-mb", type=int, default=None, help="MaxSim block budget (full: 2048, small: 64)")
     ap.add_argument("--attn", default=None, help="attention implementation (default flash_attention_2 if installed, else sdpa)")
+    ap.add_argument("--peer-path", action="append", default=[],
+                    help="a folder put first on sys.path (repeatable): unpacked wheels of flash-maxsim /"
+                         " late-interaction-kernels on a machine without a package index")
     ap.add_argument("--dry-run", action="store_true",
                     help="no model, no encoding: the MaxSim comparison at small sizes on this device (CPU-safe), and"
                          " which peer kernels are installed")
     args = ap.parse_args(argv)
+    for folder in reversed(args.peer_path):
+        sys.path.insert(0, str(Path(folder).resolve()))
     if args.dry_run:
         return dry_run(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     t_start = time.perf_counter()
@@ -601,6 +620,7 @@ def main(argv: list[str] | None = None) -> dict:
         "tokens_per_page": out.pop("tokens_per_page"),
         "peak_gpu_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         "gpu_utilisation_pct": util.summary(),
+        "pipeline": enc.pipeline_stats.to_json() if enc.pipeline_stats is not None else None,
     }
     log(f"encode: {out['encode']['pages_per_s']} pages/s, util {out['encode']['gpu_utilisation_pct']}")
     del model, enc
