@@ -241,7 +241,6 @@ class PagePipeline:
         batch_size: pages per forward pass (>= 1).
         num_workers: worker processes (0: preprocessing in this process).
         prefetch: batches the workers prepare ahead, together (``num_workers`` > 0).
-        window: pages per bucketing window (default ``batch_size * BUCKET_BATCHES``).
         dtype: floating inputs are cast to it on the device (the model's compute dtype); ``None``: kept.
         host_threads: intra-op CPU threads for this process's host copies (joining a batch's pages,
             splitting the vectors); default 1 on CUDA, where the workers have the cores and the
@@ -255,11 +254,12 @@ class PagePipeline:
     ``a..b-1`` of the batch again).
 
     Attributes:
+        window: pages per bucketing window (``batch_size * BUCKET_BATCHES``; may be set before :meth:`run`).
         stats: :class:`PipelineStats` of the last :meth:`run`.
     """
 
     def __init__(self, processor, forward: Callable, *, device: str, batch_size: int, num_workers: int = 0, prefetch: int = 2,
-                 window: int | None = None, dtype: torch.dtype | None = None, host_threads: int | None = None) -> None:
+                 dtype: torch.dtype | None = None, host_threads: int | None = None) -> None:
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         if num_workers < 0:
@@ -267,7 +267,7 @@ class PagePipeline:
         self.processor, self.forward = processor, forward
         self.device = torch.device(device)
         self.batch_size, self.num_workers, self.prefetch = batch_size, num_workers, max(1, prefetch)
-        self.window = window or batch_size * BUCKET_BATCHES
+        self.window = batch_size * BUCKET_BATCHES
         self.dtype = dtype
         self.check: Callable | None = None
         self.fallback: Callable | None = None
