@@ -513,7 +513,9 @@ class RetrievalSettings:
             (:class:`~vdr.encode.settings.EncoderSettings`, the same object ``vdr embed`` uses, so
             the store written by ``embed`` with the same settings is found and reused); replaces
             ``model``, ``batch_size`` and ``trust_remote_code``.
-        batch_size, trust_remote_code: for the multimodal encoder (without ``encoder``).
+        batch_size, trust_remote_code: for the multimodal encoder (without ``encoder``); a
+            ``batch_size`` of ``None`` (default) is chosen from free memory on CUDA, 8 on the CPU
+            (:attr:`~vdr.encode.settings.EncoderSettings.batch_size`).
         store: embedding store folder for ``multimodal`` (default ``corpus_dir/embeddings``); page
             embeddings are computed once per model and corpus and reused.
         semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
@@ -529,7 +531,7 @@ class RetrievalSettings:
     device: str | None = None
     model: str | None = None
     encoder: Any = None
-    batch_size: int = 8
+    batch_size: int | None = None
     trust_remote_code: bool = False
     store: str | Path | None = None
     semantic_model: str | None = None
@@ -766,7 +768,7 @@ def _warn_duplicates(variants: Mapping[str, QuerySet]) -> None:
                           f" e.g. {ex['ids']} share {ex['text'][:60]!r}", VdrWarning, stacklevel=3)
 
 
-def _encoder_settings(encoder, model, *, batch_size: int, device: str | None, trust_remote_code: bool):
+def _encoder_settings(encoder, model, *, batch_size: int | None, device: str | None, trust_remote_code: bool):
     """The multimodal encoder's :class:`~vdr.encode.settings.EncoderSettings` (``None``: no model),
     built by :meth:`~vdr.encode.settings.EncoderSettings.from_options`.
 

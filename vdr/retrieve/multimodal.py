@@ -169,7 +169,7 @@ class MultimodalBackend:
         self.config = dict(
             enc.settings, backend="multimodal", fingerprint=enc.fingerprint, page_fingerprint=enc.page_fingerprint,
             query_fingerprint=enc.query_fingerprint, query_template=enc.query_template.to_json(),
-            batch_size=rep.batch_size or self.settings.batch_size, store=str(rep.store), stored_dtype=rep.dtype,
+            batch_size=self.settings.batch_size, store=str(rep.store), stored_dtype=rep.dtype,
             device=str(enc.device), attn_implementation=getattr(enc, "attn_implementation", None),
             score_dtype="float32 (MaxSim accumulated in float32)",
         )
