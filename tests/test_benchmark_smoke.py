@@ -78,3 +78,45 @@ def test_rasterize_benchmark_reports_both_ratios_and_the_encoding() -> None:
     assert res["image_encoding"]["format"] == "png" and res["image_encoding"]["lossless"] is True
     assert res["vdr_image_bytes"] > 0 and res["pdf2image_png_bytes"] > 0
     assert res["worker_start_method"] == "fork"  # as `vdr ingest` starts its workers
+
+
+@pytest.mark.slow
+def test_encode_pipeline_benchmark_reports_the_issue_keys() -> None:
+    """benchmarks/encode_pipeline.py --quick: the real ColQwen2.5 processor (752 image tokens on an A4
+    page at its default budget) and ColPali's (1,024 + prompt), and the pipeline's overlap figures."""
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "encode_pipeline.py"), "--quick", "--workers", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=SCRIPT.parents[1])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["benchmark"] == "encode_pipeline" and res["workers"] == 1 and res["page_pixels"] == [1191, 1684]
+    qwen, pali = res["processors"]["colqwen2.5"], res["processors"]["colpali"]
+    assert qwen["tokens_per_page"] == 752 and pali["tokens_per_page"] > 1024
+    for p in (qwen, pali):
+        assert p["preprocess_pages_per_s_per_worker"] > 0 and set(p["runs"]) == {"balanced", "h200_target"}
+        for run in p["runs"].values():
+            assert run["pages"] == 12 and run["pipeline_s"] > 0
+            assert run["overlap_ratio"] == pytest.approx(run["pipeline_s"] / max(run["forward_s"], run["preprocess_s"]), rel=1e-3)
+    b = qwen["runs"]["balanced"]
+    assert res["overlap_ratio"] == b["overlap_ratio"] and b["forward_s"] == pytest.approx(b["preprocess_s"], rel=1e-3)
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_on_the_cpu_lists_every_maxsim_path() -> None:
+    """benchmarks/gpu_check.py --dry-run: the MaxSim comparison at small sizes on the CPU, the peers'
+    presence, colpali-engine's backend pinned; vdr's exact paths equal the float32 reference."""
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "gpu_check.py"), "--dry-run", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=300, cwd=SCRIPT.parents[1])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    mc = res["maxsim_compare"]
+    assert res["dry_run"] is True and mc["colpali_scores_backend"] == "torch"
+    assert set(mc["peers"]) == {"flash-maxsim", "late-interaction-kernels", "colpali-engine"}
+    for p in mc["peers"].values():
+        assert p["available"] or p["why"]
+    for shape in ("vidore_v2", "issue_shape"):
+        paths = mc[shape]["paths"]
+        for name in ("vdr_exact", "vdr_exact_packed", "vdr_topk100_packed", "vdr_reference_path", "vdr_fp32_queries"):
+            assert paths[name]["seconds"] > 0 and paths[name]["max_rel_diff"] <= 1e-5, (shape, name)
+        for name in ("vdr_tf32_variant", "vdr_bf16_variant", "colpali_engine"):
+            assert 0 < paths[name]["max_rel_diff"] < 1e-2, (shape, name)  # not exact, and named so
+        assert paths["flash_maxsim"]["skipped"] and paths["late_interaction_kernels"]["skipped"]  # need CUDA

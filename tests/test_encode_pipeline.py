@@ -106,7 +106,8 @@ def test_pipeline_returns_input_order_window_by_window_with_workers():
         calls.append(batch["x"].shape[0])
         return [row[None, :] * 2 for row in batch["x"]]
 
-    pipe = PagePipeline(_FakeProcessor(), forward, device="cpu", batch_size=2, num_workers=1, window=4)
+    pipe = PagePipeline(_FakeProcessor(), forward, device="cpu", batch_size=2, num_workers=1)
+    pipe.window = 4
     ids = [f"p{i}" for i in range(7)]
     counts = [i % 3 for i in range(7)]  # the opener's widths: 20, 30, 40, 20, ...
     got = list(pipe.run(_opener, ids, counts))

@@ -629,11 +629,20 @@ class LateInteractionEncoder:
         return out
 
     # ------------------------------------------------------------------ pages
-    def page_token_count(self, width: int, height: int) -> int:
-        """The bucket of a ``width`` x ``height`` page: its image-token count under the pixel budget
-        (Qwen families), 0 for fixed-resolution families (every page the same)."""
+    def page_token_count(self, width: int, height: int):
+        """The bucket of a ``width`` x ``height`` page (pages of one bucket get the same number of
+        tokens, so they batch without padding): its image-token count under the pixel budget (Qwen
+        families); 0 for ColPali (every page resized to one square); the size ``(width, height)``
+        for the other families (their image splitting depends on it)."""
         n = self.expected_image_tokens(width, height)
-        return 0 if n is None else int(n)
+        if n is not None:
+            return int(n)
+        return 0 if self._prefix_token_types else (int(width), int(height))
+
+    def page_cost(self, width: int, height: int) -> tuple[int, int]:
+        """A sort key for the page that costs the most memory: ``(image tokens or 0, pixels)``."""
+        n = self.expected_image_tokens(width, height)
+        return (0 if n is None else int(n), int(width) * int(height))
 
     def auto_batch_size(self, probe) -> int:
         """Pages per forward pass chosen from free memory on CUDA: one forward pass of ``probe`` (a
@@ -722,7 +731,8 @@ class LateInteractionEncoder:
             sizes = [opener.size(i) for i in range(len(seq))]
         counts = [self.page_token_count(w, h) for w, h in sizes]
         if batch_size is None:
-            batch_size = self.auto_batch_size(opener(max(range(len(counts)), key=counts.__getitem__))) if counts else 1
+            biggest = max(range(len(sizes)), key=lambda i: self.page_cost(*sizes[i])) if sizes else None
+            batch_size = self.auto_batch_size(opener(biggest)) if biggest is not None else 1
         else:
             self.batch_size_source = "given"
         pipe = PagePipeline(self.processor, self._forward_device, device=str(self.device), batch_size=batch_size,

@@ -293,7 +293,7 @@ class _Run:
             enc = self.enc
             if not ids:
                 return 1
-            biggest = max(ids, key=lambda i: enc.page_token_count(self.corpus[i].width, self.corpus[i].height))
+            biggest = max(ids, key=lambda i: enc.page_cost(self.corpus[i].width, self.corpus[i].height))
             self.batch_size = enc.auto_batch_size(self.corpus.open_image(biggest))
             self.batch_source = enc.batch_size_source
         return self.batch_size

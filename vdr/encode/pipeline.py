@@ -4,8 +4,12 @@
 
 * **Preprocessing in worker processes**: opening the image (a corpus page's PNG, a path, a PIL
   image), the processor's resize and patching (``processor.process_images``) run in
-  ``num_workers`` DataLoader processes, ``prefetch`` batches ahead per worker; the result lands
-  in **pinned** host memory when the device is CUDA (page-locked: copied by DMA, asynchronously).
+  ``num_workers`` DataLoader processes, page by page (so the first batch is ready after
+  ``batch_size / workers`` pages, not ``batch_size``, and no worker holds up a whole batch), about
+  ``prefetch`` batches ahead, floating tensors already in a 16-bit compute dtype (half the bytes to
+  pass, pin and copy; the same rounding the device would apply); this process joins a batch's pages
+  straight into **pinned** host memory when the device is CUDA (page-locked: copied by DMA,
+  asynchronously).
 * **Copies overlapped with compute** (CUDA only): each batch goes to the device on a side stream
   while the previous batch's forward pass runs; its vectors come back with one asynchronous copy
   into pinned memory, collected one batch later. On the CPU there is nothing to overlap and no
@@ -30,6 +34,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,9 +57,10 @@ MEMORY_FRACTION = 0.8
 MAX_AUTO_BATCH = 64
 
 
-def plan_batches(counts: Sequence[int], batch_size: int, window: int) -> list[list[int]]:
+def plan_batches(counts: Sequence[Any], batch_size: int, window: int) -> list[list[int]]:
     """Batches of item positions: within each window of ``window`` consecutive items, the items with
-    equal ``counts`` (image tokens), in input order, cut into batches of at most ``batch_size``.
+    equal ``counts`` (image tokens, or any hashable bucket key), in input order, cut into batches of
+    at most ``batch_size``.
 
     >>> plan_batches([5, 7, 5, 7, 7, 5], 2, 6)
     [[0, 2], [5], [1, 3], [4]]
@@ -66,9 +72,9 @@ def plan_batches(counts: Sequence[int], batch_size: int, window: int) -> list[li
         raise InputError(f"batch_size and window must be >= 1, got {batch_size} and {window}")
     out: list[list[int]] = []
     for start in range(0, len(counts), window):
-        groups: dict[int, list[int]] = {}
+        groups: dict[Any, list[int]] = {}
         for i in range(start, min(start + window, len(counts))):
-            groups.setdefault(int(counts[i]), []).append(i)
+            groups.setdefault(counts[i], []).append(i)
         for members in groups.values():  # first-seen count first
             out += [members[a:a + batch_size] for a in range(0, len(members), batch_size)]
     return out
@@ -109,9 +115,13 @@ class PipelineStats:
         pages, batches: items encoded and forward passes run.
         seconds: wall time of the run.
         wait_s: time the loop waited for the next preprocessed batch (the accelerator idle, unless
-            it was still busy with the previous batch).
+            it was still busy with the previous batch); ``first_wait_s``: of it, the wait for the
+            first batch (worker start-up and one batch of preprocessing: nothing to overlap yet).
         forward_s: time in the forward calls as the host saw it (on CUDA, kernel launches; the
             device runs on asynchronously).
+        preprocess_s: wall seconds the workers spent opening and preprocessing pages, summed over
+            pages (divided by ``workers``: the preprocessing's share of the run, as it went on
+            this machine; more than the forward passes: add workers).
         batch_sizes: pages per forward pass, in order.
         workers, pin_memory, cuda_streams, window: how it ran.
     """
@@ -120,7 +130,9 @@ class PipelineStats:
     batches: int = 0
     seconds: float = 0.0
     wait_s: float = 0.0
+    first_wait_s: float = 0.0
     forward_s: float = 0.0
+    preprocess_s: float = 0.0
     batch_sizes: list = field(default_factory=list)
     workers: int = 0
     pin_memory: bool = False
@@ -131,7 +143,7 @@ class PipelineStats:
         """A JSON-able dict (batch sizes summarised: count, min, max, mean)."""
         bs = self.batch_sizes
         return {"pages": self.pages, "batches": self.batches, "seconds": round(self.seconds, 4), "wait_s": round(self.wait_s, 4),
-                "forward_s": round(self.forward_s, 4), "workers": self.workers, "pin_memory": self.pin_memory,
+                "first_wait_s": round(self.first_wait_s, 4), "preprocess_s": round(self.preprocess_s, 4), "forward_s": round(self.forward_s, 4), "workers": self.workers, "pin_memory": self.pin_memory,
                 "cuda_streams": self.cuda_streams, "window": self.window,
                 "batch_size": {"min": min(bs), "max": max(bs), "mean": round(sum(bs) / len(bs), 2)} if bs else None}
 
@@ -147,7 +159,7 @@ class _Items(Dataset):
         return len(self.ids)
 
     def __getitem__(self, i: int):
-        return i, self.ids[i], self.opener(i)
+        return i, self.ids[i], (time.perf_counter(), self.opener(i))
 
 
 class _Collate:
@@ -157,9 +169,64 @@ class _Collate:
         self.processor = processor
 
     def __call__(self, items):
-        images = [it[2] for it in items]
+        images = [it[2][1] for it in items]
         batch = self.processor.process_images(images)
         return [it[0] for it in items], [it[1] for it in items], [im.size for im in images], batch
+
+
+class _One:
+    """Runs the processor on one page in the worker: ``(position, id, size (w, h), processed page)``.
+    With ``dtype`` (a 16-bit compute dtype), floating tensors are cast to it here, as the device
+    would cast them (round to nearest even, the same on every device): half the bytes to move."""
+
+    def __init__(self, processor, dtype: torch.dtype | None = None) -> None:
+        self.processor = processor
+        self.dtype = dtype
+
+    def __call__(self, item):
+        i, pid, (t0, image) = item
+        batch = self.processor.process_images([image])
+        if self.dtype is not None:
+            batch = {k: v.to(self.dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in batch.items()}
+        return i, pid, image.size, batch, time.perf_counter() - t0
+
+
+def _merge(parts: list[dict], pin: bool, buffers: dict | None = None) -> dict:
+    """One batch from pages processed one by one: every tensor concatenated along its first axis
+    (pages of one bucket have the same token and patch counts, so this is what the processor gives
+    for the batch, without padding); into pinned memory when ``pin`` (PyTorch's pinned-memory
+    cache reuses the blocks), else into ``buffers`` (reused from batch to batch while shapes repeat:
+    no fresh pages to fault in; only where the batch is consumed before the next is merged)."""
+    if len(parts) == 1 and not pin:
+        return dict(parts[0])
+    out = {}
+    for k, v in parts[0].items():
+        if isinstance(v, torch.Tensor):
+            vals = [p[k] for p in parts]
+            shape = (sum(x.shape[0] for x in vals), *v.shape[1:])
+            dst = buffers.get(k) if buffers is not None else None
+            if dst is None or dst.shape != shape or dst.dtype != v.dtype:
+                dst = torch.empty(shape, dtype=v.dtype, pin_memory=pin)
+                if buffers is not None:
+                    buffers[k] = dst
+            out[k] = torch.cat(vals, out=dst)
+        else:
+            out[k] = v
+    return out
+
+
+@contextmanager
+def _threads(n: int | None):
+    """Run the block with ``n`` intra-op CPU threads (``None``: unchanged)."""
+    if n is None or n == torch.get_num_threads():
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 class PagePipeline:
@@ -173,9 +240,12 @@ class PagePipeline:
         device: where ``forward`` runs (``"cuda"``, ``"cuda:1"``, ``"cpu"``).
         batch_size: pages per forward pass (>= 1).
         num_workers: worker processes (0: preprocessing in this process).
-        prefetch: batches each worker prepares ahead (``num_workers`` > 0).
-        window: pages per bucketing window (default ``batch_size * BUCKET_BATCHES``).
+        prefetch: batches the workers prepare ahead, together (``num_workers`` > 0).
         dtype: floating inputs are cast to it on the device (the model's compute dtype); ``None``: kept.
+        host_threads: intra-op CPU threads for this process's host copies (joining a batch's pages,
+            splitting the vectors); default 1 on CUDA, where the workers have the cores and the
+            model does not run on them (a parallel copy would wait for a busy core), unchanged on
+            the CPU (the model needs them).
 
     Hooks (attributes, optional): ``check(ids, sizes, batch)`` raises on a bad batch (run in this
     process); ``fallback(batch, rebuild, n, error) -> list of CPU tensors`` replaces ``forward``
@@ -184,11 +254,12 @@ class PagePipeline:
     ``a..b-1`` of the batch again).
 
     Attributes:
+        window: pages per bucketing window (``batch_size * BUCKET_BATCHES``; may be set before :meth:`run`).
         stats: :class:`PipelineStats` of the last :meth:`run`.
     """
 
     def __init__(self, processor, forward: Callable, *, device: str, batch_size: int, num_workers: int = 0, prefetch: int = 2,
-                 window: int | None = None, dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, host_threads: int | None = None) -> None:
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         if num_workers < 0:
@@ -196,12 +267,13 @@ class PagePipeline:
         self.processor, self.forward = processor, forward
         self.device = torch.device(device)
         self.batch_size, self.num_workers, self.prefetch = batch_size, num_workers, max(1, prefetch)
-        self.window = window or batch_size * BUCKET_BATCHES
+        self.window = batch_size * BUCKET_BATCHES
         self.dtype = dtype
         self.check: Callable | None = None
         self.fallback: Callable | None = None
         self.cap: Callable[[], int | None] | None = None
         self.cuda = self.device.type == "cuda" and torch.cuda.is_available()
+        self.host_threads = host_threads if host_threads is not None else (1 if self.cuda else None)
         self.stats = PipelineStats()
 
     # ------------------------------------------------------------------ device transfers
@@ -246,7 +318,8 @@ class PagePipeline:
         Args:
             opener: position -> PIL image (picklable: it runs in the workers).
             ids: the items' ids (labels in errors and in the output).
-            counts: each item's image-token count (equal counts batch together, no padding).
+            counts: each item's bucket: its image-token count, or any hashable key (items with
+                equal keys batch together, and must then be processed to tensors of equal shapes).
             progress: called with the pages done after each batch.
 
         Yields:
@@ -261,31 +334,43 @@ class PagePipeline:
             return
         t0 = time.perf_counter()
         batches = plan_batches(counts, self.batch_size, self.window)
-        ds, collate = _Items(list(ids), opener), _Collate(self.processor)
-        loader = DataLoader(ds, batch_sampler=batches, num_workers=self.num_workers, collate_fn=collate, pin_memory=self.cuda,
-                            prefetch_factor=self.prefetch if self.num_workers > 0 else None, persistent_workers=False)
+        half = self.dtype if self.dtype in (torch.float16, torch.bfloat16) else None
+        ds, one = _Items(list(ids), opener), _One(self.processor, half)
+        ahead = max(2, -(-self.prefetch * self.batch_size // max(1, self.num_workers)))  # pages per worker
+        loader = DataLoader(ds, sampler=[i for b in batches for i in b], batch_size=None, num_workers=self.num_workers,
+                            collate_fn=one, prefetch_factor=ahead if self.num_workers > 0 else None, persistent_workers=False)
+        collate = _Collate(self.processor)  # out-of-memory rebuilds, in this process
+        buffers: dict = {}  # host batch tensors reused from batch to batch (no CUDA: the forward pass is done with them)
         stream = torch.cuda.Stream(self.device) if self.cuda else None
         done: dict[int, torch.Tensor] = {}  # position -> vectors, until its window is yielded
         pending = None  # the last batch submitted: its vectors are on their way back
         window = 0  # the first window not yet yielded
         it = iter(loader)
-        while True:
+        for planned in batches:
             t = time.perf_counter()
-            try:
-                idx, bids, sizes, batch = next(it)
-            except StopIteration:
-                break
+            items = [next(it) for _ in planned]
             st.wait_s += time.perf_counter() - t
+            if not st.batches:
+                st.first_wait_s = st.wait_s
+            idx, bids, sizes = [x[0] for x in items], [x[1] for x in items], [x[2] for x in items]
+            st.preprocess_s += sum(x[4] for x in items)
+            try:
+                with _threads(self.host_threads):
+                    batch = _merge([x[3] for x in items], self.cuda, None if self.cuda else buffers)
+            except RuntimeError:  # pages of one bucket the processor shaped differently: processed together here
+                batch = collate([ds[i] for i in idx])[3]
             if self.check is not None:
                 self.check(bids, sizes, batch)
             t = time.perf_counter()
             out = self._forward(batch, idx, ds, collate, stream)  # queued before waiting for the previous batch
+            del batch  # (its buffers are merged into again: the forward pass is done with them, or holds its own copy)
             st.forward_s += time.perf_counter() - t
             st.batches += 1
             st.pages += len(idx)
             st.batch_sizes.append(len(idx))
             if pending is not None:
-                self._collect(pending, done)
+                with _threads(self.host_threads):
+                    self._collect(pending, done)
             pending = (idx, out)
             # batches are planned window by window: once a batch of a later window runs, the earlier ones are done
             while window < idx[0] // self.window:

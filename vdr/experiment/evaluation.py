@@ -516,7 +516,9 @@ class RetrievalSettings:
             (:class:`~vdr.encode.settings.EncoderSettings`, the same object ``vdr embed`` uses, so
             the store written by ``embed`` with the same settings is found and reused); replaces
             ``model``, ``batch_size`` and ``trust_remote_code``.
-        batch_size, trust_remote_code: for the multimodal encoder (without ``encoder``).
+        batch_size, trust_remote_code: for the multimodal encoder (without ``encoder``); a
+            ``batch_size`` of ``None`` (default) is chosen from free memory on CUDA, 8 on the CPU
+            (:attr:`~vdr.encode.settings.EncoderSettings.batch_size`).
         store: embedding store folder for ``multimodal`` (default ``corpus_dir/embeddings``); page
             embeddings are computed once per model and corpus and reused.
         semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
