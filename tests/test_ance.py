@@ -46,13 +46,11 @@ def ance(tmp_path_factory):
 
 
 def _state(folder: Path) -> dict:
-    import torch
+    """The checkpoint's weights (a ``.bin`` built by this test, so trusted: ``allow_pickle``)."""
+    from vdr.io.weights import load_state_dict
 
-    if (folder / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
-        return load_file(str(folder / "model.safetensors"))
-    return torch.load(str(folder / "pytorch_model.bin"), map_location="cpu", weights_only=True)
+    name = "model.safetensors" if (folder / "model.safetensors").is_file() else "pytorch_model.bin"
+    return load_state_dict(folder / name, allow_pickle=True, what="test checkpoint", opt_in="-")
 
 
 def reference(folder: Path, texts: list[str], max_length: int) -> np.ndarray:
@@ -81,8 +79,10 @@ def reference(folder: Path, texts: list[str], max_length: int) -> np.ndarray:
 
 
 def _backend(folder, **kw):
+    """The semantic backend on a checkpoint these tests built (the pickle layout opted in)."""
     from vdr.retrieve.semantic import DenseBackend
 
+    kw.setdefault("allow_pickle_weights", True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return DenseBackend(str(folder), device="cpu", **kw)
@@ -153,12 +153,50 @@ def test_the_explicit_path_and_a_checkpoint_without_its_head(ance, tmp_path):
         _backend(ance["ance"], architecture="dpr")
 
 
+def test_pickle_weights_only_when_asked(ance, tmp_path):
+    """A checkpoint whose weights are pytorch_model.bin (Pyserini's layout) is refused by default,
+    naming the folder, the file and the option; with the option it gives the safetensors copy's vectors."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from vdr.errors import InputError
+    from vdr.io.weights import load_state_dict
+
+    folder = ance["pyserini"]
+    with pytest.raises(InputError, match=r"semantic model .*pyserini: its weights are pytorch_model\.bin, a pickle.*"
+                                         r"--backend-option semantic\.allow_pickle_weights=true.*save_file"):
+        _backend(folder, allow_pickle_weights=False)
+    with pytest.raises(InputError, match=r"pytorch_model\.bin, a pickle"):
+        load_state_dict(folder / "pytorch_model.bin", allow_pickle=False, what="ANCE checkpoint", opt_in="X")
+    converted = tmp_path / "converted"  # the conversion the message gives, done here
+    shutil.copytree(folder, converted)
+    save_file({k: v.contiguous().clone() for k, v in _state(folder).items()}, str(converted / "model.safetensors"), metadata={"format": "pt"})
+    (converted / "pytorch_model.bin").unlink()
+    safe = _backend(converted, allow_pickle_weights=False, query_runtime="torch")
+    opted = _backend(folder, allow_pickle_weights=True, query_runtime="torch")
+    assert np.abs(safe._encode_queries(QUERIES[:2])[0] - opted._encode_queries(QUERIES[:2])[0]).max() == 0.0
+    assert np.abs(opted._encode_queries(QUERIES[:2])[0] - reference(folder, QUERIES[:2], 64)).max() < 1e-5
+    st = tmp_path / "st-bin"  # a sentence-transformers model with pickle weights: the same rule
+    shutil.copytree(Path(__import__("vdr.retrieve.semantic", fromlist=["x"]).default_model_path()), st)
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    torch.save(load_file(str(st / "model.safetensors")), str(st / "pytorch_model.bin"))
+    (st / "model.safetensors").unlink()
+    with pytest.raises(InputError, match=r"semantic model .*st-bin: its weights are pytorch_model\.bin"):
+        _backend(st, allow_pickle_weights=False)
+    assert _backend(st, allow_pickle_weights=True, query_runtime="torch")._encode_queries(["river"])[0].shape == (1, 384)
+
+
 def test_options_from_the_command_line():
     from vdr.retrieve.options import SemanticOptions, check_options
 
     o = check_options(SemanticOptions, {"model": "/ckpt/ad-hoc-ance-msmarco", "architecture": "ance", "query_max_length": "64",
-                                        "passage_max_length": "384", "normalize": "null"}, backend="semantic", strings=True)
-    assert (o.architecture, o.query_max_length, o.passage_max_length, o.normalize) == ("ance", 64, 384, None)
+                                        "passage_max_length": "384", "normalize": "null", "allow_pickle_weights": "true"},
+                      backend="semantic", strings=True)
+    assert (o.architecture, o.query_max_length, o.passage_max_length, o.normalize, o.allow_pickle_weights) == ("ance", 64, 384, None, True)
+    assert check_options(SemanticOptions, {}, backend="semantic").allow_pickle_weights is False
 
 
 def test_end_to_end_scores_are_inner_products(ance, tmp_path):

@@ -204,6 +204,18 @@ def test_local_model_every_query_rewritten_or_failed(tmp_path):
     assert all(v.startswith("length: no final answer") or "empty" in v for v in r.failed.values())
     with pytest.raises(InputError, match="either --endpoint"):
         rewrite(tmp_path / "q.jsonl", out=tmp_path / "x.jsonl", local=folder, endpoint="http://127.0.0.1:9/v1", template="conversational")
+    import torch
+    from safetensors.torch import load_file
+
+    pickled = tmp_path / "lm-bin"  # the same weights as a pickle: refused unless --allow-pickle-weights
+    __import__("shutil").copytree(folder, pickled)
+    torch.save(load_file(str(pickled / "model.safetensors")), str(pickled / "pytorch_model.bin"))
+    (pickled / "model.safetensors").unlink()
+    with pytest.raises(InputError, match=r"--local model .*lm-bin: its weights are pytorch_model\.bin, a pickle.*--allow-pickle-weights"):
+        rewrite(tmp_path / "q.jsonl", out=tmp_path / "p.jsonl", local=pickled, template="conversational", max_tokens=6, device="cpu")
+    again = rewrite(tmp_path / "q.jsonl", out=tmp_path / "p.jsonl", local=pickled, template="conversational", max_tokens=6, device="cpu",
+                    allow_pickle_weights=True)
+    assert read_jsonl(tmp_path / "p.jsonl") == read_jsonl(tmp_path / "rw.jsonl") and again.failed == r.failed
 
 
 def test_evaluate_policy_for_failed_rewrites(sim, tmp_path):

@@ -61,6 +61,7 @@ def rewrite_command(
     fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", rich_help_panel=common.PANEL_RUN, help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_LLM, help="Device of --local (cpu, cuda)."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", rich_help_panel=common.PANEL_LLM, help="Allow the --local checkpoint's own code."),
+    allow_pickle_weights: bool = typer.Option(False, "--allow-pickle-weights/--no-allow-pickle-weights", rich_help_panel=common.PANEL_LLM, help="Read the --local checkpoint's pytorch_model.bin (a pickle) when it has no *.safetensors; only for a checkpoint you trust."),
 ) -> None:
     """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
     from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
@@ -70,6 +71,7 @@ def rewrite_command(
                 concurrency=concurrency, budget=budget, timeout=timeout, deadline=deadline, max_retries=max_retries,
                 max_tokens=max_tokens, temperature=temperature, max_history_words=max_history_words,
                 fill_failed=fill_failed, device=device, trust_remote_code=trust_remote_code, top_p=top_p, seed=seed,
+                allow_pickle_weights=allow_pickle_weights,
                 stop=tuple(stop) if stop else None, sample=sample)
     t, g = r.settings["template"], r.settings["generation"]
     sampled = f", temperature {g['temperature']:g}" if g.get("temperature") else ""

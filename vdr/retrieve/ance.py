@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..errors import InputError
 
-__all__ = ["ANCE_ARCHITECTURES", "QUERY_MAX_LENGTH", "PASSAGE_MAX_LENGTH", "RECIPE", "ance_reason", "load_ance"]
+__all__ = ["OPT_IN", "ANCE_ARCHITECTURES", "QUERY_MAX_LENGTH", "PASSAGE_MAX_LENGTH", "RECIPE", "ance_reason", "load_ance"]
 
 #: ``config.json`` ``architectures`` entries of ANCE checkpoints: ANCE's training code, Pyserini's encoder.
 ANCE_ARCHITECTURES = ("RobertaDot_NLL_LN", "AnceEncoder")
@@ -48,6 +48,8 @@ PASSAGE_MAX_LENGTH = 384
 #: How a vector is made (recorded in the backend's config).
 RECIPE = ("ance: RoBERTa last hidden state of the first token -> embeddingHead (linear) -> norm (LayerNorm);"
           " inner product (Xiong et al. 2021; Pyserini's AnceEncoder)")
+#: The option that lets the semantic backend read pickle weights, as the CLI user types it.
+OPT_IN = "--backend-option semantic.allow_pickle_weights=true"
 _HEAD = ("embeddingHead.weight", "embeddingHead.bias", "norm.weight", "norm.bias")
 
 
@@ -89,14 +91,17 @@ def ance_reason(folder: Path) -> str | None:
     return None
 
 
-def _head_weights(folder: Path) -> dict:
+def _head_weights(folder: Path, allow_pickle: bool = False) -> dict:
     """``{name: float32 tensor}`` of the head (:data:`_HEAD`) from the checkpoint in ``folder``
-    (``model.safetensors``, or ``pytorch_model.bin`` read with ``weights_only=True``).
+    (``model.safetensors``; ``pytorch_model.bin`` only with ``allow_pickle``, read by
+    :func:`vdr.io.weights.load_state_dict`).
 
     Raises:
-        InputError: no weights file, or one without the head's tensors.
+        InputError: no weights file, a pickle without ``allow_pickle``, or weights without the head's tensors.
     """
     import torch
+
+    from ..io.weights import load_state_dict
 
     st, pt = folder / "model.safetensors", folder / "pytorch_model.bin"
     if st.is_file():
@@ -106,7 +111,7 @@ def _head_weights(folder: Path) -> dict:
             got = {k: h.get_tensor(k) for k in _HEAD if k in set(h.keys())}
         where = st
     elif pt.is_file():
-        state = torch.load(str(pt), map_location="cpu", weights_only=True)
+        state = load_state_dict(pt, allow_pickle=allow_pickle, what="ANCE checkpoint", opt_in=OPT_IN)
         got = {k: state[k] for k in _HEAD if k in state}
         where = pt
     else:
@@ -126,13 +131,15 @@ def _modules():
     return Transformer, Pooling, Dense, LayerNorm
 
 
-def load_ance(load_from: str, device: str | None = None):
+def load_ance(load_from: str, device: str | None = None, allow_pickle_weights: bool = False):
     """A ``SentenceTransformer`` computing the ANCE vector (module docstring) of the checkpoint ``load_from``.
 
     Args:
         load_from: a local ANCE checkpoint folder (``config.json``, the weights, the tokenizer), or a
             Hugging Face model name (downloaded by transformers as usual).
         device: torch device (``None``: sentence-transformers' choice).
+        allow_pickle_weights: read ``pytorch_model.bin`` (a pickle; :mod:`vdr.io.weights`) when the
+            checkpoint has no ``model.safetensors``; only for checkpoints from a source you trust.
 
     Returns:
         ``SentenceTransformer`` of ``Transformer`` (``max_seq_length``: the longest input RoBERTa's
@@ -140,11 +147,14 @@ def load_ance(load_from: str, device: str | None = None):
         ``LayerNorm`` (the checkpoint's ``norm``); its ``encode`` gives float32 ``(n, 768)`` vectors.
 
     Raises:
-        InputError: the head's weights are missing (the encoder's own loading errors propagate).
+        InputError: the head's weights are missing, or the weights are a pickle without
+            ``allow_pickle_weights`` (the encoder's own loading errors propagate).
     """
     import torch
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
+
+    from ..io.weights import check_weights, loader_kwargs
 
     Transformer, Pooling, Dense, LayerNorm = _modules()
     folder = Path(load_from)
@@ -152,11 +162,16 @@ def load_ance(load_from: str, device: str | None = None):
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(str(load_from)))
-    head = _head_weights(folder)
+    check_weights(folder, allow_pickle=allow_pickle_weights, what="ANCE checkpoint", opt_in=OPT_IN)
+    head = _head_weights(folder, allow_pickle_weights)
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the head's weights are "unused" by RobertaModel: expected, read here
     try:
-        tr = Transformer(str(folder))
+        kwargs = loader_kwargs(allow_pickle_weights)
+        try:  # sentence-transformers >= 6 names it model_kwargs, earlier ones model_args
+            tr = Transformer(str(folder), model_kwargs=kwargs)
+        except TypeError:
+            tr = Transformer(str(folder), model_args=kwargs)
     finally:
         hf_logging.set_verbosity(level)
     cfg = tr.auto_model.config

@@ -289,6 +289,8 @@ class SemanticOptions:
     onnx_cache: str | None = option(None, "Where the ONNX query encoder is exported: user (default: VDR_CACHE or"
                                     " XDG_CACHE_HOME/vdr, one export per model for every corpus), corpus (the index cache)"
                                     " or a folder", scores=False)
+    allow_pickle_weights: bool = option(False, "Read pytorch_model.bin weights (a pickle) when the model has no *.safetensors; only for"
+                                        " a checkpoint from a source you trust (default: safetensors only)", scores=False)
 
 
 @dataclass(frozen=True)

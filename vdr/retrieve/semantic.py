@@ -89,10 +89,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, VdrWarning
+from ..io.weights import check_weights
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
 from ._common import version_of
-from .ance import PASSAGE_MAX_LENGTH as ANCE_PASSAGE_MAX_LENGTH, QUERY_MAX_LENGTH as ANCE_QUERY_MAX_LENGTH, RECIPE as ANCE_RECIPE, ance_reason
+from .ance import OPT_IN as PICKLE_OPT_IN, PASSAGE_MAX_LENGTH as ANCE_PASSAGE_MAX_LENGTH, QUERY_MAX_LENGTH as ANCE_QUERY_MAX_LENGTH, RECIPE as ANCE_RECIPE, ance_reason
 from .options import SemanticOptions, options_from
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
 from .text_encoder import (ONNX_KIND, PROBE_TEXTS, SPEC_KIND, OnnxTextEncoder, export_onnx, light_tokenizer, onnx_missing, pipeline_of,
@@ -125,28 +126,36 @@ def default_model_path() -> Path:
 
 #: Models loaded in this process, by (folder or name, device): a second evaluate() in the same
 #: process (a notebook, a benchmark) does not load the model again. Inference only (eval mode).
-_MODELS: dict[tuple[str, str], object] = {}
+_MODELS: dict[tuple[str, str, str, bool], object] = {}
 _HASHES: dict[tuple[str, int, int], str] = {}
 #: ONNX exports of models used without a cache, by (model, device, versions): one per process.
 _TMP_EXPORTS: dict[tuple[str, str, str], object] = {}
 
 
-def _load_model(cls, load_from: str, model_id: str, device: str):
+def _load_model(cls, load_from: str, model_id: str, device: str, allow_pickle: bool = False):
     """``cls(load_from, device=device)`` in eval mode, loaded once per process (per loader: the
-    same folder loaded as ANCE and as a sentence-transformers model are two models).
+    same folder loaded as ANCE and as a sentence-transformers model are two models). Weights are
+    read from safetensors only unless ``allow_pickle`` (:mod:`vdr.io.weights`).
 
     Raises:
         InputError: the model cannot be loaded (the reason is given).
     """
-    key = (load_from, str(device), getattr(cls, "__name__", str(cls)))
+    from ..io.weights import loader_kwargs
+
+    key = (load_from, str(device), getattr(cls, "__name__", str(cls)), bool(allow_pickle))
     if key not in _MODELS:
-        what = "ANCE" if key[2] == "load_ance" else "sentence-transformers"
+        ance = key[2] == "load_ance"
+        what = "ANCE" if ance else "sentence-transformers"
         try:
-            model = cls(load_from, device=device)
+            if ance:
+                model = cls(load_from, device=device, allow_pickle_weights=allow_pickle)
+            else:
+                model = cls(load_from, device=device, model_kwargs=loader_kwargs(allow_pickle))
         except InputError:
             raise
         except Exception as e:  # any loader failure becomes one clear input error
-            raise InputError(f"cannot load {what} model {model_id!r} on {device!r}: {type(e).__name__}: {e}") from e
+            hint = f" (vdr reads *.safetensors weights only unless {PICKLE_OPT_IN})" if "safetensors" in str(e) and not allow_pickle else ""
+            raise InputError(f"cannot load {what} model {model_id!r} on {device!r}: {type(e).__name__}: {e}{hint}") from e
         model.eval()
         _MODELS[key] = model
     return _MODELS[key]
@@ -277,6 +286,9 @@ class DenseBackend:
             so ``vdr evaluate`` and the reward server embed a query alike). The choice, and why, is
             in ``config["query_runtime"]`` / ``config["query_runtime_note"]``; page vectors are always
             the model's (torch).
+        allow_pickle_weights: read a model whose weights are ``pytorch_model.bin`` (a pickle,
+            :mod:`vdr.io.weights`); default ``False``: ``*.safetensors`` only, and a folder holding
+            pickle weights only is an :class:`~vdr.errors.InputError` saying how to convert it.
         onnx_cache: where the ONNX export is kept: ``"user"`` (default, ``None`` too: the user's
             cache folder, :func:`vdr.retrieve.text_encoder.user_cache_dir`, one export per model
             shared by every corpus), ``"corpus"`` (``cache_dir/semantic-onnx/``; a temporary folder
@@ -336,6 +348,7 @@ class DenseBackend:
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self._tmp = None
         self._resolve(model, device)
+        check_weights(self._path, allow_pickle=o.allow_pickle_weights, what="semantic model", opt_in=PICKLE_OPT_IN)
         self.architecture, self._architecture_note = self._pick_architecture(o.architecture)
         ance = self.architecture == "ance"
         self._model = self._tokenizer = self._light = None
@@ -392,7 +405,7 @@ class DenseBackend:
             else:
                 from sentence_transformers import SentenceTransformer as loader
 
-            self._model = _load_model(loader, self._load_from, self._model_id, self._device)
+            self._model = _load_model(loader, self._load_from, self._model_id, self._device, self.options.allow_pickle_weights)
             self._tokenizer = self._model.tokenizer
         return self._model
 

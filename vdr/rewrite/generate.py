@@ -57,6 +57,8 @@ class LocalGenerator:
         max_new_tokens: generation limit; an answer that reaches it is truncated (a failed query).
         budget: most generations (``None``: unlimited).
         trust_remote_code: allow the checkpoint's own code (only for checkpoints you trust).
+        allow_pickle_weights: read ``pytorch_model.bin`` weights (a pickle, :mod:`vdr.io.weights`)
+            when the folder has no ``*.safetensors`` (only for checkpoints you trust).
 
     Attributes:
         model: ``"local:<folder name>@<weights digest>"`` (the cache key's model).
@@ -68,17 +70,21 @@ class LocalGenerator:
     concurrency = 1
 
     def __init__(self, model_dir: str | Path, *, device: str | None = None, max_new_tokens: int = 256, budget: int | None = None,
-                 trust_remote_code: bool = False) -> None:
+                 trust_remote_code: bool = False, allow_pickle_weights: bool = False) -> None:
         folder = Path(model_dir).expanduser()
         if not folder.is_dir():
             raise InputError("--local needs a model folder (tokenizer and weights)", path=folder)
+        from ..io.weights import check_weights, loader_kwargs
+
+        check_weights(folder, allow_pickle=allow_pickle_weights, what="--local model", opt_in="--allow-pickle-weights")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
-            self.lm = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=trust_remote_code).to(self.device).eval()
+            self.lm = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=trust_remote_code,
+                                                           **loader_kwargs(allow_pickle_weights)).to(self.device).eval()
         except Exception as e:  # any loader failure becomes one clear input error
             raise InputError(f"cannot load a causal LM from {folder}: {type(e).__name__}: {e}") from e
         self.model = f"local:{folder.resolve().name}@{_weights_digest(folder)}"

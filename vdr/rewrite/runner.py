@@ -263,6 +263,8 @@ class RewriteOptions:
         fill_failed: ``None`` (leave failed ids out) or ``"original"`` (write the original text).
         device: device of ``local`` (default: CUDA when available).
         trust_remote_code: allow the ``local`` checkpoint's own code.
+        allow_pickle_weights: read the ``local`` checkpoint's ``pytorch_model.bin`` (a pickle) when it
+            has no ``*.safetensors`` (:mod:`vdr.io.weights`).
         sample: index of this sample among several rewrites per query (>= 0; > 0 needs
             temperature > 0 and an endpoint); part of the cache key; with a ``seed``, the request's
             seed is ``seed + sample``.
@@ -276,6 +278,7 @@ class RewriteOptions:
     fill_failed: str | None = None
     device: str | None = None
     trust_remote_code: bool = False
+    allow_pickle_weights: bool = False
     sample: int = 0
 
 
@@ -299,7 +302,7 @@ def _generator(o: RewriteOptions):
         if o.sample:
             raise InputError("--sample needs an endpoint sampling at temperature > 0: --local decodes greedily (one answer)")
         return LocalGenerator(o.local, device=o.device, max_new_tokens=o.llm.max_tokens, budget=o.llm.budget,
-                              trust_remote_code=o.trust_remote_code)
+                              trust_remote_code=o.trust_remote_code, allow_pickle_weights=o.allow_pickle_weights)
     llm = o.llm
     if o.sample and llm.seed is not None and not isinstance(llm.seed, bool) and isinstance(llm.seed, int):
         llm = dataclasses.replace(llm, seed=llm.seed + o.sample)  # each sample its own reproducible seed
