@@ -167,6 +167,9 @@ def test_live_scores_issue_18_1(built):
     assert set(run["q"]) == {"qg", "qf"}
     for pid in ("qg", "qf"):  # Lucene's float32 arithmetic and quantised norms: close, not bit-equal
         assert run["q"][pid] == pytest.approx(QUICK, abs=1e-4)
+    # a tie: Anserini rounds to 4 decimals and ranks by docid ascending, the later one 1e-6 lower
+    assert run["q"]["qf"] == pytest.approx(round(run["q"]["qf"], 4), abs=1e-7)
+    assert run["q"]["qf"] - run["q"]["qg"] == pytest.approx(1e-6, abs=1e-7)
     assert dict(run["s"]) == {}  # stopword-only query: in the run, empty, counted
     rep = b.report["searches"]["original"]
     assert rep["num_queries_without_hits"] == 1 and rep["queries_without_hits"] == ["s"] and rep["num_failed"] == 0
