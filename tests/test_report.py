@@ -278,7 +278,11 @@ def test_cli(lexical_results, tmp_path, capsys):
     assert out.is_file() and (tmp_path / "sub" / "r.md").is_file()
     assert main(["report", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "results.json is missing" in err and len(err.strip().splitlines()) == 1
+    assert err == f"error: {tmp_path / 'nothing'}: no such folder (run `vdr evaluate --out ...` first)\n"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a.json").write_text("{}")
+    assert main(["report", str(tmp_path / "empty")]) == 2 and "empty: not a results folder: results.json is missing" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "a.json")]) == 2 and "a.json: a file, not a results folder" in capsys.readouterr().err
 
 
 def test_cli_latex_and_primary_metric(lexical_results, tmp_path, capsys):

@@ -334,6 +334,7 @@ def test_the_corpus_folder_itself_is_never_the_results_folder(tmp_path, capsys, 
     for out in (corpus, Path(str(corpus) + "/"), corpus / ".." / "corpus"):
         rc, _, err = cli(capsys, "evaluate", corpus, *FAST, *overwrite, "--out", out)
         assert rc == 2 and "the results folder (--out) is an input of this run" in err and "choose another --out" in err
+        assert "e.g. " in err and err.split("e.g. ")[1].split()[0].endswith("corpus-results")  # beside the corpus, not in it
     assert snapshot(corpus) == before
 
 

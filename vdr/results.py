@@ -41,6 +41,7 @@ from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
 from .io.formats import load_qrels, load_queries, load_run, save_run
+from .io.outdir import not_a_results_folder
 from .metrics import MetricsResult
 from .metrics.registry import Metric, metric_label, parse_metric
 from .types import ORIGINAL, Qrels, Query, QuerySet, Run, duplicate_texts
@@ -1207,7 +1208,7 @@ class Results:
 def _read_document(root: Path, path: Path) -> dict:
     """``results.json`` parsed and checked (schema version, runs)."""
     if not path.is_file():
-        raise InputError(f"not a results folder: {RESULTS_FILE} is missing (run `vdr evaluate --out ...` first)", path=root)
+        raise not_a_results_folder(root)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -40,7 +40,7 @@ from typing import Iterator, Mapping
 
 from ..errors import InputError
 
-__all__ = ["ResultsFolder", "locked", "LOCK_FILE", "KNOWN_ENTRIES", "identity_of", "entries_holding"]
+__all__ = ["ResultsFolder", "locked", "LOCK_FILE", "KNOWN_ENTRIES", "identity_of", "entries_holding", "not_a_results_folder"]
 
 LOCK_FILE = ".vdr.lock"
 _STAGING = ".vdr-new-"
@@ -133,7 +133,8 @@ class ResultsFolder:
         self._create()
         if self._input_is_out is not None:  # replacing the folder's content would delete that input (a corpus!)
             raise InputError(f"the results folder (--out) is an input of this run ({self._input_is_out}): writing the results"
-                             f" would replace its files; choose another --out, e.g. {self.path / 'results'}", path=self.path)
+                             f" would replace its files; choose another --out, e.g. {self.path.with_name(self.path.name + '-results')}",
+                             path=self.path)
         try:
             self._take_lock()
             self._check_content()
@@ -325,7 +326,7 @@ def locked(folder: str | Path) -> Iterator[Path]:
     """
     folder = Path(folder)
     if not (folder / "results.json").is_file():  # no lock file left in a folder that is not one
-        raise InputError("not a results folder: results.json is missing (run `vdr evaluate --out ...` first)", path=folder)
+        raise not_a_results_folder(folder)
     lock = _acquire(folder, "wait for it to finish")
     try:
         yield folder
@@ -355,3 +356,16 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def not_a_results_folder(folder: Path) -> InputError:
+    """The error for ``folder`` read as a results folder without ``results.json``: it does not
+    exist, is a file, or holds no ``results.json`` (the message says which)."""
+    folder = Path(folder)
+    if not folder.exists():
+        why = "no such folder"
+    elif not folder.is_dir():
+        why = "a file, not a results folder"
+    else:
+        why = "not a results folder: results.json is missing"
+    return InputError(f"{why} (run `vdr evaluate --out ...` first)", path=folder)
