@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +28,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 
 CRIT = ("C1", "C2", "C3", "C4", "C5")
+
+
+def dead_endpoint() -> str:
+    """The ``/v1`` URL of a free local port that nothing listens on (a connection to it is refused)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens here
+    return f"http://127.0.0.1:{port}/v1"
 
 
 class SimJudge:

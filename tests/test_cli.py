@@ -156,12 +156,16 @@ def test_relevance_level(tmp_path, capsys):
     assert data["policy"]["relevance_level"] == 2
 
 
-def _no_rel_files(tmp_path: Path) -> tuple[str, str]:
-    q = tmp_path / "q.trec"
-    q.write_text("a 0 d1 1\nb 0 d2 0\nb 0 d3 -1\n")
-    r = tmp_path / "r.trec"
-    r.write_text("a Q0 d1 1 1.0 t\nb Q0 d2 1 1.0 t\n")
+def _trec_files(tmp_path: Path, qrels: str, run: str) -> tuple[str, str]:
+    """Write ``qrels`` and ``run`` (TREC text) as tmp_path/q.trec and tmp_path/r.trec; their paths as strings."""
+    q, r = tmp_path / "q.trec", tmp_path / "r.trec"
+    q.write_text(qrels)
+    r.write_text(run)
     return str(q), str(r)
+
+
+def _no_rel_files(tmp_path: Path) -> tuple[str, str]:
+    return _trec_files(tmp_path, "a 0 d1 1\nb 0 d2 0\nb 0 d3 -1\n", "a Q0 d1 1 1.0 t\nb Q0 d2 1 1.0 t\n")
 
 
 def test_queries_without_relevant_zero_by_default(tmp_path, capsys):
@@ -217,11 +221,8 @@ def test_unicode_and_special_ids_end_to_end(tmp_path, capsys):
 
 
 def test_duplicate_run_lines_warn_on_stderr(tmp_path, capsys):
-    q = tmp_path / "q.trec"
-    q.write_text("a 0 d1 1\n")
-    r = tmp_path / "r.trec"
-    r.write_text("a Q0 d1 1 0.1 t\na Q0 d1 2 0.9 t\n")
-    rc, out, err = run_cli(capsys, "metrics", str(q), str(r), "-m", "mrr")
+    q, r = _trec_files(tmp_path, "a 0 d1 1\n", "a Q0 d1 1 0.1 t\na Q0 d1 2 0.9 t\n")
+    rc, out, err = run_cli(capsys, "metrics", q, r, "-m", "mrr")
     assert rc == 0
     assert "warning:" in err and "1 duplicate" in err
     assert "mrr" in out
@@ -354,11 +355,7 @@ def test_empty_judgment_set_cli(tmp_path, capsys):
 
 
 def _mismatch(tmp_path: Path) -> tuple[str, str]:
-    q = tmp_path / "q.trec"
-    q.write_text("q1 0 p01 1\n")
-    r = tmp_path / "r.trec"
-    r.write_text("q1 Q0 p1 1 0.9 t\n")
-    return str(q), str(r)
+    return _trec_files(tmp_path, "q1 0 p01 1\n", "q1 Q0 p1 1 0.9 t\n")
 
 
 def test_id_mismatch_exit_2(tmp_path, capsys):

@@ -726,29 +726,18 @@ def _check_equal(doc: dict, variant: str, ref: dict, qrels: Path, runs: tuple[Pa
 
 @pytest.mark.slow
 @pytest.mark.skipif(_pyserini_reason() is not None, reason=str(_pyserini_reason()))
-def test_topiocqa_readme_commands_equal_pyserini(tmp_path, capsys):
+@pytest.mark.parametrize(("name", "lay_out", "k1", "b", "sources"), [
+    ("topiocqa", lay_out_topiocqa, 0.9, 0.4, lambda f: ["--collection", str(f["tsv"]), "--dataset", str(f["dataset"]), "--gold", str(f["gold"])]),
+    ("qrecc", lay_out_qrecc, 0.82, 0.68, lambda f: ["--collection", str(f["collection"]), "--dataset", str(f["dataset"]), "--qrels", str(f["qrels"])]),
+])
+def test_readme_commands_equal_pyserini(tmp_path, capsys, name, lay_out, k1, b, sources):
+    """The README's convert + evaluate commands for ``name`` (its BM25 preset ``k1``/``b``) equal Pyserini's run."""
     pytest.importorskip("pytrec_eval")
-    f = lay_out_topiocqa(tmp_path)
-    theirs = _pyserini_run(f["collection"].parent, f["rewrites"], 0.9, 0.4, tmp_path)
+    f = lay_out(tmp_path)
+    theirs = _pyserini_run(f["collection"].parent, f["rewrites"], k1, b, tmp_path)
     ref = _pytrec_values(f["qrels"], theirs)
-    _convert(["convert", "topiocqa", "--collection", str(f["tsv"]), "--dataset", str(f["dataset"]), "--gold", str(f["gold"]),
-              "--out", str(tmp_path / "corpora/topiocqa")], capsys)
-    doc, _ = _evaluate(["evaluate", str(tmp_path / "corpora/topiocqa"), "--backend", "lexical", "--bm25-preset", "topiocqa",
+    _convert(["convert", name, *sources(f), "--out", str(tmp_path / f"corpora/{name}")], capsys)
+    doc, _ = _evaluate(["evaluate", str(tmp_path / f"corpora/{name}"), "--backend", "lexical", "--bm25-preset", name,
                         "--bm25-analyzer", "lucene", "--protocol", "convsearch", "--rewrites", f"convsearch-r1={f['rewrites']}",
-                        "--out", str(tmp_path / "results/topiocqa")], capsys)
-    _check_equal(doc, "convsearch-r1", ref, f["qrels"], (tmp_path / "results/topiocqa/runs/lexical.convsearch-r1.trec", theirs))
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(_pyserini_reason() is not None, reason=str(_pyserini_reason()))
-def test_qrecc_readme_commands_equal_pyserini(tmp_path, capsys):
-    pytest.importorskip("pytrec_eval")
-    f = lay_out_qrecc(tmp_path)
-    theirs = _pyserini_run(f["collection"].parent, f["rewrites"], 0.82, 0.68, tmp_path)
-    ref = _pytrec_values(f["qrels"], theirs)
-    _convert(["convert", "qrecc", "--collection", str(f["collection"]), "--dataset", str(f["dataset"]), "--qrels", str(f["qrels"]),
-              "--out", str(tmp_path / "corpora/qrecc")], capsys)
-    doc, _ = _evaluate(["evaluate", str(tmp_path / "corpora/qrecc"), "--backend", "lexical", "--bm25-preset", "qrecc",
-                        "--bm25-analyzer", "lucene", "--protocol", "convsearch", "--rewrites", f"convsearch-r1={f['rewrites']}",
-                        "--out", str(tmp_path / "results/qrecc")], capsys)
-    _check_equal(doc, "convsearch-r1", ref, f["qrels"], (tmp_path / "results/qrecc/runs/lexical.convsearch-r1.trec", theirs))
+                        "--out", str(tmp_path / f"results/{name}")], capsys)
+    _check_equal(doc, "convsearch-r1", ref, f["qrels"], (tmp_path / f"results/{name}/runs/lexical.convsearch-r1.trec", theirs))

@@ -344,6 +344,9 @@ def test_ocr_on_a_page_without_text_layer(tmp_path):
     assert r.ok
     page = Corpus.load(tmp_path / "out")["scan.pdf#1"]
     assert page.text_source == "ocr" and "HELLO" in page.text and "42" in page.text
+    assert abs(page.width - 900) <= 1 and page.height == 300
+    ingest_pdfs(tmp_path / "in", tmp_path / "out2", dpi=150, ocr="never", workers=1, progress=False)
+    assert Corpus.load(tmp_path / "out2")["scan.pdf#1"].text_source == "none"
 
 
 def test_effective_dpi_and_bad_options(tmp_path):
@@ -357,6 +360,7 @@ def test_effective_dpi_and_bad_options(tmp_path):
         ingest_pdfs(tmp_path / "in", tmp_path / "out", max_pixels=Image.MAX_IMAGE_PIXELS + 1, progress=False)
     with pytest.raises(InputError, match="rasterizer"):
         ingest_pdfs(tmp_path / "in", tmp_path / "out", rasterizer="ghostscript", progress=False)
+    assert Image.MAX_IMAGE_PIXELS is not None  # the global limit is never switched off
 
 
 def test_cli_ingest_strict_and_errors(tmp_path, capsys):

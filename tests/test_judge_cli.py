@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from cli_helpers import lock_held_elsewhere, snapshot
-from judge_sim import SimJudge
+from judge_sim import SimJudge, dead_endpoint
 from vdr.cli import main
 from vdr.corpus import Page, write_pages
 from vdr.judge import judge
@@ -171,23 +171,13 @@ def test_judge_options_record_equals_keywords(results, tmp_path):
         judge(out, endpoint=sim.url, model="sim-llm")  # the judge's model keyword is judge_model
 
 
-def _dead_endpoint() -> str:
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens here
-    return f"http://127.0.0.1:{port}/v1"
-
-
 @pytest.mark.parametrize("extra", [["--budget", "2"], ["--budget", "1", "--concurrency", "8"], ["--budget", "3", "--max-retries", "1"],
                                    ["--budget", "2", "--concurrency", "1"]])
 def test_cli_judge_unreachable_endpoint_blames_the_endpoint_not_the_budget(results, tmp_path, capsys, extra):
     """issue 26.9: with a small --budget the message names the endpoint and its failure (and lists
     the failed windows), not the call budget; nothing but the failures is written."""
     out, _ = results
-    url = _dead_endpoint()
+    url = dead_endpoint()
     args = ["judge", str(out), "--endpoint", url, "--judge-model", "m", "--modality", "text", "--cache", str(tmp_path / "c.jsonl"),
             *extra]
     before = {p: p.stat().st_mtime_ns for p in (out / "judge").glob("*.json")} if (out / "judge").is_dir() else {}

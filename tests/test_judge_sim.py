@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from judge_sim import SimJudge
+from judge_sim import SimJudge, dead_endpoint
 from vdr.judge import (
     BudgetExhausted,
     JudgeCache,
@@ -154,16 +154,10 @@ def test_no_endpoint_is_a_clear_error():
 
 def test_budget_spent_on_retries_reports_the_endpoint_failure(tmp_path):
     # a dead endpoint with a small budget: the connection failure is the cause, not "rerun to resume"
-    import socket
-
     from vdr.judge.client import JudgeCallError
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens here
     pools, latent, pages, queries = world()
-    c = JudgeClient(f"http://127.0.0.1:{port}/v1", "m", modality="text", api_key="k", cache=tmp_path / "c.jsonl",
+    c = JudgeClient(dead_endpoint(), "m", modality="text", api_key="k", cache=tmp_path / "c.jsonl",
                     budget=2, max_retries=5, backoff=0.001, timeout=2, concurrency=1)
     with pytest.raises(JudgeCallError, match=r"connection failed.*ran out while retrying"):
         judge_pools({"q1": pools["q1"]}, queries, pages, c)

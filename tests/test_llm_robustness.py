@@ -15,13 +15,13 @@ import hashlib
 import json
 import math
 import re
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from judge_sim import dead_endpoint
 import vdr.llm as llm
 from vdr.cli import main
 from vdr.errors import InputError
@@ -123,14 +123,6 @@ def client(fake, **kw):
 
 
 ASK = [{"role": "user", "content": "hello"}]
-
-
-def dead_url() -> str:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens here
-    return f"http://127.0.0.1:{port}/v1"
 
 
 # ------------------------------------------------------------------------------ 1. rate limits
@@ -293,7 +285,7 @@ def test_the_budget_pays_for_every_retry(fake_factory):
 
 @pytest.mark.parametrize("budget,concurrency", [(2, 4), (1, 4), (3, 2), (2, 1)])
 def test_unreachable_endpoint_is_blamed_not_the_budget(tmp_path, budget, concurrency):
-    url = dead_url()
+    url = dead_endpoint()
     windows = [Window("q1", "tournament", "random", i, ("a", "b")) for i in range(6)]
     pages = TextPages({"a": "page a", "b": "page b"})
     c = JudgeClient(url, "m", modality="text", budget=budget, concurrency=concurrency, max_retries=4, backoff=0.01,

@@ -225,11 +225,8 @@ def _pytrec_eval_in_child(qrels: dict, run: dict, level: int, measures: tuple[st
     return json.loads(p.stdout)
 
 
-@pytest.mark.crosscheck
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("level", [1, 2])
-def test_against_pytrec_eval(seed, level):
-    pytest.importorskip("pytrec_eval")
+def _random_case(seed: int) -> tuple[dict, dict]:
+    """Graded qrels with negative grades and runs with many ties, ids that sort differently as bytes and numbers."""
     rng = random.Random(seed)
     ids = [f"p{i}" for i in range(30)] + ["p9", "10", "9", "b b"]
     qrels, run = {}, {}
@@ -238,6 +235,15 @@ def test_against_pytrec_eval(seed, level):
         qrels[q] = {d: rng.choice([-1, 0, 0, 1, 1, 2, 3]) for d in rng.sample(ids, rng.randint(1, 12))}
         if rng.random() < 0.9:
             run[q] = {d: rng.choice([0.0, 0.5, 1.0, 2.0, -1.5]) for d in rng.sample(ids, rng.randint(1, 25))}
+    return qrels, run
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("level", [1, 2])
+def test_against_pytrec_eval(seed, level):
+    pytest.importorskip("pytrec_eval")
+    qrels, run = _random_case(seed)
     pairs = {"Rprec": "rprec", "bpref": "bpref", "infAP": "infap", "ndcg": "ndcg", "num_ret": "num_ret", "num_rel": "num_rel",
              "num_rel_ret": "num_rel_ret", "11pt_avg": "11pt_avg",
              **{f"iprec_at_recall_{x / 10:.2f}": f"iprec_at_recall_{x / 10:.2f}" for x in range(11)}}
@@ -257,19 +263,6 @@ def test_against_pytrec_eval(seed, level):
 # the rest of all_trec that pytrec_eval-terrier 0.5.11 computes (trec_eval 9.0.8's code; rbp, rbp_resid and unj came in 10)
 REST = ("ndcg_rel", "Rndcg", "G", "binG", "set_P", "set_recall", "set_relative_P", "set_map", "set_F", "utility", "relative_P",
         "success", "Rprec_mult", "num_nonrel_judged_ret", "gm_map", "gm_bpref", "map_cut")
-
-
-def _random_case(seed: int) -> tuple[dict, dict]:
-    """Graded qrels with negative grades and runs with many ties, ids that sort differently as bytes and numbers."""
-    rng = random.Random(seed)
-    ids = [f"p{i}" for i in range(30)] + ["p9", "10", "9", "b b"]
-    qrels, run = {}, {}
-    for i in range(15):
-        q = f"q{i}"
-        qrels[q] = {d: rng.choice([-1, 0, 0, 1, 1, 2, 3]) for d in rng.sample(ids, rng.randint(1, 12))}
-        if rng.random() < 0.9:
-            run[q] = {d: rng.choice([0.0, 0.5, 1.0, 2.0, -1.5]) for d in rng.sample(ids, rng.randint(1, 25))}
-    return qrels, run
 
 
 @pytest.mark.crosscheck

@@ -125,27 +125,9 @@ def test_rollouts_of_one_query_are_scored_per_position(world):
     assert rw.stats["searched"] == 3  # the duplicate and the empty rewrite are not searched
 
 
-def test_reward_equals_vdr_evaluate_end_to_end(world, tmp_path):
-    import vdr
-
-    texts, queries, qrels, backend = world
-    corpus = write_corpus(tmp_path / "corpus", texts, queries, qrels)
-    with open(tmp_path / "rw.jsonl", "w") as f:
-        for q, t in REWRITES.items():
-            f.write(json.dumps({"_id": q, "text": t}) + "\n")
-    res = vdr.evaluate(corpus, queries=corpus / "queries.jsonl", qrels=corpus / "qrels.tsv", rewrites={"rw": tmp_path / "rw.jsonl"},
-                       out=tmp_path / "res", backends="lexical", k=[3, 10], progress=False, n_permutations=200, n_bootstrap=200)
-    per_query = res.run("lexical", "rw").metrics.per_query
-    rw = Rewarder(build_backend("lexical", vdr.Corpus.load(corpus).texts()), vdr.load_qrels(corpus / "qrels.tsv"))
-    ids = list(REWRITES)
-    for m in ("ndcg@3", "ndcg@10", "recall@10"):
-        assert rw.score(ids, [REWRITES[q] for q in ids], m) == [per_query[q][m] for q in ids], m
-
-
-@pytest.mark.model
-def test_semantic_reward_equals_vdr_evaluate_whatever_the_cache(world, tmp_path):
-    """evaluate keeps a cache (CORPUS/.vdr-cache), the reward server has none: both embed queries
-    with the same runtime (vdr.retrieve.semantic query_runtime), so the values are equal exactly."""
+def _evaluate_rewrites(world, tmp_path, backend: str, **options):
+    """Write ``world`` as a corpus folder and :data:`REWRITES` as variant ``rw``, and ``vdr.evaluate``
+    them with ``backend`` at k = 3, 10; (the corpus folder, the evaluation result)."""
     import vdr
 
     texts, queries, qrels, _lexical = world
@@ -154,16 +136,38 @@ def test_semantic_reward_equals_vdr_evaluate_whatever_the_cache(world, tmp_path)
         for q, t in REWRITES.items():
             f.write(json.dumps({"_id": q, "text": t}) + "\n")
     res = vdr.evaluate(corpus, queries=corpus / "queries.jsonl", qrels=corpus / "qrels.tsv", rewrites={"rw": tmp_path / "rw.jsonl"},
-                       out=tmp_path / "res", backends="semantic", k=[3, 10], progress=False, n_permutations=200, n_bootstrap=200,
-                       device="cpu")
-    per_query = res.run("semantic", "rw").metrics.per_query
+                       out=tmp_path / "res", backends=backend, k=[3, 10], progress=False, n_permutations=200, n_bootstrap=200,
+                       **options)
+    return corpus, res
+
+
+def _assert_rewards_equal_evaluate(rw, per_query) -> None:
+    """``rw``'s rewards of :data:`REWRITES` equal evaluate's per-query values, exactly, on three metrics."""
+    ids = list(REWRITES)
+    for m in ("ndcg@3", "ndcg@10", "recall@10"):
+        assert rw.score(ids, [REWRITES[q] for q in ids], m) == [per_query[q][m] for q in ids], m
+
+
+def test_reward_equals_vdr_evaluate_end_to_end(world, tmp_path):
+    import vdr
+
+    corpus, res = _evaluate_rewrites(world, tmp_path, "lexical")
+    rw = Rewarder(build_backend("lexical", vdr.Corpus.load(corpus).texts()), vdr.load_qrels(corpus / "qrels.tsv"))
+    _assert_rewards_equal_evaluate(rw, res.run("lexical", "rw").metrics.per_query)
+
+
+@pytest.mark.model
+def test_semantic_reward_equals_vdr_evaluate_whatever_the_cache(world, tmp_path):
+    """evaluate keeps a cache (CORPUS/.vdr-cache), the reward server has none: both embed queries
+    with the same runtime (vdr.retrieve.semantic query_runtime), so the values are equal exactly."""
+    import vdr
+
+    corpus, res = _evaluate_rewrites(world, tmp_path, "semantic", device="cpu")
     backend = build_backend("semantic", vdr.Corpus.load(corpus).texts(), {"device": "cpu"})
     assert backend.cache_dir is None
     assert backend.config["query_runtime"] == res.config["backend_config"]["semantic"]["query_runtime"]
     rw = Rewarder(backend, vdr.load_qrels(corpus / "qrels.tsv"), name="semantic")
-    ids = list(REWRITES)
-    for m in ("ndcg@3", "ndcg@10", "recall@10"):
-        assert rw.score(ids, [REWRITES[q] for q in ids], m) == [per_query[q][m] for q in ids], m
+    _assert_rewards_equal_evaluate(rw, res.run("semantic", "rw").metrics.per_query)
 
 
 # ------------------------------------------------------------------ edge cases

@@ -116,11 +116,7 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
     path = Path(path)
     fmt = _qrels_format(path, format)
     if fmt == "json":
-        data = _load_json_mapping(path, "qrels")
-        try:
-            return Qrels(data, name=path.name)
-        except InputError as e:
-            raise InputError(str(e), path=path, id=e.id) from None
+        return _load_json_table(path, "qrels", Qrels, path.name)
     out: dict[str, dict[str, int]] = {}
     seen_at: dict[tuple[str, str], int] = {}
     header_done = fmt != "beir"
@@ -150,16 +146,7 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
         else:
             fields = line.split()
             if len(fields) != 4:
-                hint = (
-                    "this looks like a TREC run line: are the qrels and run arguments swapped?"
-                    if len(fields) == 6
-                    else "TREC ids cannot contain whitespace; use BEIR TSV qrels for such ids"
-                )
-                raise InputError(
-                    f"expected 4 whitespace-separated fields 'query-id iteration corpus-id grade', got {len(fields)}: {line!r} ({hint})",
-                    path=path,
-                    line=no,
-                )
+                raise _trec_fields_error("qrels", fields, line, path, no)
             qid, did, grade = fields[0], fields[2], fields[3]
         if not qid or not did:
             raise InputError(f"empty query id or corpus id: {line!r}", path=path, line=no)
@@ -180,16 +167,28 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
 def _check_run_fields(fields: list[str], line: str, path: Path, no: int) -> None:
     """Raise :class:`InputError` (file, line) unless ``fields`` form a TREC run line (6+ fields, int rank)."""
     if len(fields) < 6 or (len(fields) > 6 and not fields[3].lstrip("+-").isdigit()):
-        hint = (
-            "this looks like a TREC qrels line: are the qrels and run arguments swapped?"
-            if len(fields) == 4
-            else "TREC ids cannot contain whitespace"
-        )
-        raise InputError(
-            f"expected 6 whitespace-separated fields 'query-id Q0 corpus-id rank score tag', got {len(fields)}: {line!r} ({hint})",
-            path=path,
-            line=no,
-        )
+        raise _trec_fields_error("run", fields, line, path, no)
+
+
+#: TREC line layouts: kind -> (field count, field names, hint when the count is off for another reason).
+_TREC_LAYOUTS = {
+    "qrels": (4, "query-id iteration corpus-id grade", "TREC ids cannot contain whitespace; use BEIR TSV qrels for such ids"),
+    "run": (6, "query-id Q0 corpus-id rank score tag", "TREC ids cannot contain whitespace"),
+}
+
+
+def _trec_fields_error(kind: str, fields: list[str], line: str, path: Path, no: int) -> InputError:
+    """The :class:`InputError` (file, line) for a TREC ``kind`` line ("qrels" or "run") with the wrong field count.
+
+    The hint names swapped qrels and run arguments when the count is the other kind's.
+    """
+    want, layout, hint = _TREC_LAYOUTS[kind]
+    other = "run" if kind == "qrels" else "qrels"
+    if len(fields) == _TREC_LAYOUTS[other][0]:
+        hint = f"this looks like a TREC {other} line: are the qrels and run arguments swapped?"
+    return InputError(
+        f"expected {want} whitespace-separated fields '{layout}', got {len(fields)}: {line!r} ({hint})", path=path, line=no
+    )
 
 
 def load_run(path: str | Path, format: Format = "auto") -> Run:
@@ -216,11 +215,7 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
     if fmt == "auto":
         fmt = "json" if path.suffix.lower() == ".json" else "trec"
     if fmt == "json":
-        data = _load_json_mapping(path, "run")
-        try:
-            return Run(data, name=path.stem)
-        except InputError as e:
-            raise InputError(str(e), path=path, id=e.id) from None
+        return _load_json_table(path, "run", Run, path.stem)
     if fmt != "trec":
         raise InputError(f"unknown run format {fmt!r}; use trec, json or auto", path=path)
     out: dict[str, dict[str, float]] = {}
@@ -285,6 +280,16 @@ class _DuplicateKey(Exception):
     pass
 
 
+def _load_json_table(path: Path, what: str, cls: type[Qrels] | type[Run], name: str) -> Qrels | Run:
+    """``cls(data, name=name)`` from the JSON file ``path`` (see :func:`_load_json_mapping`); the
+    :class:`InputError` of a bad value names the file."""
+    data = _load_json_mapping(path, what)
+    try:
+        return cls(data, name=name)
+    except InputError as e:
+        raise InputError(str(e), path=path, id=e.id) from None
+
+
 def _load_json_mapping(path: Path, what: str) -> Mapping:
     """Parse a pytrec_eval-style JSON file; a key repeated inside one object is an error for qrels,
     and keeps the highest score with a warning for runs (as for TREC files)."""
@@ -313,7 +318,7 @@ def _load_json_mapping(path: Path, what: str) -> Mapping:
         warnings.warn(
             f"{path}: {len(dups)} duplicate corpus id(s) inside a query of the run; kept the highest score of each (first: {dups[0]!r})",
             VdrWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of load_run (via _load_json_table)
         )
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise InputError(f"JSON {what} must be an object of objects: {{query-id: {{corpus-id: value}}}}", path=path)

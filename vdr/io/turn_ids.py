@@ -39,7 +39,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from ..errors import AlignmentError, InputError, VdrWarning
 from ..types import Qrels, QuerySet, Run
@@ -64,6 +64,7 @@ EVAL_SPLITS = {"topiocqa": "dev", "qrecc": "test"}
 _PREFIXED = re.compile(r"^(" + "|".join(map(re.escape, PREFIXES.values())) + r")_(\d+)_(\d+)$")
 _BARE = re.compile(r"^(\d+)_(\d+)$")
 _EXAMPLES = 5
+_Table = TypeVar("_Table", Qrels, Run)
 
 
 class TurnKey(NamedTuple):
@@ -240,10 +241,7 @@ def remap_qrels(qrels: Qrels, targets: Collection[str], *, what: str = "qrels", 
     Raises:
         InputError: an ambiguous mapping.
     """
-    m = map_turn_ids(qrels, targets, what=what, path=path)
-    if not m:
-        return qrels, m
-    return Qrels.from_checked({m.mapped.get(q, q): dict(qrels[q]) for q in qrels}, name=qrels.name), m
+    return _remap_table(qrels, Qrels, targets, what, path)
 
 
 def remap_run(run: Run, targets: Collection[str], *, what: str, path: str | Path | None = None) -> tuple[Run, IdMapping]:
@@ -253,10 +251,16 @@ def remap_run(run: Run, targets: Collection[str], *, what: str, path: str | Path
     Raises:
         InputError: an ambiguous mapping.
     """
-    m = map_turn_ids(run, targets, what=what, path=path)
+    return _remap_table(run, Run, targets, what, path)
+
+
+def _remap_table(table: _Table, cls: type[_Table], targets: Collection[str], what: str,
+                 path: str | Path | None) -> tuple[_Table, IdMapping]:
+    """:func:`remap_qrels` / :func:`remap_run`: ``table`` rebuilt as ``cls`` with its query ids mapped."""
+    m = map_turn_ids(table, targets, what=what, path=path)
     if not m:
-        return run, m
-    return Run.from_checked({m.mapped.get(q, q): dict(run[q]) for q in run}, name=run.name), m
+        return table, m
+    return cls.from_checked({m.mapped.get(q, q): dict(table[q]) for q in table}, name=table.name), m
 
 
 def remap_queries(queries: QuerySet, targets: Collection[str], *, what: str) -> tuple[QuerySet, IdMapping]:

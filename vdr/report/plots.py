@@ -22,6 +22,17 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
+def _change_panels(metric: str, n: int):
+    """A figure of ``n`` side-by-side subplots sharing the y axis, "change in ``metric``", each with a
+    zero line; (figure, array of the ``n`` axes)."""
+    fig = _figure(max(4.0, 3.6 * n), 3.4)
+    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    for ax in axes:
+        ax.axhline(0, color="#888888", lw=0.8)
+    axes[0].set_ylabel(f"change in {metric}")
+    return fig, axes
+
+
 def png_bytes(fig) -> bytes:
     """Render ``fig`` to PNG (Agg, 100 dpi) with a palette of at most 256 colours (median cut, no
     dithering: a third of the RGBA file's size, which keeps the report of the bundled sample under
@@ -84,12 +95,9 @@ def delta_distribution(metric: str, panels: list[tuple[str, list[str], list[np.n
     Returns:
         PNG bytes.
     """
-    n = len(panels)
-    fig = _figure(max(4.0, 3.6 * n), 3.4)
-    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    fig, axes = _change_panels(metric, len(panels))
     rng = np.random.default_rng(0)
     for ax, (backend, names, deltas) in zip(axes, panels):
-        ax.axhline(0, color="#888888", lw=0.8)
         ax.boxplot(deltas, tick_labels=names, widths=0.5, showfliers=False)
         for i, d in enumerate(deltas):
             xs = i + 1 + rng.uniform(-0.15, 0.15, size=len(d))
@@ -98,7 +106,6 @@ def delta_distribution(metric: str, panels: list[tuple[str, list[str], list[np.n
         ax.set_ylim(-1.05, 1.05)
         ax.grid(axis="y", alpha=0.3)
         ax.tick_params(axis="x", labelsize=8, labelrotation=15)
-    axes[0].set_ylabel(f"change in {metric}")
     return png_bytes(fig)
 
 
@@ -113,12 +120,9 @@ def length_vs_delta(metric: str, panels: list[tuple[str, list[str], list[np.ndar
     Returns:
         PNG bytes.
     """
-    n = len(panels)
-    fig = _figure(max(4.0, 3.6 * n), 3.4)
-    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    fig, axes = _change_panels(metric, len(panels))
     rng = np.random.default_rng(0)
     for ax, (backend, names, lengths, deltas) in zip(axes, panels):
-        ax.axhline(0, color="#888888", lw=0.8)
         for i, (name, x, y) in enumerate(zip(names, lengths, deltas)):
             ax.scatter(x, y + rng.uniform(-0.01, 0.01, size=len(y)), s=12, alpha=0.7, label=name,
                        color=PALETTE[(i + 1) % len(PALETTE)], edgecolors="none")
@@ -126,7 +130,6 @@ def length_vs_delta(metric: str, panels: list[tuple[str, list[str], list[np.ndar
         ax.set_xlabel("rewrite length (whitespace tokens)")
         ax.set_ylim(-1.05, 1.05)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"change in {metric}")
     axes[-1].legend(fontsize=8, frameon=False)
     return png_bytes(fig)
 

@@ -387,32 +387,24 @@ class _Porter:
             return i == 0 or not self._cons(i - 1)
         return True
 
+    def _next(self, i: int, cons: bool) -> int:
+        """The first index from ``i`` up to ``j`` of a consonant (``cons``) or a vowel; -1 if none."""
+        while i <= self.j:
+            if self._cons(i) == cons:
+                return i
+            i += 1
+        return -1
+
     def _m(self) -> int:
         """Vowel-consonant sequences in ``b[0..j]``."""
-        n, i, j = 0, 0, self.j
-        while True:
-            if i > j:
-                return n
-            if not self._cons(i):
+        n, i = 0, self._next(0, False)  # the leading consonants do not count
+        while i >= 0:
+            i = self._next(i + 1, True)  # the end of a vowel run
+            if i < 0:
                 break
-            i += 1
-        i += 1
-        while True:
-            while True:
-                if i > j:
-                    return n
-                if self._cons(i):
-                    break
-                i += 1
-            i += 1
             n += 1
-            while True:
-                if i > j:
-                    return n
-                if not self._cons(i):
-                    break
-                i += 1
-            i += 1
+            i = self._next(i + 1, False)
+        return n
 
     def _vowel_in_stem(self) -> bool:
         return any(not self._cons(i) for i in range(self.j + 1))
