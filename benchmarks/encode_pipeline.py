@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/encode_pipeline.py                 # both processors, vdr's default workers, about a minute
+    python benchmarks/encode_pipeline.py                 # both processors, vdr's default workers, about two minutes
     python benchmarks/encode_pipeline.py --quick         # fewer pages (smoke test)
     python benchmarks/encode_pipeline.py --workers 4 --forward-ms 25
 
@@ -30,7 +30,7 @@ here from the configurations the tiny test models use, tests/tiny_models.py, at 
    hides entirely behind the forward passes (or they behind it); goal <= 1.1. Worker start-up and
    the first batch's preprocessing (nothing to overlap yet) are inside ``pipeline_s`` and reported
    as ``first_batch_wait_s``: in the balanced run they bound the ratio from below by about
-   ``1 + 1 / batches``. On a machine shared with other work the workers get less CPU than the rate
+   ``1 + 1 / batches``, hence the default of 288 pages (36 batches of 8; a corpus has thousands). On a machine shared with other work the workers get less CPU than the rate
    measured alone (or more): ``preprocess_in_run_s`` is the workers' own time for the pages in the
    run (:attr:`vdr.encode.pipeline.PipelineStats.preprocess_s`) and ``overlap_ratio_in_run`` the
    ratio with it; the load average is reported before and after.
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Run the benchmark; progress on stderr, the JSON line on stdout; returns the figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer pages (smoke test)")
-    ap.add_argument("--pages", type=int, default=None, help="pages through the pipeline (default 96, quick 12)")
+    ap.add_argument("--pages", type=int, default=None, help="pages through the pipeline (default 288, quick 12)")
     ap.add_argument("--rate-pages", type=int, default=None, help="pages timed for the rate per worker (default 16, quick 4)")
     ap.add_argument("--workers", type=int, default=None,
                     help="pipeline worker processes (default: vdr's default on CUDA, CPU cores - 1, at most 8)")
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
     from vdr.encode.pipeline import default_workers
 
     args.workers = args.workers or default_workers("cuda")
-    args.pages = args.pages or (12 if args.quick else 96)
+    args.pages = args.pages or (12 if args.quick else 288)
     args.rate_pages = min(args.pages, args.rate_pages or (4 if args.quick else 16))
     load_before = [round(x, 2) for x in os.getloadavg()]
     from gpu_check import make_pages
