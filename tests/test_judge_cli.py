@@ -171,6 +171,23 @@ def test_judge_options_record_equals_keywords(results, tmp_path):
         judge(out, endpoint=sim.url, model="sim-llm")  # the judge's model keyword is judge_model
 
 
+def test_cli_judge_sampling_options(results, tmp_path, capsys):
+    """vdr judge's sampling flags reach the judge as the API's keywords do: recorded in rcp.json,
+    part of the cache key (the same flags again make no call; another seed asks again)."""
+    out, sim = results
+    cache = tmp_path / "cache.jsonl"
+    args = ["judge", str(out), "--endpoint", sim.url, "--judge-model", "sim-llm", "--modality", "text", "--cache", str(cache),
+            "--temperature", "0.5", "--top-p", "0.9", "--seed", "7", "--stop", "END", "--stop", "###", "--max-tokens", "512"]
+    assert main(args) == 0
+    doc = json.loads((out / "judge" / "rcp.json").read_text())
+    assert {k: doc["judge"][k] for k in ("temperature", "top_p", "seed", "stop", "max_tokens")} == {
+        "temperature": 0.5, "top_p": 0.9, "seed": 7, "stop": ["END", "###"], "max_tokens": 512}
+    hits = sim.hits
+    assert main(args) == 0 and sim.hits == hits
+    assert main(args[:-8] + ["--seed", "8", "--stop", "END", "--stop", "###", "--max-tokens", "512"]) == 0 and sim.hits > hits
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize("extra", [["--budget", "2"], ["--budget", "1", "--concurrency", "8"], ["--budget", "3", "--max-retries", "1"],
                                    ["--budget", "2", "--concurrency", "1"]])
 def test_cli_judge_unreachable_endpoint_blames_the_endpoint_not_the_budget(results, tmp_path, capsys, extra):

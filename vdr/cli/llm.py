@@ -26,13 +26,19 @@ def judge_command(
     timeout: float = typer.Option(120.0, "--timeout", rich_help_panel=common.PANEL_REQUESTS, help="Seconds per request."),
     max_retries: int = typer.Option(4, "--max-retries", rich_help_panel=common.PANEL_REQUESTS, help="Retries of a failed request (timeouts, HTTP 429 and 5xx): after the wait the endpoint asks for (Retry-After, x-ratelimit-reset-*), else exponential backoff with jitter."),
     json_mode: bool = typer.Option(False, "--json-mode/--no-json-mode", rich_help_panel=common.PANEL_LLM, help="Ask the endpoint for JSON output (response_format json_object)."),
+    max_tokens: int = typer.Option(2048, "--max-tokens", rich_help_panel=common.PANEL_LLM, help="Token limit of an answer; an answer cut by it is a failed judgement."),
+    temperature: float = typer.Option(0.0, "--temperature", rich_help_panel=common.PANEL_LLM, help="Sampling temperature (part of the cache key)."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", rich_help_panel=common.PANEL_LLM, help="Nucleus sampling mass in (0, 1] (default: not sent)."),
+    seed: Optional[int] = typer.Option(None, "--seed", rich_help_panel=common.PANEL_LLM, help="Sampling seed sent to the endpoint (default: not sent)."),
+    stop: Optional[list[str]] = typer.Option(None, "--stop", rich_help_panel=common.PANEL_LLM, help="A stop sequence (repeatable; default: none)."),
 ) -> None:
     """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
     $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
     from ..judge.run import judge
 
     res = judge(results_dir, endpoint=endpoint, judge_model=judge_model, modality=modality, budget=budget, k=k,
-                concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode)
+                concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode,
+                max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop) if stop else None)
     typer.echo(res.table())
     typer.echo(f"results: {res.out_dir / 'rcp.json'}; gains: {res.out_dir / 'gains.tsv'}")
 
