@@ -27,6 +27,13 @@ What it does:
    Pages go through vdr's :class:`vdr.encode.pipeline.PagePipeline` (workers into pinned memory,
    copies overlapped on a CUDA stream, equal image-token buckets); ``encode.pipeline`` has its
    figures (``wait_s``: the loop waiting for preprocessed pages).
+   The warm-up batch runs under ``torch.utils.flop_counter.FlopCounterMode``: ``flops_per_page``,
+   hence ``model_tflops_per_s`` and ``mfu_vs_bf16_matmul`` (model-FLOPs utilisation: that rate over
+   the bf16 matmul rate measured in step 3). Then colpali-engine's documented loop (its README:
+   ``process_images`` -> ``.to(device)`` -> ``model(**batch)``, 2 pages per batch, in one thread)
+   runs on the same model and pages: ``colpali_readme_loop``, ``vs_colpali_readme_loop`` (vdr's
+   pages/s over it) and ``vectors_vs_readme_loop`` (its first pages' vectors against vdr's:
+   largest difference, over the largest magnitude, and the smallest per-token cosine).
 3. Scores synthetic multi-vectors (unit-norm, bf16) with :func:`vdr.retrieve.maxsim.maxsim` on the device
    and reports its GFLOP/s (2 x query tokens x page tokens x 128 per second) beside the device's
    measured matmul rates: bf16, fp32 without TF32, TF32, and the TF32 rate of one MaxSim block's own
@@ -530,6 +537,60 @@ def dry_run(device: str) -> dict:
     return out
 
 
+def count_flops(fn, *args, **kwargs) -> tuple[object, int]:
+    """``(fn(*args, **kwargs), FLOPs)``: the floating-point operations of the call as counted by
+    ``torch.utils.flop_counter.FlopCounterMode`` (matmuls, convolutions and SDPA attention; a
+    flash-attn kernel, a custom op, counts 0, which leaves out about 4% of ColQwen2.5's page cost)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        out = fn(*args, **kwargs)
+    return out, int(counter.get_total_flops())
+
+
+def readme_loop(model, processor, paths: list[str], batch_size: int, device: str, seconds: float) -> dict:
+    """colpali-engine's documented encode loop (its README): ``processor.process_images(images)``,
+    ``.to(model.device)``, ``model(**batch)`` under ``torch.no_grad()``, batch after batch in this
+    thread, ``batch_size`` pages at a time (the README's example passes 2 images).
+
+    Returns:
+        ``{"pages", "seconds", "pages_per_s", "batch_size", "first_batch"}``: ``first_batch`` the
+        real-token vectors (float32 CPU ``(n_tokens, dim)``, attention mask 1) of the first batch's pages.
+    """
+    from PIL import Image
+
+    done, first, t0 = 0, None, time.perf_counter()
+    for i in range(0, len(paths), batch_size):
+        images = [Image.open(p).convert("RGB") for p in paths[i:i + batch_size]]
+        batch = processor.process_images(images).to(device)
+        with torch.no_grad():
+            emb = model(**batch)
+        if first is None:
+            mask = batch["attention_mask"].bool()
+            first = [emb[j][mask[j]].float().cpu() for j in range(len(images))]
+        done += len(images)
+        if time.perf_counter() - t0 > seconds:
+            break
+    _sync(device)
+    took = time.perf_counter() - t0
+    return {"pages": done, "seconds": round(took, 2), "pages_per_s": round(done / took, 2), "batch_size": batch_size,
+            "first_batch": first}
+
+
+def vector_agreement(ours: list, theirs: list) -> dict:
+    """How close two lists of per-page vectors ``(n_tokens, dim)`` are: same token counts, largest
+    absolute difference, that difference over the largest magnitude (bf16's unit roundoff is
+    2**-8 = 0.0039), and the smallest per-token cosine similarity."""
+    same = [a.shape == b.shape for a, b in zip(ours, theirs)]
+    if not all(same):
+        return {"same_token_counts": False, "shapes": [[list(a.shape), list(b.shape)] for a, b in zip(ours, theirs)]}
+    diff = max(float((a - b).abs().max()) for a, b in zip(ours, theirs))
+    scale = max(float(b.abs().max()) for b in theirs)
+    cos = min(float(torch.nn.functional.cosine_similarity(a, b, dim=-1).min()) for a, b in zip(ours, theirs))
+    return {"same_token_counts": True, "pages": len(ours), "max_abs_diff": diff, "max_diff_over_max_abs": round(diff / scale, 6),
+            "min_token_cosine": round(cos, 6)}
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the check; prints progress on stderr and the JSON line on stdout; returns the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -539,6 +600,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--batch-size", type=int, default=None, help="pages per forward pass (full: 16, small: 4)")
     ap.add_argument("--workers", type=int, default=None, help="DataLoader workers (full: min(8, cpus), small: 1)")
     ap.add_argument("--encode-seconds", type=float, default=None, help="stop encoding after this long (full: 150)")
+    ap.add_argument("--readme-seconds", type=float, default=None,
+                    help="stop colpali-engine's README loop after this long (full: 45, small: 20)")
+    ap.add_argument("--readme-batch-size", type=int, default=2, help="pages per batch of the README loop (its example: 2)")
     ap.add_argument("--max-visual-tokens", type=int, default=None, help="visual tokens per page (full: 768, small: 16)")
     ap.add_argument("--maxsim-queries", type=int, default=None, help="queries of 24 tokens (full: 512, small: 16)")
     ap.add_argument("--maxsim-pages", type=int, default=None, help="pages (full: 10000, small: 200)")
@@ -602,8 +666,10 @@ def main(argv: list[str] | None = None) -> dict:
         uniq = make_pages(Path(tmp), min(pages, 8 if small else 64), size, max(1, min(8, os.cpu_count() or 1)))
         paths = [uniq[i % len(uniq)] for i in range(pages)]
         log(f"{len(uniq)} synthetic pages of {size[0]}x{size[1]} drawn in {time.perf_counter() - t0:.1f} s")
-        warm = enc.encode_pages(paths[:batch], batch, num_workers=0)  # warm-up (kernels, allocator)
+        warm, flops = count_flops(enc.encode_pages, paths[:batch], batch, num_workers=0)  # the warm-up too
         out["tokens_per_page"] = int(warm[0].shape[0])
+        flops_per_page = flops / len(warm)
+        log(f"{flops_per_page / 1e12:.2f} TFLOP per page (FlopCounterMode)")
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         done, t0 = 0, time.perf_counter()
@@ -614,6 +680,10 @@ def main(argv: list[str] | None = None) -> dict:
                     break
             _sync(device)
             t_enc = time.perf_counter() - t0
+        readme = readme_loop(model, processor, paths, args.readme_batch_size, device,
+                             args.readme_seconds or (20.0 if small else 45.0))
+    agreement = vector_agreement(warm[:len(readme["first_batch"])], readme.pop("first_batch"))
+    log(f"colpali-engine README loop: {readme['pages_per_s']} pages/s; vectors {agreement}")
     out["encode"] = {
         "pages": done, "seconds": round(t_enc, 2), "pages_per_s": round(done / t_enc, 2), "batch_size": batch,
         "workers": workers, "page_pixels": list(size), "max_visual_tokens": vis_tokens,
@@ -621,6 +691,10 @@ def main(argv: list[str] | None = None) -> dict:
         "peak_gpu_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         "gpu_utilisation_pct": util.summary(),
         "pipeline": enc.pipeline_stats.to_json() if enc.pipeline_stats is not None else None,
+        "flops_per_page": flops_per_page,
+        "colpali_readme_loop": readme,
+        "vs_colpali_readme_loop": round(done / t_enc / readme["pages_per_s"], 3),
+        "vectors_vs_readme_loop": agreement,
     }
     log(f"encode: {out['encode']['pages_per_s']} pages/s, util {out['encode']['gpu_utilisation_pct']}")
     del model, enc
@@ -673,6 +747,11 @@ def main(argv: list[str] | None = None) -> dict:
         "fraction_of_bf16_matmul": round(gflops / 1e3 / rates["bf16"], 3),
     }
     log(f"maxsim: {out['maxsim']['gflops']} GFLOP/s; matmul TFLOP/s {out['maxsim']['matmul_tflops']}")
+    e = out["encode"]
+    tflops = e["flops_per_page"] * e["pages_per_s"] / 1e12
+    e["model_tflops_per_s"] = float(f"{tflops:.4g}")
+    e["mfu_vs_bf16_matmul"] = float(f"{tflops / rates['bf16']:.4g}")  # model-FLOPs utilisation
+    log(f"encode: {e['model_tflops_per_s']} TFLOP/s, MFU {e['mfu_vs_bf16_matmul']} of the measured bf16 matmul rate")
     del qs, ps, scores
     out["maxsim_compare"] = compare_maxsim(device, small, budget)
     if cuda:

@@ -120,3 +120,20 @@ def test_gpu_check_dry_run_on_the_cpu_lists_every_maxsim_path() -> None:
         for name in ("vdr_tf32_variant", "vdr_bf16_variant", "colpali_engine"):
             assert 0 < paths[name]["max_rel_diff"] < 1e-2, (shape, name)  # not exact, and named so
         assert paths["flash_maxsim"]["skipped"] and paths["late_interaction_kernels"]["skipped"]  # need CUDA
+
+
+@pytest.mark.slow
+def test_gpu_check_small_on_the_cpu_times_colpali_engines_readme_loop() -> None:
+    """benchmarks/gpu_check.py --small on the CPU (tiny random ColQwen2.5): the encode figures carry
+    the FLOP count, the model-FLOPs utilisation and colpali-engine's README loop on the same pages,
+    whose vectors equal vdr's (float32 on the CPU: no bf16 rounding)."""
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "gpu_check.py"), "--small", "--device", "cpu", "--pages", "4",
+                           "--batch-size", "2", "--encode-seconds", "5", "--readme-seconds", "5", "--maxsim-pages", "20"],
+                          capture_output=True, text=True, timeout=600, cwd=SCRIPT.parents[1])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    enc = json.loads(proc.stdout.strip().splitlines()[-1])["encode"]
+    assert enc["pages"] == 4 and enc["flops_per_page"] > 0 and enc["model_tflops_per_s"] > 0 and enc["mfu_vs_bf16_matmul"] > 0
+    assert enc["colpali_readme_loop"]["pages"] == 4 and enc["colpali_readme_loop"]["batch_size"] == 2
+    assert enc["vs_colpali_readme_loop"] == pytest.approx(enc["pages_per_s"] / enc["colpali_readme_loop"]["pages_per_s"], rel=1e-2)
+    agree = enc["vectors_vs_readme_loop"]
+    assert agree["same_token_counts"] and agree["pages"] == 2 and agree["max_abs_diff"] <= 1e-5 and agree["min_token_cosine"] > 0.9999
