@@ -20,8 +20,12 @@ here from the configurations the tiny test models use, tests/tiny_models.py, at 
    stand-in model whose forward pass takes a fixed time per page (``--forward-ms``; default two
    runs: ``balanced``, the time that balances the workers, ``1000 / (rate per worker * workers)``
    ms, where overlap is hardest, and ``h200_target``, :data:`H200_TARGET_MS`, ColQwen2.5-3B at the
-   issue's target utilisation of an H200) and returns vectors of the page's token count, the
-   pipeline set as on a GPU (bfloat16
+   issue's target utilisation of an H200) and returns vectors of the page's token count. It
+   behaves for the host as a CUDA device does (:class:`StandIn`): a call queues the batch and
+   returns, and the host blocks only when it collects a batch's vectors, so this process's own work
+   (receiving the workers' pages, joining them) overlaps the device's as on a GPU; ``--sync-forward``
+   sleeps each batch's time in the call instead (a device that holds the host: an upper bound).
+   The pipeline is set as on a GPU (bfloat16
    compute: the workers cast the pixels; no pinned memory or streams without CUDA), with
    ``--workers`` workers (default: vdr's default on CUDA, one per CPU core but one, at most 8):
    ``pipeline_s`` for ``--pages`` pages,
@@ -122,29 +126,55 @@ def preprocess_rate(processor, paths: list[str], batch_size: int) -> tuple[float
 
 
 class StandIn:
-    """A stand-in model: ``forward_s_per_page`` seconds per page (sleeping, as a GPU frees the CPU),
-    vectors of the page's token count (zeros, dim 128)."""
+    """A stand-in model: ``seconds_per_page`` of device time per page, vectors of the page's token
+    count (zeros, dim 128).
 
-    def __init__(self, seconds_per_page: float) -> None:
+    By default it behaves as a CUDA device does for the host: a call queues the batch on the device
+    and returns at once (a kernel launch), the device runs batches one after the other, and the host
+    blocks only where it needs a batch's vectors. :class:`~vdr.encode.pipeline.PagePipeline`
+    collects batch ``i - 1`` right after submitting batch ``i``, so the call for batch ``i`` waits
+    here until batch ``i - 1`` is done (the same timeline), and :meth:`drain` waits for the last.
+    With ``sync`` the call sleeps the batch's whole time instead, a device that holds the host.
+    """
+
+    def __init__(self, seconds_per_page: float, sync: bool = False) -> None:
         self.seconds_per_page = seconds_per_page
+        self.sync = sync
         self.calls = 0
+        self.busy_until = 0.0  # perf_counter time at which the device finishes its queued batches
         self._zeros: dict[int, torch.Tensor] = {}
 
     def __call__(self, batch: dict) -> list[torch.Tensor]:
-        """Sleep the batch's time; zeros of each page's token count (made once: a GPU's outputs
-        cost the host nothing)."""
+        """Queue (or, with ``sync``, sleep) the batch's time; zeros of each page's token count
+        (made once: a GPU's outputs cost the host nothing)."""
         n = int(batch["input_ids"].shape[0])
         self.calls += 1
-        time.sleep(self.seconds_per_page * n)
+        if self.sync:
+            time.sleep(self.seconds_per_page * n)
+        else:
+            previous = self.busy_until
+            self.busy_until = max(time.perf_counter(), previous) + self.seconds_per_page * n
+            _sleep_until(previous)  # the pipeline collects the previous batch next: its vectors must be there
         lengths = [int(x) for x in batch["attention_mask"].sum(dim=1).tolist()]
         return [self._zeros.setdefault(n_tok, torch.zeros(n_tok, 128)) for n_tok in lengths]
 
+    def drain(self) -> None:
+        """Wait until the device has run every queued batch."""
+        _sleep_until(self.busy_until)
 
-def pipeline_run(processor, paths: list[str], workers: int, batch_size: int, seconds_per_page: float) -> dict:
-    """vdr's :class:`~vdr.encode.pipeline.PagePipeline` over ``paths`` with the :class:`StandIn` model."""
+
+def _sleep_until(t: float) -> None:
+    wait = t - time.perf_counter()
+    if wait > 0:
+        time.sleep(wait)
+
+
+def pipeline_run(processor, paths: list[str], workers: int, batch_size: int, seconds_per_page: float, sync: bool = False) -> dict:
+    """vdr's :class:`~vdr.encode.pipeline.PagePipeline` over ``paths`` with the :class:`StandIn` model
+    (``pipeline_s`` ends when the stand-in device has run the last batch)."""
     from vdr.encode.pipeline import PagePipeline
 
-    model = StandIn(seconds_per_page)
+    model = StandIn(seconds_per_page, sync=sync)
     # as on a GPU: bfloat16 compute (the workers cast the pixels), one host thread in this process
     # (the model does not run on the CPU; its cores are the workers')
     pipe = PagePipeline(processor, model, device="cpu", batch_size=batch_size, num_workers=workers, prefetch=4,
@@ -154,6 +184,7 @@ def pipeline_run(processor, paths: list[str], workers: int, batch_size: int, sec
     try:
         t = time.perf_counter()
         n = sum(len(ids) for ids, _ in pipe.run(_Open(paths), [str(i) for i in range(len(paths))], [0] * len(paths)))
+        model.drain()
         took = time.perf_counter() - t
     finally:
         torch.set_num_threads(threads)
@@ -174,7 +205,7 @@ def measure(name: str, processor, paths: list[str], args) -> dict:
                                                                              "h200_target": H200_TARGET_MS / 1000}
     out = {"preprocess_pages_per_s_per_worker": round(rate, 3), "tokens_per_page": tokens, "workers": workers, "runs": {}}
     for label, per_page in speeds.items():
-        run = pipeline_run(processor, paths, workers, args.batch_size, per_page)
+        run = pipeline_run(processor, paths, workers, args.batch_size, per_page, sync=args.sync_forward)
         pages = run["pages"]
         forward_s, preprocess_s = pages * per_page, pages / rate
         ratio = run["pipeline_s"] / max(forward_s, preprocess_s / workers)
@@ -203,6 +234,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--forward-ms", type=float, default=None,
                     help="stand-in forward time per page in ms (default: balance the workers' preprocessing)")
     ap.add_argument("--processors", default="colqwen2.5,colpali", help="comma-separated: colqwen2.5, colpali")
+    ap.add_argument("--sync-forward", action="store_true",
+                    help="the stand-in sleeps each batch's time in the call (a device that holds the host) instead of"
+                         " queuing it as a CUDA launch does")
     args = ap.parse_args(argv)
     from vdr.encode.pipeline import default_workers
 
@@ -213,6 +247,7 @@ def main(argv: list[str] | None = None) -> dict:
     from gpu_check import make_pages
 
     out: dict = {"benchmark": "encode_pipeline", "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                 "stand_in": "sync (sleeps in the call)" if args.sync_forward else "async (queued as a CUDA launch)",
                  "page_pixels": list(A4_144DPI), "load_average_before": load_before}
     builders = {"colqwen2.5": colqwen_processor, "colpali": colpali_processor}
     with tempfile.TemporaryDirectory(prefix="vdr-encode-pipeline-") as tmp:
