@@ -89,6 +89,7 @@ def test_encode_pipeline_benchmark_reports_the_issue_keys() -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["benchmark"] == "encode_pipeline" and res["workers"] == 1 and res["page_pixels"] == [1191, 1684]
+    assert res["stand_in"] == "async (queued as a CUDA launch)"
     qwen, pali = res["processors"]["colqwen2.5"], res["processors"]["colpali"]
     assert qwen["tokens_per_page"] == 752 and pali["tokens_per_page"] > 1024
     for p in (qwen, pali):
