@@ -338,6 +338,24 @@ def test_the_corpus_folder_itself_is_never_the_results_folder(tmp_path, capsys, 
     assert snapshot(corpus) == before
 
 
+def test_a_results_folder_inside_the_corpus_never_deletes_its_files(tmp_path, capsys):
+    """--out CORPUS/images --overwrite would replace the page images with results: refused, the
+    images untouched; a new folder inside the corpus (CORPUS/results) is fine, and so is a rerun into it."""
+    texts, queries, qrels = make_passages(n_per_topic=4)
+    corpus = write_corpus(tmp_path / "corpus", texts, queries, qrels)
+    (corpus / "images").mkdir()
+    (corpus / "images" / "p1.png").write_bytes(b"a page")
+    before = snapshot(corpus)
+    for overwrite in ([], ["--overwrite"]):
+        rc, _, err = cli(capsys, "evaluate", corpus, *FAST, *overwrite, "--out", corpus / "images")
+        assert rc == 2 and "lies inside an input of this run" in err and "p1.png" in err and "--overwrite or not" in err, err
+    assert snapshot(corpus) == before
+    for overwrite in ([], ["--overwrite"]):
+        rc, _, err = cli(capsys, "evaluate", corpus, *FAST, *overwrite, "--out", corpus / "results")
+        assert rc == 0, err
+    assert (corpus / "images" / "p1.png").read_bytes() == b"a page" and (corpus / "results" / "results.json").is_file()
+
+
 def test_metrics_outputs_never_replace_an_input_and_a_refused_run_leaves_no_lock(tmp_path, capsys, ext_run, corpus):
     """``vdr metrics --json RUN`` replaced the run file with JSON: refused, as a folder given as a
     file is; a refused ``vdr evaluate`` leaves the folder as it found it (no stray .vdr.lock)."""

@@ -110,6 +110,9 @@ class ResultsFolder:
         self.keep = tuple(keep) + entries_holding(self.path, inputs)
         here = self.path.resolve()
         self._input_is_out = next((str(p) for p in inputs if p is not None and Path(p).resolve() == here), None)
+        # an input folder holding --out (CORPUS/images): --overwrite must never delete that input's files
+        self._inside_input = next((str(p) for p in inputs if p is not None and Path(p).is_dir() and Path(p).resolve() in here.parents),
+                                  None)
         self.lock_path = self.path / LOCK_FILE
         self._lock = None
         self._created = False
@@ -125,7 +128,8 @@ class ResultsFolder:
             ``self``.
 
         Raises:
-            InputError: ``path`` is one of ``inputs`` (the corpus folder itself); ``path`` is a file;
+            InputError: ``path`` is one of ``inputs`` (the corpus folder itself), or lies inside an input
+                folder and holds files vdr did not write (even with ``overwrite``); ``path`` is a file;
                 a parent is a file or cannot be written; the lock is held
                 by another run; the folder holds another experiment's results or files vdr did not
                 write (without ``overwrite``). Nothing is left behind.
@@ -174,14 +178,20 @@ class ResultsFolder:
 
     def _check_content(self) -> None:
         entries = sorted(e.name for e in self.path.iterdir() if not _ours(e.name))
-        if not entries or self.overwrite:
+        if not entries or (self.overwrite and self._inside_input is None):
             return
         kept = {Path(k).parts[0] for k in self.keep if Path(k).parts}
         foreign = [n for n in entries if n not in KNOWN_ENTRIES and n not in kept]
+        named = f"{', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}"
+        if foreign and self._inside_input is not None:  # even with --overwrite: they are the input's files
+            raise InputError(f"the results folder (--out) lies inside an input of this run ({self._inside_input}) and holds"
+                             f" files vdr did not write ({named}): writing the results would delete them from that input,"
+                             " --overwrite or not; choose another --out", path=self.path)
         if foreign:
-            raise InputError(f"the results folder holds files vdr did not write ({', '.join(foreign[:5])}"
-                             f"{' ...' if len(foreign) > 5 else ''}); give --overwrite to replace the folder's content"
-                             " or choose another --out", path=self.path)
+            raise InputError(f"the results folder holds files vdr did not write ({named}); give --overwrite to replace the"
+                             " folder's content or choose another --out", path=self.path)
+        if self.overwrite:
+            return
         old = self._old_identity()
         if old is not None and self.identity is not None and old != self.identity:
             diff = "; ".join(f"{k}: {old[k]} -> {self.identity[k]}" for k in _IDENTITY_KEYS if old[k] != self.identity[k])
