@@ -158,7 +158,6 @@ def test_pickle_weights_only_when_asked(ance, tmp_path):
     naming the folder, the file and the option; with the option it gives the safetensors copy's vectors."""
     import shutil
 
-    from safetensors.torch import save_file
 
     from vdr.errors import InputError
     from vdr.io.weights import load_state_dict
@@ -169,9 +168,13 @@ def test_pickle_weights_only_when_asked(ance, tmp_path):
         _backend(folder, allow_pickle_weights=False)
     with pytest.raises(InputError, match=r"pytorch_model\.bin, a pickle"):
         load_state_dict(folder / "pytorch_model.bin", allow_pickle=False, what="ANCE checkpoint", opt_in="X")
-    converted = tmp_path / "converted"  # the conversion the message gives, done here
+    converted = tmp_path / "bob's $HOME model"  # the command the message prints, run by a shell, on a path to quote
     shutil.copytree(folder, converted)
-    save_file({k: v.contiguous().clone() for k, v in _state(folder).items()}, str(converted / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(InputError) as refused:
+        _backend(converted, allow_pickle_weights=False)
+    command = str(refused.value).split("convert it once: ", 1)[1]
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
     (converted / "pytorch_model.bin").unlink()
     safe = _backend(converted, allow_pickle_weights=False, query_runtime="torch")
     opted = _backend(folder, allow_pickle_weights=True, query_runtime="torch")
@@ -187,6 +190,14 @@ def test_pickle_weights_only_when_asked(ance, tmp_path):
     with pytest.raises(InputError, match=r"semantic model .*st-bin: its weights are pytorch_model\.bin"):
         _backend(st, allow_pickle_weights=False)
     assert _backend(st, allow_pickle_weights=True, query_runtime="torch")._encode_queries(["river"])[0].shape == (1, 384)
+    from vdr.io.weights import pickle_only
+
+    odd = tmp_path / "odd"  # what a loader would unpickle: module subfolders and shards too; not training_args.bin
+    for name in ("model.safetensors", "training_args.bin", "2_Dense/pytorch_model.bin", "3_x/pytorch_model-00001-of-00002.bin",
+                 "3_x/pytorch_model-00002-of-00002.bin", "3_x/optimizer.pt", "4_y/model.safetensors", "4_y/pytorch_model.bin"):
+        (odd / name).parent.mkdir(parents=True, exist_ok=True)
+        (odd / name).write_bytes(b"")
+    assert pickle_only(odd) == ["2_Dense/pytorch_model.bin", "3_x/pytorch_model-00001-of-00002.bin", "3_x/pytorch_model-00002-of-00002.bin"]
 
 
 def test_options_from_the_command_line():

@@ -1,43 +1,64 @@
 """Which weights a model folder is read from: safetensors, and a pickle only when the user asks.
 
-A ``pytorch_model.bin`` (or ``*.pt`` / ``*.pth`` / ``*.ckpt``) is a Python pickle: loading it runs
+A ``pytorch_model.bin`` (or one of its shards) is a Python pickle: loading it runs
 the unpickler on the file, which ``torch.load(weights_only=True)`` restricts but does not make a
 safe format. vdr reads ``*.safetensors`` weights only, unless the caller opts in with
 ``allow_pickle`` (``--backend-option semantic.allow_pickle_weights=true`` for the semantic backend,
 ``--allow-pickle-weights`` for ``vdr rewrite --local``), for a checkpoint from a source the user
 trusts. Every loader of model weights asks here (:func:`loader_kwargs`, :func:`load_state_dict`),
-so the rule is built in one place.
+so the rule is built in one place. A refusal prints the command that converts the checkpoint
+once (:func:`convert_command`).
 
 This module imports nothing heavy at import time.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
+import sys
 from pathlib import Path
 
 from ..errors import InputError
 
-__all__ = ["PICKLE_SUFFIXES", "pickle_only", "check_weights", "loader_kwargs", "load_state_dict", "CONVERT_HINT"]
+__all__ = ["PICKLE_WEIGHTS", "pickle_only", "check_weights", "convert_command", "loader_kwargs", "load_state_dict"]
 
-#: Weight-file suffixes that are pickles.
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
-
-#: How to convert a trusted pickle checkpoint once (``{f}``: the folder).
-CONVERT_HINT = ("or convert it once, where you trust the file: python -c \"import torch; from safetensors.torch import save_file;"
-                " save_file({{k: v.contiguous().clone() for k, v in torch.load('{f}/pytorch_model.bin', weights_only=True).items()}},"
-                " '{f}/model.safetensors', metadata={{'format': 'pt'}})\"")
+#: The pickle weight files transformers and sentence-transformers read when a folder has no
+#: safetensors: ``pytorch_model.bin`` and its shards ``pytorch_model-00001-of-00003.bin``.
+PICKLE_WEIGHTS = re.compile(r"pytorch_model(-\d+-of-\d+)?\.bin")
 
 
 def pickle_only(folder: Path) -> list[str]:
-    """Names of the pickle weight files in ``folder`` when it holds no ``*.safetensors`` (else ``[]``)."""
+    """The pickle weight files (:data:`PICKLE_WEIGHTS`) a loader would read from ``folder`` or one of
+    its subfolders (sentence-transformers modules such as ``2_Dense/``), each in a folder without
+    ``*.safetensors``, as paths relative to ``folder`` (sorted; empty when there are none)."""
     folder = Path(folder)
-    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+    if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in PICKLE_SUFFIXES)
+    found = []
+    for d in [folder, *sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))]:
+        if not any(d.glob("*.safetensors")):
+            found += [f.relative_to(folder).as_posix() for f in sorted(d.iterdir()) if f.is_file() and PICKLE_WEIGHTS.fullmatch(f.name)]
+    return found
+
+
+def convert_command(folder: Path, names: list[str]) -> str:
+    """A shell command (POSIX quoting) that converts the pickle files ``names`` (relative to
+    ``folder``) to ``model.safetensors`` beside them, shards of one folder merged into one file, with
+    this Python (``sys.executable``): ``torch.load(weights_only=True)`` then safetensors' ``save_file``."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        f = Path(folder).absolute() / n
+        groups.setdefault(str(f.parent), []).append(str(f))
+    jobs = sorted(groups.items())
+    code = ("import torch; from safetensors.torch import save_file; "
+            f"[save_file({{k: v.contiguous().clone() for f in fs for k, v in torch.load(f, weights_only=True).items()}}, "
+            f"d + '/model.safetensors', metadata={{'format': 'pt'}}) for d, fs in {jobs!r}]")
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
 
 
 def check_weights(folder: str | Path | None, *, allow_pickle: bool, what: str, opt_in: str) -> None:
-    """Refuse a local model folder whose only weights are pickles, unless ``allow_pickle``.
+    """Refuse a local model folder whose weights are pickles, unless ``allow_pickle``.
 
     Args:
         folder: the model folder (``None`` or a hub name: nothing to check here; the loader then
@@ -47,8 +68,9 @@ def check_weights(folder: str | Path | None, *, allow_pickle: bool, what: str, o
         opt_in: the option that opts in, as the user types it.
 
     Raises:
-        InputError: the folder holds pickle weights only; the message names the folder, the file,
-            the option and how to convert the checkpoint to safetensors.
+        InputError: the folder (or a module subfolder) holds pickle weights and no safetensors; the
+            message names the folder, the files, the option and the command that converts them
+            (:func:`convert_command`).
     """
     if folder is None or allow_pickle or not Path(folder).is_dir():
         return
@@ -60,7 +82,7 @@ def check_weights(folder: str | Path | None, *, allow_pickle: bool, what: str, o
 def _refused(folder: Path, names: list[str], what: str, opt_in: str) -> InputError:
     """The error for pickle weights read without the opt-in."""
     return InputError(f"{what} {folder}: its weights are {', '.join(names)}, a pickle, and vdr reads *.safetensors only."
-                      f" If you trust where it comes from, pass {opt_in}, " + CONVERT_HINT.format(f=folder.as_posix()))
+                      f" If you trust where it comes from, pass {opt_in}, or convert it once: {convert_command(folder, names)}")
 
 
 def loader_kwargs(allow_pickle: bool) -> dict:
