@@ -81,7 +81,11 @@ def test_user_text_is_escaped(built):
     _, html, md = built
     assert EVIL not in html and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in html  # the history turn
-    assert "<script" not in md and "&lt;script&gt;" in md
+    assert "<script" not in md and "&lt;script>" in md
+    from vdr.results import md_escape
+
+    assert md_escape("relevant = grade >= 1 & <b>") == "relevant = grade >= 1 &amp; &lt;b>"
+    assert md_escape("> quoted | a\\b") == "&gt; quoted \\| a\\\\b" and md_escape("  >x") == "  &gt;x"
 
 
 def test_each_page_image_is_embedded_once(built):

@@ -86,7 +86,7 @@ def test_hand_computed_values_and_table_text():
     assert lines[5].startswith("d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
                                " (exact test over all 2^")
     assert lines[6] == ("query set: the qrels' queries, 4 averaged; relevant = grade >= 1; 0 of them have no page of grade > 0 in the"
-                        " qrels and count 0 in every mean (--queries-without-relevant zero; 'exclude' leaves them out).")
+                        " qrels and count 0 in every mean (--exclude-queries-without-relevant leaves them out).")
     assert len(lines) == 7
 
 

@@ -136,10 +136,13 @@ def html_escape(text: object) -> str:
 
 
 def md_escape(text: object) -> str:
-    """Text for a Markdown table cell: HTML-escaped (Markdown renders raw HTML), pipes and
-    backslashes escaped, line breaks as spaces."""
-    t = html.escape(str(text), quote=False)
-    return t.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Text for a Markdown table cell or line: ``&`` and ``<`` HTML-escaped (Markdown renders raw
+    HTML; no tag or entity survives), ``>`` only where it would start a block quote (``>=`` reads
+    as typed elsewhere), pipes and backslashes escaped, line breaks as spaces."""
+    t = str(text).replace("&", "&amp;").replace("<", "&lt;")
+    t = t.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    body = t.lstrip(" ")
+    return t[:len(t) - len(body)] + "&gt;" + body[1:] if body.startswith(">") else t
 
 
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
@@ -926,8 +929,8 @@ class Results:
             return []
         p = pols[0]
         n_avg, no_rel = p.get("num_queries_averaged", self.runs[0].metrics.num_queries), p.get("num_queries_without_relevant", 0)
-        how = ("count 0 in every mean (--queries-without-relevant zero; 'exclude' leaves them out)"
-               if p.get("queries_without_relevant", "zero") == "zero" else "are left out (--queries-without-relevant exclude)")
+        how = ("count 0 in every mean (--exclude-queries-without-relevant leaves them out)"
+               if p.get("queries_without_relevant", "zero") == "zero" else "are left out (--exclude-queries-without-relevant)")
         line = (f"query set: the qrels' queries, {n_avg} averaged; relevant = grade >= {p.get('relevance_level', 1)};"
                 f" {no_rel} of them have no page of grade > 0 in the qrels and {how}")
         counts = [q.get("num_queries_all_unjudged", 0) for q in pols]

@@ -55,7 +55,7 @@ BACKEND_OPTION_HELP = (
     " [\"a\"]; a bad key or value is refused with the allowed ones). Common keys: lexical.k1 / .b / .preset / .analyzer /"
     " .max_query_tokens (default 512, null: none) / .method / .stemmer / .stopwords; semantic.long_text (maxp|truncate) /"
     " .passage_max_length / .query_max_length / .window / .stride / .batch_size / .search / .query_prompt / .document_prompt /"
-    " .prompt_name / .architecture (ance); pyserini.index_dir (an existing"
+    " .prompt_name / .architecture (ance) / .model / .allow_pickle_weights (read pytorch_model.bin); pyserini.index_dir (an existing"
     " Lucene index) / .preset / .k1 / .b / .threads / .max_query_tokens; hybrid.rrf_k / .fuse. Overrides the dedicated options.")
 
 
