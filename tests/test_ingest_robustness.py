@@ -18,6 +18,7 @@ import io
 import json
 import shutil
 import socket
+import threading
 import time
 import unicodedata
 from pathlib import Path
@@ -680,10 +681,17 @@ def test_the_hub_probe_is_bounded_honours_proxies_and_offline_mode(online):
 
     # a resolver that hangs: the probe gives up after its timeout
     online.setattr(hc, "ENDPOINT", "https://hub.invalid")
-    online.setattr(socket, "create_connection", lambda *a, **k: time.sleep(30))
+    release = threading.Event()
+
+    def hang(*a, **k):  # until the test is done with it: the probe thread then ends, failing as a connection does
+        release.wait(30)
+        raise OSError("released by the test")
+
+    online.setattr(socket, "create_connection", hang)
     t0 = time.perf_counter()
     assert V.hub_unreachable(timeout=0.5) == "hub.invalid:443: no answer within 0.5 s"
     assert time.perf_counter() - t0 < 3
+    release.set()
     online.undo()
     # a reachable endpoint (a local listening socket): nothing to say
     server = socket.socket()

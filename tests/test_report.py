@@ -287,6 +287,9 @@ def test_cli(lexical_results, tmp_path, capsys):
     (tmp_path / "a.json").write_text("{}")
     assert main(["report", str(tmp_path / "empty")]) == 2 and "empty: not a results folder: results.json is missing" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "a.json")]) == 2 and "a.json: a file, not a results folder" in capsys.readouterr().err
+    doc = lexical_results / "results.json"  # what `vdr evaluate` prints last: its folder is meant
+    assert main(["report", str(doc)]) == 2
+    assert capsys.readouterr().err == f"error: {doc}: a file: give the results folder that holds it, {lexical_results}\n"
 
 
 def test_cli_latex_and_primary_metric(lexical_results, tmp_path, capsys):

@@ -159,7 +159,7 @@ def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT) -> str | None:
         try:
             with socket.create_connection((host, port), timeout=timeout):
                 result["ok"] = True
-        except OSError as e:
+        except Exception as e:  # any failure of the probe is its answer (never an exception in a stray thread)
             result["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
 
     t = threading.Thread(target=connect, name="vdr-hub-probe", daemon=True)
