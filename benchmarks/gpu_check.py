@@ -591,6 +591,15 @@ def vector_agreement(ours: list, theirs: list) -> dict:
             "min_token_cosine": round(cos, 6)}
 
 
+def _encode_rates(e: dict, bf16_tflops: float) -> None:
+    """Add ``model_tflops_per_s`` and ``mfu_vs_bf16_matmul`` (model-FLOPs utilisation) to the encode figures ``e``."""
+    tflops = e["flops_per_page"] * e["pages_per_s"] / 1e12
+    e["model_tflops_per_s"] = float(f"{tflops:.4g}")
+    e["bf16_matmul_tflops"] = float(f"{bf16_tflops:.4g}")
+    e["mfu_vs_bf16_matmul"] = float(f"{tflops / bf16_tflops:.4g}")
+    log(f"encode: {e['model_tflops_per_s']} TFLOP/s, MFU {e['mfu_vs_bf16_matmul']} of the measured bf16 matmul rate")
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the check; prints progress on stderr and the JSON line on stdout; returns the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -603,6 +612,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--readme-seconds", type=float, default=None,
                     help="stop colpali-engine's README loop after this long (full: 45, small: 20)")
     ap.add_argument("--readme-batch-size", type=int, default=2, help="pages per batch of the README loop (its example: 2)")
+    ap.add_argument("--encode-only", action="store_true", help="stop after the encode figures (no MaxSim sections)")
     ap.add_argument("--max-visual-tokens", type=int, default=None, help="visual tokens per page (full: 768, small: 16)")
     ap.add_argument("--maxsim-queries", type=int, default=None, help="queries of 24 tokens (full: 512, small: 16)")
     ap.add_argument("--maxsim-pages", type=int, default=None, help="pages (full: 10000, small: 200)")
@@ -701,6 +711,12 @@ def main(argv: list[str] | None = None) -> dict:
     if cuda:
         torch.cuda.empty_cache()
 
+    if args.encode_only:  # the encode figures alone, against this device's bf16 matmul rate
+        _encode_rates(out["encode"], matmul_tflops(*(3 * (1024 if small else 8192,)), torch.bfloat16, device))
+        out["total_seconds"] = round(time.perf_counter() - t_start, 1)
+        print(json.dumps(out), flush=True)
+        return out
+
     # 3. MaxSim
     from vdr.retrieve.maxsim import _MIN_GEMM, _block_tokens, maxsim
 
@@ -747,11 +763,7 @@ def main(argv: list[str] | None = None) -> dict:
         "fraction_of_bf16_matmul": round(gflops / 1e3 / rates["bf16"], 3),
     }
     log(f"maxsim: {out['maxsim']['gflops']} GFLOP/s; matmul TFLOP/s {out['maxsim']['matmul_tflops']}")
-    e = out["encode"]
-    tflops = e["flops_per_page"] * e["pages_per_s"] / 1e12
-    e["model_tflops_per_s"] = float(f"{tflops:.4g}")
-    e["mfu_vs_bf16_matmul"] = float(f"{tflops / rates['bf16']:.4g}")  # model-FLOPs utilisation
-    log(f"encode: {e['model_tflops_per_s']} TFLOP/s, MFU {e['mfu_vs_bf16_matmul']} of the measured bf16 matmul rate")
+    _encode_rates(out["encode"], rates["bf16"])
     del qs, ps, scores
     out["maxsim_compare"] = compare_maxsim(device, small, budget)
     if cuda:
