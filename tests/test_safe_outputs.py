@@ -141,10 +141,14 @@ def test_folder_with_other_files_refused_unless_overwrite(corpus, tmp_path, caps
     out.mkdir()
     (out / "notes.txt").write_text("my notes")
     rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)
-    assert rc == 2 and "holds files vdr did not write (notes.txt); give --overwrite" in err
+    assert rc == 2 and "holds files vdr did not write (notes.txt); give --overwrite to write the results beside them" in err
     assert (out / "notes.txt").read_text() == "my notes"
-    assert cli(capsys, "evaluate", corpus, *FAST, "--out", out, "--overwrite")[0] == 0
-    assert not (out / "notes.txt").exists() and (out / "results.json").is_file()
+    (out / "data").mkdir()
+    (out / "data" / "x.bin").write_bytes(b"keep me")
+    for _ in range(2):  # --overwrite writes beside the user's files, never deletes them (a second run too)
+        assert cli(capsys, "evaluate", corpus, *FAST, "--out", out, "--overwrite")[0] == 0
+        assert (out / "notes.txt").read_text() == "my notes" and (out / "data" / "x.bin").read_bytes() == b"keep me"
+        assert (out / "results.json").is_file()
     empty = tmp_path / "empty"
     empty.mkdir()
     assert cli(capsys, "evaluate", corpus, *FAST, "--out", empty)[0] == 0  # an empty folder is fine

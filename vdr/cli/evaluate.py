@@ -304,7 +304,7 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
         rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
     ("overwrite", bool, lambda: typer.Option(
         False, "--overwrite/--no-overwrite",
-        rich_help_panel=common.PANEL_RUN, help="Replace an --out folder holding another experiment's results or other files (refused otherwise).")),
+        rich_help_panel=common.PANEL_RUN, help="Replace another experiment's results in --out and write beside files vdr did not write (never deleted); both are refused otherwise.")),
     ("protocol", Optional[Protocol], lambda: typer.Option(
         None, "--protocol",
         rich_help_panel=common.PANEL_STATS, help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),
@@ -383,7 +383,7 @@ def compare_command(
     runs: list[str] = typer.Argument(..., help="Run files (TREC or JSON), each FILE (named by its file name without the extension: runs/bm25.trec -> bm25) or NAME=FILE; two or more."),
     baseline: Optional[str] = typer.Option(None, "--baseline", rich_help_panel=common.PANEL_INPUTS, help="The run the others are compared with (default: the first)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder to write (results.json, per_query.csv, runs/, report.html)."),
-    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", rich_help_panel=common.PANEL_RUN, help="Replace an --out folder holding another experiment's results or other files."),
+    overwrite: bool = typer.Option(False, "--overwrite/--no-overwrite", rich_help_panel=common.PANEL_RUN, help="Replace another experiment's results in --out; write beside files vdr did not write (never deleted)."),
     primary_metric: Optional[str] = typer.Option(
         None, "--primary-metric", rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3, or the first --metric)."),
     metric: Optional[list[str]] = typer.Option(None, "--metric", "--metrics", "-m", rich_help_panel=common.PANEL_STATS, help=metric_help()),

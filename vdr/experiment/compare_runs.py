@@ -120,7 +120,7 @@ class CompareOptions:
             with ``report`` also ``report.html`` and ``report.md``); taken before any work like
             ``vdr evaluate --out`` (locked; another experiment's results refused unless
             ``overwrite``; replaced as a whole, :mod:`vdr.io.outdir`).
-        overwrite: replace an ``out`` holding another experiment's results or other files.
+        overwrite: replace another experiment's results in ``out``; write beside files vdr did not write (never deleted).
         report: with ``out``, also write the HTML/Markdown report (:func:`vdr.report`).
         pairs: ``"baseline"`` (default: each run against the baseline) or ``"all"``: also every
             pair of runs (ranx's comparison matrix; :meth:`Results.pairs_table

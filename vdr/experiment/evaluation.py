@@ -603,12 +603,12 @@ class RunSettings:
 
     Attributes:
         progress: show progress bars.
-        overwrite: replace an ``out`` folder that holds another experiment's results (another
-            corpus, queries, qrels or dataset) or files vdr did not write; without it they are
-            refused before any work. The folder is locked for the run (a second run into it fails
-            at once); results are staged and replace the folder's content at the end (stale runs
-            and reports of earlier runs removed), so an interrupted run leaves it unchanged
-            (:mod:`vdr.io.outdir`).
+        overwrite: replace the results of another experiment (another corpus, queries, qrels or
+            dataset) in ``out``, and write beside files vdr did not write (never deleted); without
+            it both are refused before any work. The folder is locked for the run (a second run
+            into it fails at once); results are staged and replace the folder's vdr entries at the
+            end (stale runs and reports of earlier runs removed), so an interrupted run leaves it
+            unchanged (:mod:`vdr.io.outdir`).
     """
 
     progress: bool = True

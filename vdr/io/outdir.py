@@ -10,10 +10,12 @@
    ViDoRe dataset, read from its ``results.json``), or files vdr does not write, is refused unless
    ``overwrite``.
 2. The run writes its results into :attr:`ResultsFolder.staging` (``DIR/.vdr-new-*``).
-3. :meth:`ResultsFolder.commit` replaces the folder's content with the staged one: every earlier
-   entry (stale ``runs/*.trec``, ``report.html``, ``report.md``, ``judge/`` ...) is moved aside and
-   deleted, except the paths listed in ``keep`` (e.g. ``corpus`` ingested by ``--vidore`` in this
-   run, the judge's answer cache). Ctrl-C during the commit is held back until it is done.
+3. :meth:`ResultsFolder.commit` replaces the folder's vdr content with the staged one: every
+   earlier entry vdr writes (:data:`KNOWN_ENTRIES`: stale ``runs/*.trec``, ``report.html``,
+   ``report.md``, ``judge/`` ...) is moved aside and deleted, except the paths listed in ``keep``
+   (e.g. ``corpus`` ingested by ``--vidore`` in this run, the judge's answer cache). A file vdr did
+   not write is never deleted: with ``overwrite`` the results are written beside it. Ctrl-C during
+   the commit is held back until it is done.
 4. :meth:`ResultsFolder.close` (also on errors and Ctrl-C) removes what was staged and releases the
    lock: a run that did not reach :meth:`commit` leaves the folder as it was (a folder it had to
    create is removed again when still empty).
@@ -88,7 +90,7 @@ class ResultsFolder:
     Args:
         path: the results folder (``--out``).
         identity: this run's :func:`identity_of` (compared with the folder's ``results.json``).
-        overwrite: replace a folder holding another experiment's results or other files.
+        overwrite: replace another experiment's results; write beside files vdr did not write (never deleted).
         keep: paths relative to ``path`` carried over into the new content when they exist
             (``"corpus"``, ``"judge/cache.jsonl"``).
         inputs: the run's input files and folders; those inside ``path`` (e.g. ``--out`` holding
@@ -188,8 +190,8 @@ class ResultsFolder:
                              f" files vdr did not write ({named}): writing the results would delete them from that input,"
                              " --overwrite or not; choose another --out", path=self.path)
         if foreign:
-            raise InputError(f"the results folder holds files vdr did not write ({named}); give --overwrite to replace the"
-                             " folder's content or choose another --out", path=self.path)
+            raise InputError(f"the results folder holds files vdr did not write ({named}); give --overwrite to write the"
+                             " results beside them (they are kept) or choose another --out", path=self.path)
         if self.overwrite:
             return
         old = self._old_identity()
@@ -241,8 +243,8 @@ class ResultsFolder:
             moved: list[str] = []
             placed: list[str] = []
             try:
-                for e in sorted(self.path.iterdir()):
-                    if not _ours(e.name):
+                for e in sorted(self.path.iterdir()):  # vdr's own entries; a file vdr did not write is never deleted
+                    if not _ours(e.name) and (e.name in KNOWN_ENTRIES or (new / e.name).exists()):
                         os.replace(e, trash / e.name)
                         moved.append(e.name)
                 for e in sorted(new.iterdir()):
