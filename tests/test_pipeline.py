@@ -221,9 +221,9 @@ def test_identical_variants_are_evaluated_once(corpus, tmp_path):
     assert "kw-copy: the same query texts as kw" in table and table.count("lexical") == 3 + table.count("lexical:") + table.count(" on lexical [95% CI ")
     assert json.loads((tmp_path / "dup" / "results.json").read_text())["config"]["same_texts"]["kw-copy"] == "kw"
     # issue 25.5: the query-set policy under the table, as `vdr metrics` says it
-    assert "query set: the qrels' queries, 8 averaged; relevant = grade >= 1; 0 of them have no page of grade > 0" in table
+    assert "query set: the qrels' queries, 8 averaged; relevant = grade >= 1; 0 of the qrels' queries have no page of grade > 0" in table
     lines = (qdir / "qrels.tsv").read_text().splitlines()
     (qdir / "qrels-q3-zero.tsv").write_text("\n".join(x[:-1] + "0" if x.startswith("q3\t") else x for x in lines) + "\n")
     zero = evaluate(cdir, out=tmp_path / "zero", rewrites={"kw": qdir / "kw.jsonl"}, **{**common, "qrels": qdir / "qrels-q3-zero.tsv"})
-    assert ("query set: the qrels' queries, 8 averaged; relevant = grade >= 1; 1 of them have no page of grade > 0 in the qrels"
+    assert ("query set: the qrels' queries, 8 averaged; relevant = grade >= 1; 1 of the qrels' queries have no page of grade > 0"
             " and count 0 in every mean") in zero.table()

@@ -282,7 +282,7 @@ def test_cli(lexical_results, tmp_path, capsys):
     assert out.is_file() and (tmp_path / "sub" / "r.md").is_file()
     assert main(["report", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: {tmp_path / 'nothing'}: no such folder (run `vdr evaluate --out ...` first)\n"
+    assert err == f"error: {tmp_path / 'nothing'}: does not exist (run `vdr evaluate --out ...` first)\n"
     (tmp_path / "empty").mkdir()
     (tmp_path / "a.json").write_text("{}")
     assert main(["report", str(tmp_path / "empty")]) == 2 and "empty: not a results folder: results.json is missing" in capsys.readouterr().err
@@ -290,6 +290,8 @@ def test_cli(lexical_results, tmp_path, capsys):
     doc = lexical_results / "results.json"  # what `vdr evaluate` prints last: its folder is meant
     assert main(["report", str(doc)]) == 2
     assert capsys.readouterr().err == f"error: {doc}: a file: give the results folder that holds it, {lexical_results}\n"
+    assert main(["report", str(lexical_results / "per_query.csv")]) == 2
+    assert f"a file: give the results folder that holds it, {lexical_results}" in capsys.readouterr().err
 
 
 def test_cli_latex_and_primary_metric(lexical_results, tmp_path, capsys):

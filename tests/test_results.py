@@ -85,8 +85,8 @@ def test_hand_computed_values_and_table_text():
     assert lines[4] == "multimodal: skipped: no --model given"
     assert lines[5].startswith("d = rewritten - original on the same backend and queries; p (perm): two-sided paired randomization test"
                                " (exact test over all 2^")
-    assert lines[6] == ("query set: the qrels' queries, 4 averaged; relevant = grade >= 1; 0 of them have no page of grade > 0 in the"
-                        " qrels and count 0 in every mean (--exclude-queries-without-relevant leaves them out).")
+    assert lines[6] == ("query set: the qrels' queries, 4 averaged; relevant = grade >= 1; 0 of the qrels' queries have no page of grade >"
+                        " 0 and count 0 in every mean (--exclude-queries-without-relevant leaves them out).")
     assert len(lines) == 7
 
 

@@ -932,7 +932,7 @@ class Results:
         how = ("count 0 in every mean (--exclude-queries-without-relevant leaves them out)"
                if p.get("queries_without_relevant", "zero") == "zero" else "are left out (--exclude-queries-without-relevant)")
         line = (f"query set: the qrels' queries, {n_avg} averaged; relevant = grade >= {p.get('relevance_level', 1)};"
-                f" {no_rel} of them have no page of grade > 0 in the qrels and {how}")
+                f" {no_rel} of the qrels' queries have no page of grade > 0 and {how}")
         counts = [q.get("num_queries_all_unjudged", 0) for q in pols]
         if any(counts):
             line += (f"; queries whose retrieved pages all lack a qrels line (sparse qrels; they score 0):"

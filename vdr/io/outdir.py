@@ -374,10 +374,10 @@ def not_a_results_folder(folder: Path) -> InputError:
     """The error for ``folder`` read as a results folder without ``results.json``: it does not
     exist, is a file, or holds no ``results.json`` (the message says which)."""
     folder = Path(folder)
-    if folder.is_file() and folder.name == "results.json":
+    if folder.is_file() and (folder.parent / "results.json").is_file():  # results.json, per_query.csv, ...
         return InputError(f"a file: give the results folder that holds it, {folder.parent}", path=folder)
     if not folder.exists():
-        why = "no such folder"
+        why = "does not exist"
     elif not folder.is_dir():
         why = "a file, not a results folder"
     else:
