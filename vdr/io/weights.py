@@ -1,11 +1,13 @@
 """Which weights a model folder is read from: safetensors, and a pickle only when the user asks.
 
-A ``pytorch_model.bin`` (or one of its shards) is a Python pickle: loading it runs
-the unpickler on the file, which ``torch.load(weights_only=True)`` restricts but does not make a
-safe format. vdr reads ``*.safetensors`` weights only, unless the caller opts in with
+A ``pytorch_model.bin`` (or one of its shards) is a Python pickle: reading it runs the
+unpickler on the file, which a restricted unpickler narrows but does not make a safe format. vdr
+never unpickles a file itself. It reads ``*.safetensors`` weights only, unless the caller opts in with
 ``allow_pickle`` (``--backend-option semantic.allow_pickle_weights=true`` for the semantic backend,
 ``--allow-pickle-weights`` for ``vdr rewrite --local``), for a checkpoint from a source the user
-trusts. Every loader of model weights asks here (:func:`loader_kwargs`, :func:`load_state_dict`),
+trusts; the pickle is then read by transformers' own checkpoint reader
+(``transformers.modeling_utils.load_state_dict``, restricted to weights), the one that reads the
+rest of the model. Every loader of model weights asks here (:func:`loader_kwargs`, :func:`load_state_dict`),
 so the rule is built in one place. A refusal prints the command that converts the checkpoint
 once (:func:`convert_command`).
 
@@ -45,14 +47,15 @@ def pickle_only(folder: Path) -> list[str]:
 def convert_command(folder: Path, names: list[str]) -> str:
     """A shell command (POSIX quoting) that converts the pickle files ``names`` (relative to
     ``folder``) to ``model.safetensors`` beside them, shards of one folder merged into one file, with
-    this Python (``sys.executable``): ``torch.load(weights_only=True)`` then safetensors' ``save_file``."""
+    this Python (``sys.executable``): transformers' checkpoint reader (restricted to weights), then
+    safetensors' ``save_file``."""
     groups: dict[str, list[str]] = {}
     for n in names:
         f = Path(folder).absolute() / n
         groups.setdefault(str(f.parent), []).append(str(f))
     jobs = sorted(groups.items())
-    code = ("import torch; from safetensors.torch import save_file; "
-            f"[save_file({{k: v.contiguous().clone() for f in fs for k, v in torch.load(f, weights_only=True).items()}}, "
+    code = ("from transformers.modeling_utils import load_state_dict; from safetensors.torch import save_file; "
+            f"[save_file({{k: v.contiguous().clone() for f in fs for k, v in load_state_dict(f).items()}}, "
             f"d + '/model.safetensors', metadata={{'format': 'pt'}}) for d, fs in {jobs!r}]")
     return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
 
@@ -94,7 +97,8 @@ def loader_kwargs(allow_pickle: bool) -> dict:
 
 def load_state_dict(path: Path, *, allow_pickle: bool, what: str, opt_in: str) -> dict:
     """``{name: tensor}`` of the weights file ``path``: safetensors, or (with ``allow_pickle``) a
-    pickle read by ``torch.load(map_location="cpu", weights_only=True)``.
+    pickle read by transformers' checkpoint reader (``transformers.modeling_utils.load_state_dict``,
+    restricted to weights, on the CPU), as transformers reads the model's own weights.
 
     Raises:
         InputError: a pickle without ``allow_pickle`` (see :func:`check_weights`), or a file that
@@ -108,9 +112,9 @@ def load_state_dict(path: Path, *, allow_pickle: bool, what: str, opt_in: str) -
             return load_file(str(path), device="cpu")
         if not allow_pickle:
             raise _refused(path.parent, [path.name], what, opt_in)
-        import torch
+        from transformers.modeling_utils import load_state_dict as read_checkpoint
 
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
+        state = read_checkpoint(str(path))
     except InputError:
         raise
     except Exception as e:  # a damaged or foreign file: one clear error naming it
