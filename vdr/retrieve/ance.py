@@ -34,6 +34,7 @@ encoder) as any other model.
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -167,11 +168,9 @@ def load_ance(load_from: str, device: str | None = None, allow_pickle_weights: b
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the head's weights are "unused" by RobertaModel: expected, read here
     try:
-        kwargs = loader_kwargs(allow_pickle_weights)
-        try:  # sentence-transformers >= 6 names it model_kwargs, earlier ones model_args
-            tr = Transformer(str(folder), model_kwargs=kwargs)
-        except TypeError:
-            tr = Transformer(str(folder), model_args=kwargs)
+        # sentence-transformers >= 6 names the transformers keywords model_kwargs, earlier ones model_args
+        name = "model_kwargs" if "model_kwargs" in inspect.signature(Transformer).parameters else "model_args"
+        tr = Transformer(str(folder), **{name: loader_kwargs(allow_pickle_weights)})
     finally:
         hf_logging.set_verbosity(level)
     cfg = tr.auto_model.config
