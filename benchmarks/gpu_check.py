@@ -573,7 +573,7 @@ def readme_loop(model, processor, paths: list[str], batch_size: int, device: str
             break
     _sync(device)
     took = time.perf_counter() - t0
-    return {"pages": done, "seconds": round(took, 2), "pages_per_s": round(done / took, 2), "batch_size": batch_size,
+    return {"pages": done, "seconds": round(took, 2), "pages_per_s": round(done / took, 4), "batch_size": batch_size,
             "first_batch": first}
 
 
@@ -695,7 +695,7 @@ def main(argv: list[str] | None = None) -> dict:
     agreement = vector_agreement(warm[:len(readme["first_batch"])], readme.pop("first_batch"))
     log(f"colpali-engine README loop: {readme['pages_per_s']} pages/s; vectors {agreement}")
     out["encode"] = {
-        "pages": done, "seconds": round(t_enc, 2), "pages_per_s": round(done / t_enc, 2), "batch_size": batch,
+        "pages": done, "seconds": round(t_enc, 2), "pages_per_s": round(done / t_enc, 4), "batch_size": batch,
         "workers": workers, "page_pixels": list(size), "max_visual_tokens": vis_tokens,
         "tokens_per_page": out.pop("tokens_per_page"),
         "peak_gpu_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
