@@ -10,10 +10,11 @@ pytest.importorskip("datasets")
 
 from vdr.corpus import Corpus  # noqa: E402
 from vdr.errors import InputError  # noqa: E402
-from vdr.ingest.vidore import PINNED_REVISIONS, ingest_vidore  # noqa: E402
+from vdr.ingest.vidore import ingest_vidore, pinned_revisions  # noqa: E402
 from vdr.io import load_qrels, load_queries  # noqa: E402
 
-from vidore_fixture import make_v1, make_v2  # noqa: E402
+import vidore_fixture as vf  # noqa: E402
+from vidore_fixture import make_v1, make_v1_beir, make_v2, make_v3, make_v3_mteb, save_to_disk_copy  # noqa: E402
 
 
 @pytest.fixture()
@@ -57,38 +58,99 @@ def test_changed_local_file_is_detected_not_served_stale(v2, tmp_path):
     assert load_queries(tmp_path / "b" / "queries.jsonl")["0"].text == "CHANGED"
 
 
-def test_query_attributes_are_kept_as_group_fields(v2, tmp_path):
-    """ViDoRe V2/V3 queries carry attributes (language, type, format, ...): every other column of
-    the queries config is written to queries.jsonl, where --group-by reads it (issue 27.2); nulls
-    and empty lists are no value, lists of strings are joined."""
-    from datasets import Dataset
+def test_v1_qa_layout_counts_a_repeated_query_once_judged_on_each_page(tmp_path):
+    """V1 QA rows: a null query is skipped and counted; 'q one' on rows 0 and 3 (two pages) is ONE
+    query (id 0, its first row) judged on both pages, as vidore-benchmark deduplicates queries."""
+    root = make_v1(tmp_path / "docvqa_test_subsampled")
+    r = ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert (r.layout, r.pages, r.queries, r.qrels) == ("qa", 3, 2, 3)
+    corpus = Corpus.load(tmp_path / "out")
+    assert corpus.ids() == ["docs/a%20page.png", "docs/b.png", "docs/c.png"]
+    assert corpus.open_image("docs/b.png").mode == "RGB"
+    assert {q: v.text for q, v in load_queries(tmp_path / "out" / "queries.jsonl").items()} == {"0": "q one", "2": "q three"}
+    assert load_qrels(tmp_path / "out" / "qrels.tsv").to_dict() == {
+        "0": {"docs/a%20page.png": 1, "docs/c.png": 1}, "2": {"docs/a%20page.png": 1}}
+    counts = r.extra["qa_queries"]
+    assert (counts["rows_with_null_query"], counts["rows_repeating_a_query"], counts["queries_judged_on_several_pages"]) == (1, 1, 1)
+    assert any("repeat an earlier query text" in n for n in r.notes)
+
+
+def test_v1_beir_copy_float_grades_become_integers(tmp_path):
+    root = make_v1_beir(tmp_path / "shiftproject_test_beir")
+    r = ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert (r.layout, r.pages, r.queries, r.qrels) == ("beir", 3, 2, 2)
+    assert load_qrels(tmp_path / "out" / "qrels.tsv").to_dict() == {"0": {"2": 1}, "1": {"0": 1}}
+    assert r.extra["text_sources"] == {"none": 3} and any("no page has text" in n for n in r.notes)
+
+
+def _v3_expected_queries():
+    return {str(qid): text for qid, text, _, _ in vf._v3_query_rows()}
+
+
+def test_v3_raw_layout_keeps_markdown_grades_types_boxes_and_documents(tmp_path):
+    import json
 
     from vdr.io import load_query_fields
 
-    f = v2 / "queries" / "test-00000-of-00001.parquet"
-    Dataset.from_dict({
-        "query-id": [0, 1, 2, 3], "query": ["what is red", "quel est rouge", "which page", "quelle page"],
-        "language": ["english", "french", "english", "french"], "query_type": ["extractive", "visual", "extractive", None],
-        "query_format": ["question", "keyword", "question", "question"], "content_type": [["table", "text"], ["chart"], [], ["text"]],
-    }).to_parquet(str(f))
-    ingest_vidore(v2, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
-    assert load_query_fields(tmp_path / "out" / "queries.jsonl") == {
-        "0": {"language": "english", "query_type": "extractive", "query_format": "question", "content_type": "table, text"},
-        "1": {"language": "french", "query_type": "visual", "query_format": "keyword", "content_type": "chart"},
-        "2": {"language": "english", "query_type": "extractive", "query_format": "question"},
-        "3": {"language": "french", "query_format": "question", "content_type": "text"},
-    }
-    assert load_queries(tmp_path / "out" / "queries.jsonl")["1"].text == "quel est rouge"
-
-
-def test_v1_qa_layout(tmp_path):
-    root = make_v1(tmp_path / "docvqa_test_subsampled")
+    root = make_v3(tmp_path / "vidore_v3_pharmaceuticals")
     r = ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
-    assert (r.layout, r.pages, r.queries, r.qrels) == ("qa", 2, 2, 2)
+    assert (r.layout, r.pages, r.queries, r.qrels) == ("v3", 3, 12, 18)
+    assert dict(r.queries_per_language) == {lang: 2 for lang in vf.V3_LANGUAGES}
     corpus = Corpus.load(tmp_path / "out")
-    assert corpus.ids() == ["docs/a%20page.png", "docs/b.png"]
-    assert corpus.open_image("docs/b.png").mode == "RGB"
-    assert load_qrels(tmp_path / "out" / "qrels.tsv").to_dict() == {"0": {"docs/a%20page.png": 1}, "2": {"docs/a%20page.png": 1}}
+    assert [(p.text, p.text_source) for p in corpus.pages()] == [(t, "markdown") for t in vf.V3_PAGES]
+    assert r.extra["text_sources"] == {"markdown": 3} and r.extra["graded_qrels"] == [1, 2]
+    assert {q: v.text for q, v in load_queries(tmp_path / "out" / "queries.jsonl").items()} == _v3_expected_queries()
+    qrels = load_qrels(tmp_path / "out" / "qrels.tsv").to_dict()
+    assert qrels["0"] == {"0": 2, "2": 1} and qrels["11"] == {"1": 2} and len(qrels) == 12
+    fields = load_query_fields(tmp_path / "out" / "queries.jsonl")
+    assert fields["0"]["language"] == "english" and fields["3"]["language"] == "french"
+    assert fields["0"]["query_types"] in (["numerical", "extractive"], "numerical, extractive")
+    assert fields["1"]["source_type"] == "single-page" and "answer" not in fields["0"] and "raw_answers" not in fields["0"]
+    boxes = [json.loads(x) for x in (tmp_path / "out" / "qrels_boxes.jsonl").read_text().splitlines()]
+    assert len(boxes) == 18 and boxes[0] == {"query-id": "0", "corpus-id": "0", "content_type": ["text"],
+                                             "bounding_boxes": [{"annotator": 1, "x1": 1, "x2": 30, "y1": 2, "y2": 40}]}
+    meta = [json.loads(x) for x in (tmp_path / "out" / "page_metadata.jsonl").read_text().splitlines()]
+    assert [(m["corpus-id"], m["doc_id"], m["page_number_in_doc"], m["document"]["doc_type"]) for m in meta] == [
+        ("0", "docA", 1, "report"), ("1", "docA", 2, "report"), ("2", "docB", 1, "manual")]
+    assert meta[0]["document"]["doc_year"] == "2023" and meta[0]["document"]["visual_types"] == ["table"]
+
+
+@pytest.mark.parametrize("ocr", [False, True], ids=["mteb_format", "ocr_copy"])
+def test_v3_mteb_copies_one_corpus_six_languages(tmp_path, ocr):
+    root = make_v3_mteb(tmp_path / "vidore_v3_hr_mteb_format", ocr=ocr)
+    r = ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert (r.layout, r.pages, r.queries, r.qrels) == ("mteb", 3, 12, 18)
+    assert r.extra["subsets"] == list(vf.V3_LANGUAGES)
+    corpus = Corpus.load(tmp_path / "out")
+    assert corpus.ids() == ["corpus-test-0", "corpus-test-1", "corpus-test-2"]
+    assert [p.text_source for p in corpus.pages()] == (["dataset"] * 3 if ocr else ["none"] * 3)
+    assert [p.text for p in corpus.pages()] == (list(vf.V3_PAGES) if ocr else [""] * 3)
+    qs = load_queries(tmp_path / "out" / "queries.jsonl")
+    assert {q: v.text for q, v in qs.items()} == {f"query-test-{k}": t for k, t in _v3_expected_queries().items()}
+    assert load_qrels(tmp_path / "out" / "qrels.tsv").to_dict()["query-test-2"] == {"corpus-test-0": 2, "corpus-test-2": 1}
+    r = ingest_vidore(root, tmp_path / "some", language="english,german", cache_dir=tmp_path / "cache", progress=False)
+    assert dict(r.queries_per_language) == {"english": 2, "german": 2} and r.qrels == 6
+
+
+@pytest.mark.parametrize("per_config", [False, True], ids=["datasetdict", "folder_per_config"])
+def test_save_to_disk_folders_are_read(tmp_path, per_config):
+    snap = make_v3(tmp_path / "v3") if per_config else make_v3_mteb(tmp_path / "v3m")
+    saved = save_to_disk_copy(snap, tmp_path / "saved", per_config=per_config)
+    r = ingest_vidore(saved, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert (r.layout, r.pages, r.queries, r.qrels) == ("v3" if per_config else "mteb", 3, 12, 18)
+
+
+def test_an_unknown_layout_lists_the_layouts_vdr_reads(tmp_path):
+    from datasets import Dataset
+
+    root = tmp_path / "odd"
+    (root / "data").mkdir(parents=True)
+    Dataset.from_dict({"question": ["a"], "picture": ["b"]}).to_parquet(str(root / "data" / "test-00000-of-00001.parquet"))
+    with pytest.raises(InputError) as e:
+        ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    msg = str(e.value)
+    assert "not a ViDoRe layout vdr knows" in msg
+    assert all(k in msg for k in ("V1 QA", "V1 _beir / V2", "ViDoRe V3", "MTEB copies", "corpus_id", "question, picture"))
 
 
 def test_unreachable_hub_names_dataset_and_local_path(tmp_path, monkeypatch):
@@ -101,16 +163,31 @@ def test_unreachable_hub_names_dataset_and_local_path(tmp_path, monkeypatch):
     with pytest.raises(InputError) as e:
         ingest_vidore("vidore/esg_reports_v2", tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
     msg = str(e.value)
-    assert "vidore/esg_reports_v2" in msg and PINNED_REVISIONS["vidore/esg_reports_v2"] in msg
+    assert "vidore/esg_reports_v2" in msg and pinned_revisions()["vidore/esg_reports_v2"] in msg
     assert "--local-dir" in msg and "vdr ingest --vidore DIR" in msg
 
 
-def test_pinned_revisions_are_full_shas():
-    assert set(PINNED_REVISIONS) == {
-        "vidore/esg_reports_v2", "vidore/economics_reports_v2", "vidore/biomedical_lectures_v2", "vidore/esg_reports_human_labeled_v2",
-    }
-    assert all(len(v) == 40 and int(v, 16) >= 0 for v in PINNED_REVISIONS.values())
-    assert PINNED_REVISIONS["vidore/economics_reports_v2"].startswith("b3e3a04b")
+def test_pinned_revisions_come_from_the_installed_mteb():
+    """Every MTEB ViDoRe task (V1, V2, V3 and V3's OCR .v2 tasks) pins a full commit, read from
+    mteb's own task metadata; task and benchmark names resolve to their datasets."""
+    mteb = pytest.importorskip("mteb")
+    from vdr.ingest.vidore import benchmark_tasks, mteb_vidore_tasks, resolve_name
+
+    tasks = mteb_vidore_tasks()
+    for name in ("VidoreDocVQARetrieval", "Vidore2ESGReportsRetrieval", "Vidore3HrRetrieval", "Vidore3HrRetrieval.v2"):
+        md = mteb.get_task(name).metadata
+        assert (tasks[name].dataset, tasks[name].revision, tasks[name].main_score) == (
+            md.dataset["path"], md.dataset["revision"], md.main_score)
+    pins = pinned_revisions()
+    assert all(len(v) == 40 and int(v, 16) >= 0 for v in pins.values())
+    assert pins["vidore/economics_reports_v2"].startswith("b3e3a04b")
+    assert resolve_name("Vidore3HrRetrieval") == "vidore/vidore_v3_hr_mteb_format"
+    assert resolve_name("Vidore3HrRetrieval.v2") == "mteb/Vidore3HrOCRRetrieval"
+    assert resolve_name("vidore/vidore_v3_hr") == "vidore/vidore_v3_hr"
+    v3 = [t.name for t in benchmark_tasks("ViDoRe(v3)")]
+    assert v3 == [t.metadata.name for t in mteb.get_benchmark("ViDoRe(v3)").tasks if t.metadata.is_public]
+    assert len(v3) == 8 and "Vidore3HrRetrieval" in v3
+
 
 
 # ---------------------------------------------------------------- robustness (issue 13, items 1, 5, 6, 7)

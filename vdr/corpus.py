@@ -64,7 +64,7 @@ OFFSETS_FILE = "offsets.npy"
 CorpusKind = Literal["page", "passage"]
 """What a corpus holds: ``"page"`` (page images + page text) or ``"passage"`` (title + text)."""
 
-TEXT_SOURCES = ("pdf", "ocr", "none")
+TEXT_SOURCES = ("pdf", "ocr", "markdown", "dataset", "none")
 
 
 def _encode_char(c: str) -> str:
@@ -171,7 +171,8 @@ class Page:
             when the page would exceed the pixel budget); ``None`` for dataset images.
         image: path of the RGB PNG relative to the corpus folder (always under ``images/``).
         text: the page's text ("" when none).
-        text_source: ``"pdf"`` (text layer), ``"ocr"`` (Tesseract) or ``"none"``.
+        text_source: ``"pdf"`` (text layer), ``"ocr"`` (Tesseract), ``"markdown"`` (ViDoRe V3's page
+            markdown), ``"dataset"`` (a dataset's page text: MTEB's OCR copies) or ``"none"``.
         image_sha256: hex SHA-256 of the page's RGB pixels (:func:`vdr.ingest.images.pixel_sha256`:
             mode, size and raw bytes, independent of PNG compression); equal hashes mean duplicate
             page images. ``None`` in corpora written before it was recorded.

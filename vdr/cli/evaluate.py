@@ -51,7 +51,7 @@ _EVALUATION_OPTIONS = {
         rich_help_panel=common.PANEL_INPUTS, help="Whitespace-token budget of the concat variant: the oldest history goes first, the question stays (0: none).",
     ),
     "vidore_revision": lambda: typer.Option(None, "--vidore-revision", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: dataset revision (default: MTEB's pinned commit)."),
-    "vidore_language": lambda: typer.Option(None, "--vidore-language", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: keep only queries in this language (e.g. english)."),
+    "vidore_language": lambda: typer.Option(None, "--vidore-language", "--language", rich_help_panel=common.PANEL_INPUTS, help="With --vidore: keep only queries in these languages (e.g. english, or english,french; default: every language, each its own query set)."),
     # the convenience flags: aliases of backend options (vdr.retrieve.options.CLI_ALIASES), help from the option's field
     "semantic_model": lambda: _alias_option("semantic_model"),
     "rrf_k": lambda: _alias_option("rrf_k", _alias_field("rrf_k").default, min=0.0),

@@ -10,9 +10,9 @@
 
 from .passages import PassageIngestReport, ingest_passages
 from .pdfdir import DocumentReport, IngestOptions, IngestReport, ingest_pdfs
-from .vidore import PINNED_REVISIONS, VidoreOptions, VidoreReport, ingest_vidore
+from .vidore import VidoreOptions, VidoreReport, ingest_vidore, pinned_revisions
 
-__all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "ingest_passages", "PassageIngestReport", "IngestOptions", "IngestReport", "DocumentReport", "VidoreOptions", "VidoreReport", "PINNED_REVISIONS"]
+__all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "ingest_passages", "PassageIngestReport", "IngestOptions", "IngestReport", "DocumentReport", "VidoreOptions", "VidoreReport", "pinned_revisions"]
 
 
 def ingest(pdf_dir, out, *, options: IngestOptions | None = None, **kwargs) -> IngestReport:

@@ -16,6 +16,7 @@ See :func:`ingest_vidore`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -36,16 +37,92 @@ from ..types import Qrels, to_id
 from .images import EXIF_TRANSFORMS, ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb, upright
 from .pdf import DEFAULT_MAX_PIXELS
 from .pdfdir import available_cores, cli_field, duplicate_summary, write_report
+from .vidore_layouts import DatasetRead, detect_layout, read_layout
 
-__all__ = ["ingest_vidore", "VidoreOptions", "VidoreReport", "PINNED_REVISIONS", "LANGUAGE_ALIASES", "hub_unreachable"]
+__all__ = ["ingest_vidore", "VidoreOptions", "VidoreReport", "LANGUAGE_ALIASES", "hub_unreachable", "MtebVidoreTask",
+           "mteb_vidore_tasks", "pinned_revisions", "resolve_name", "benchmark_tasks", "VIDORE_BENCHMARKS",
+           "BOXES_FILE", "PAGE_METADATA_FILE"]
 
-#: Dataset revisions MTEB's ViDoRe V2 tasks pin (Vidore2*Retrieval task metadata).
-PINNED_REVISIONS: dict[str, str] = {
-    "vidore/esg_reports_v2": "0542c0d03da0ec1c8cbc517c8d78e7e95c75d3d3",
-    "vidore/economics_reports_v2": "b3e3a04b07fbbaffe79be49dabf92f691fbca252",
-    "vidore/biomedical_lectures_v2": "a29202f0da409034d651614d87cd8938d254e2ea",
-    "vidore/esg_reports_human_labeled_v2": "6d467dedb09a75144ede1421747e47cf036857dd",
-}
+#: MTEB benchmarks made of ViDoRe tasks (``mteb.get_benchmark(name)``), the names ``--vidore`` accepts.
+VIDORE_BENCHMARKS = ("ViDoRe(v1)", "ViDoRe(v2)", "ViDoRe(v3)", "ViDoRe(v1&v2)")
+
+
+@dataclass(frozen=True)
+class MtebVidoreTask:
+    """One MTEB ViDoRe task, as the installed mteb's task metadata gives it.
+
+    Attributes:
+        name: the task name (``Vidore3HrRetrieval``, ``Vidore3HrRetrieval.v2``).
+        dataset: its dataset (``vidore/vidore_v3_hr_mteb_format``, ``mteb/Vidore3HrOCRRetrieval``).
+        revision: the commit MTEB pins.
+        main_score: MTEB's main score (``ndcg_at_10`` for V3, ``ndcg_at_5`` for V1/V2).
+        is_public: whether the data is public (MTEB's ``ViDoRe(v3)`` lists private tasks too).
+    """
+
+    name: str
+    dataset: str
+    revision: str
+    main_score: str
+    is_public: bool
+
+
+@functools.lru_cache(maxsize=1)
+def mteb_vidore_tasks() -> dict[str, MtebVidoreTask]:
+    """Every ViDoRe retrieval task of the installed mteb (``{task name: MtebVidoreTask}``), read from
+    its task metadata (``TaskMetadata.dataset``: ``path`` and ``revision``); ``{}`` without mteb.
+
+    Tasks are those whose name starts with ``Vidore`` (V1, V2, V3 and V3's OCR ``.v2`` tasks) and
+    whose type is a retrieval one (the ``...Reranking`` tasks are left out). Read once per process
+    (importing mteb takes seconds); do not mutate the returned mapping."""
+    try:
+        import mteb
+    except ImportError:
+        return {}
+    out: dict[str, MtebVidoreTask] = {}
+    for task in mteb.get_tasks(exclude_superseded=False, exclude_private=False):
+        md = task.metadata
+        if not md.name.startswith("Vidore") or "Reranking" in md.name or not md.dataset.get("path"):
+            continue
+        out[md.name] = MtebVidoreTask(md.name, md.dataset["path"], md.dataset.get("revision"), md.main_score,
+                                      bool(md.is_public))
+    return out
+
+
+def pinned_revisions() -> dict[str, str]:
+    """``{dataset: revision}``: the commits MTEB's ViDoRe tasks pin (:func:`mteb_vidore_tasks`)."""
+    return {t.dataset: t.revision for t in mteb_vidore_tasks().values() if t.revision}
+
+
+def resolve_name(name: str) -> str:
+    """The dataset of an MTEB ViDoRe task name (``Vidore3HrRetrieval`` -> its dataset), else ``name``."""
+    task = mteb_vidore_tasks().get(name)
+    return task.dataset if task is not None else name
+
+
+def benchmark_tasks(name: str) -> list[MtebVidoreTask]:
+    """The public tasks of an MTEB ViDoRe benchmark (``ViDoRe(v3)``), in the benchmark's order.
+
+    Raises:
+        InputError: mteb is not installed, or ``name`` is no benchmark of it.
+    """
+    try:
+        import mteb
+    except ImportError:
+        raise InputError(f"{name!r} is an MTEB benchmark: install mteb (pip install 'vdr[mteb]') to resolve it") from None
+    try:
+        bench = mteb.get_benchmark(name)
+    except Exception as e:
+        raise InputError(f"unknown MTEB benchmark {name!r} ({' '.join(str(e).split())[:200]}); ViDoRe's are"
+                         f" {', '.join(VIDORE_BENCHMARKS)}") from None
+    known = mteb_vidore_tasks()
+    return [known[t.metadata.name] for t in bench.tasks if t.metadata.name in known and known[t.metadata.name].is_public]
+
+
+def __getattr__(name: str):
+    if name == "PINNED_REVISIONS":  # the pre-mteb-metadata constant, now read from mteb
+        return pinned_revisions()
+    raise AttributeError(name)
+
 
 #: Accepted spellings of the ``language`` column's values (ViDoRe V2 uses the English names).
 LANGUAGE_ALIASES: dict[str, tuple[str, ...]] = {
@@ -58,10 +135,13 @@ LANGUAGE_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+#: V3's bounding boxes of the judgments, one JSON object per judgment, beside ``qrels.tsv``.
+BOXES_FILE = "qrels_boxes.jsonl"
+#: V3's document of each page (doc_id, page_number_in_doc, the documents_metadata row), beside ``pages.jsonl``.
+PAGE_METADATA_FILE = "page_metadata.jsonl"
 #: How EXIF orientation is handled for dataset images (recorded in the report's ``exif_orientation``).
 EXIF_POLICY = ("applied once to every image, whatever its column type (Image feature, {bytes, path} struct, binary,"
                " path), as datasets' Image feature and image viewers apply it; pages whose value is not 1 are listed")
-_BEIR = ("corpus", "queries", "qrels")
 
 
 @dataclass(frozen=True)
@@ -197,6 +277,42 @@ def _content_fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
+def _is_saved(folder: Path) -> bool:
+    return (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
+
+
+def _disk_configs(folder: Path) -> dict | None:
+    """The configs of a ``save_to_disk`` folder, ``{config: folder}``, or ``None`` when it is not one.
+
+    Three forms (``datasets.Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``): a DatasetDict
+    whose keys are the configs (``corpus``, ``queries``, ``qrels``; or MTEB's ``english-corpus``,
+    ...), a DatasetDict or Dataset of one config (its keys are splits: V1 QA), or a folder holding
+    one saved folder per config. The config ``None`` stands for the single one."""
+    if (folder / "dataset_dict.json").is_file():
+        keys = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8")).get("splits", [])
+        if any(k in ("corpus", "queries", "qrels") or k.endswith("-corpus") for k in keys):
+            return {k: folder / k for k in keys}
+        return {None: folder}
+    if (folder / "state.json").is_file():
+        return {None: folder}
+    subs = {p.name: p for p in sorted(folder.iterdir()) if p.is_dir() and _is_saved(p)}
+    return subs or None
+
+
+def _load_from_disk(folder: Path, split: str):
+    """A saved Dataset, or ``split`` of a saved DatasetDict (its only split when it has one)."""
+    import datasets
+
+    ds = datasets.load_from_disk(str(folder))
+    if isinstance(ds, datasets.DatasetDict):
+        if split in ds:
+            return ds[split]
+        if len(ds) == 1:
+            return next(iter(ds.values()))
+        raise InputError(f"split {split!r} not found; the saved folder has {sorted(ds)} (give --split)", path=folder)
+    return ds
+
+
 def _default_cache() -> Path:
     import datasets
 
@@ -204,11 +320,12 @@ def _default_cache() -> Path:
 
 
 def _lang_values(language: str) -> set[str]:
-    low = language.lower()
-    for key, names in LANGUAGE_ALIASES.items():
-        if low in {n.lower() for n in names}:
-            return {n.lower() for n in names}
-    return {low}
+    """Every accepted spelling of the comma-separated languages in ``language`` (lower case)."""
+    out: set[str] = set()
+    for one in (x.strip().lower() for x in language.split(",") if x.strip()):
+        names = next(({n.lower() for n in ns} for ns in LANGUAGE_ALIASES.values() if one in {n.lower() for n in ns}), {one})
+        out |= names
+    return out
 
 
 def _page_text(im, ocr: str, lang: str, notes: list[str], cid: str) -> tuple[str, str, dict]:
@@ -254,9 +371,13 @@ class _PageSink:
         self.decisions: list[dict] = []
         self.exif_values: Counter = Counter()
 
-    def add(self, value, cid: str, source: str) -> Page | None:
+    def add(self, value, cid: str, source: str, text: tuple = (None, "dataset")) -> Page | None:
         """Decode, turn upright (EXIF), check, convert, save and read one page; ``None`` (and a
-        recorded reason) when skipped."""
+        recorded reason) when skipped.
+
+        ``text`` is ``(the dataset's page text or None, its text_source)`` (V3 ``markdown``, the
+        OCR copies' ``text``): it is the page's text unless ``ocr="always"``; a page without it
+        is OCRed under ``ocr="auto"``."""
         opened = []
         try:
             im = decode_image(value, base=self.base)
@@ -273,9 +394,12 @@ class _PageSink:
             opened.append(rgb)
             rgb, note = fit_budget(rgb, self.max_pixels)
             opened.append(rgb)
-            text, ts, decision = _page_text(rgb, self.ocr, self.ocr_lang, self.notes, cid)
+            if text[0] is not None and text[0].strip() and self.ocr != "always":
+                page_text, ts, decision = text[0], text[1], {"corpus-id": cid, "ocr": False, "reason": f"dataset text ({text[1]})"}
+            else:
+                page_text, ts, decision = _page_text(rgb, self.ocr, self.ocr_lang, self.notes, cid)
             rel, w, h = _save_image(rgb, self.out_dir, cid)
-            page = Page(cid, source, None, w, h, None, rel, text, ts, pixel_sha256(rgb))
+            page = Page(cid, source, None, w, h, None, rel, page_text, ts, pixel_sha256(rgb))
         except ImageProblem as e:
             self.skipped.append({"corpus-id": cid, "reason": str(e)})
             return None
@@ -300,8 +424,10 @@ class VidoreOptions:
     Attributes:
         revision: hub commit/branch; default: the MTEB-pinned commit for known datasets
             (:data:`PINNED_REVISIONS`), else the default branch. Ignored for local folders.
-        language: keep only queries in this language (``"english"``; ``"eng-Latn"``/``"en"``
-            accepted); judgments of dropped queries are dropped and counted. ``None``: all.
+        language: keep only queries in these languages (comma-separated: ``"english"``,
+            ``"english,french"``; ``"eng-Latn"``/``"en"`` accepted); judgments of dropped queries are
+            dropped and counted. ``None``: all (each language is its own query set in
+            ``vdr evaluate``).
         split: dataset split.
         ocr: ``"never"`` (default), ``"auto"``/``"always"``: Tesseract text for each page
             (``"always"``: a page whose OCR fails is skipped with the reason).
@@ -317,7 +443,7 @@ class VidoreOptions:
 
     revision: str | None = cli_field(None, "--revision", str, "ViDoRe dataset revision (default: MTEB's pinned commit).",
                                         panel="inputs")
-    language: str | None = cli_field(None, "--language", str, "ViDoRe: keep only queries in this language (e.g. english).",
+    language: str | None = cli_field(None, "--language", str, "ViDoRe: keep only queries in these languages (e.g. english or english,french).",
                                         panel="inputs")
     split: str = cli_field("test", "--split", str, "ViDoRe dataset split.", panel="inputs")
     ocr: str = "never"
@@ -372,8 +498,8 @@ def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOption
     out_dir.mkdir(parents=True, exist_ok=True)
     sink = _PageSink(out_dir, o.ocr, o.ocr_lang, o.max_pixels, src.folder, src.notes)
     language, split, ocr, max_pixels = o.language, o.split, o.ocr, o.max_pixels
-    attrs: dict[str, dict] = {}  # query attributes of a BEIR-layout dataset (type, format, ...): --group-by fields
-    layout, queries, judgments, has_lang, fp_parts = _read_dataset(src, sink, o.progress, attrs)
+    read = _read_dataset(src, sink, o.progress)
+    src.notes.extend(read.notes)
     if sink.oriented:
         src.notes.append(f"{len(sink.oriented)} page image(s) turned upright by their EXIF orientation (listed in the report as"
                          " exif_orientation.applied)")
@@ -381,19 +507,26 @@ def ingest_vidore(dataset: str | Path, out: str | Path, *, options: VidoreOption
         src.notes.append(f"{len(src.nfc_ids)} image file name(s) are not in Unicode NFC: their page ids are written in NFC"
                          " (listed in the report as nfc_ids)")
     known = {u["corpus-id"] for u in sink.skipped} | {p.corpus_id for p in sink.pages}
-    resolved, fingerprint, pages = src.finish(fp_parts, sink.pages)
-    queries, kept = _filter(queries, judgments, language, has_lang, known, src)
+    resolved, fingerprint, pages = src.finish(read.fp_parts, sink.pages)
+    queries, kept = _filter(read.queries, read.judgments, language, read.has_lang, known, src)
     _warn_skipped(src.name, sink)
     qrels = Qrels(kept, name=src.name)
-    _write_dataset(out_dir, pages, queries, qrels, attrs)
+    _write_dataset(out_dir, pages, queries, qrels, read)
     per_lang = dict(sorted(Counter(lang for _, lang in queries.values()).items()))
+    text_sources = dict(sorted(Counter(p.text_source if p.text.strip() else "none" for p in pages).items()))
+    if text_sources.get("none") == len(pages):
+        src.notes.append("no page has text: the lexical and semantic backends refuse this corpus unless asked explicitly"
+                         " (ingest with --ocr auto, or use a copy of the dataset with page text: ViDoRe V3, MTEB's OCR copies)")
     extra = {
         "split": split, "ocr": ocr, "max_pixels": max_pixels, "datasets_version": datasets.__version__,
         "ocr_threads": {"workers": 1, "omp_thread_limit_per_worker": None, "cores": available_cores()},
         "unavailable_pages": sink.skipped, "adapted_pages": sink.adapted, "duplicate_pages": duplicate_summary(pages),
         "exif_orientation": {"policy": EXIF_POLICY, "values": dict(sorted(sink.exif_values.items())), "applied": sink.oriented},
-        "page_decisions": sink.decisions, "nfc_ids": src.nfc_ids,
+        "page_decisions": sink.decisions, "nfc_ids": src.nfc_ids, "text_sources": text_sources,
+        "graded_qrels": sorted({g for d in kept.values() for g in d.values()}),
+        **read.counts,
     }
+    layout = read.layout
     report = VidoreReport(
         out_dir, src.name, resolved, fingerprint, layout, language, len(pages), len(queries), per_lang,
         qrels.num_entries(), tuple(src.notes), time.perf_counter() - t0, extra,
@@ -412,37 +545,39 @@ def _options(options: VidoreOptions | None, kwargs: dict) -> VidoreOptions:
     return with_keywords(VidoreOptions, options, kwargs, "ingest_vidore")
 
 
-def _read_dataset(src: _Source, sink: _PageSink, progress: bool, attrs: dict | None = None):
-    """Read the dataset in its layout (BEIR when it has the ``corpus``, ``queries`` and ``qrels``
-    configs, else QA); pages go to ``sink``.
-
-    Returns:
-        ``(layout, queries, judgments, has_lang, fingerprint parts)``, see :func:`_read_beir`.
+def _read_dataset(src: _Source, sink: _PageSink, progress: bool) -> DatasetRead:
+    """Read the dataset in the layout its configs and columns show
+    (:func:`vdr.ingest.vidore_layouts.detect_layout`); pages go to ``sink``.
 
     Raises:
-        InputError: as the readers do, or no page of the corpus could be ingested (the first
-            three skipped pages and their reasons are named).
+        InputError: as the readers do, no layout fits (the layouts vdr reads are listed), or no
+            page of the corpus could be ingested (the first three skipped pages are named).
     """
-    if set(_BEIR) <= set(src.configs):
-        layout = "beir"
-        queries, judgments, has_lang, fp_parts = _read_beir(src, sink, progress, attrs)
-    else:
-        layout = "qa"
-        queries, judgments, has_lang, fp_parts = _read_qa(src, sink, progress)
+    read = read_layout(detect_layout(src), src, sink, progress)
     if not sink.pages:
         raise InputError(
             "no page of the corpus could be ingested: " + "; ".join(f"{u['corpus-id']}: {u['reason']}" for u in sink.skipped[:3]),
             path=src.name,
         )
-    return layout, queries, judgments, has_lang, fp_parts
+    return read
 
 
-def _write_dataset(out_dir: Path, pages: list[Page], queries: dict, qrels: Qrels, attrs: dict | None = None) -> None:
+def _write_dataset(out_dir: Path, pages: list[Page], queries: dict, qrels: Qrels, read: DatasetRead) -> None:
     """Write ``pages.jsonl``, ``queries.jsonl`` (``{"_id", "text", "language"}`` lines, then the
-    query's other attributes from ``attrs``: fields ``vdr evaluate --group-by`` reads) and
-    ``qrels.tsv`` atomically, then delete images no page refers to."""
+    query's other attributes from ``read.attrs``: fields ``vdr evaluate --group-by`` reads),
+    ``qrels.tsv``, and V3's ``qrels_boxes.jsonl`` (:data:`BOXES_FILE`, the judgments' bounding
+    boxes) and ``page_metadata.jsonl`` (:data:`PAGE_METADATA_FILE`: document id, page number in
+    the document and the document's metadata) atomically, then delete images no page refers to."""
     write_pages(out_dir / PAGES_FILE, pages)
-    attrs = attrs or {}
+    attrs = read.attrs
+    kept = {p.corpus_id for p in pages}
+    for name, rows in ((BOXES_FILE, [b for b in read.boxes if b["query-id"] in queries]),
+                       (PAGE_METADATA_FILE, [m for m in read.page_meta if m["corpus-id"] in kept])):
+        if rows:
+            with atomic_write(out_dir / name) as f:
+                f.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+        elif (out_dir / name).is_file():
+            (out_dir / name).unlink()
     with atomic_write(out_dir / "queries.jsonl") as f:
         for q, (text, lang) in queries.items():
             f.write(json.dumps({"_id": q, "text": text, "language": lang, **attrs.get(q, {})}, ensure_ascii=False) + "\n")
@@ -451,22 +586,28 @@ def _write_dataset(out_dir: Path, pages: list[Page], queries: dict, qrels: Qrels
 
 
 class _Source:
-    """Where the dataset comes from (hub name or local folder) and how its configs are loaded."""
+    """Where the dataset comes from (hub name, hub snapshot folder, or ``save_to_disk`` folder) and
+    how its configs are loaded (each once; :meth:`load` caches)."""
 
     def __init__(self, dataset, revision, cache_dir, split) -> None:
         import datasets
 
         self.name, self.split, self.notes, self.nfc_ids = str(dataset), split, [], []
         self.local = Path(dataset).is_dir()
+        self._loaded: dict = {}
+        self.disk: dict | None = None  # config -> save_to_disk folder
         if self.local:
             self.folder = Path(dataset).resolve()
             self.fingerprint = _content_fingerprint(self.folder)
             base = Path(cache_dir) if cache_dir else _default_cache()
             self.cache = str(base / "vdr-local" / self.fingerprint[:32])
             self.path, self.rev, self.resolved = str(self.folder), None, "local"
+            self.disk = _disk_configs(self.folder)
         else:
             self.folder, self.fingerprint, self.path = None, "", self.name
-            self.rev = revision or PINNED_REVISIONS.get(self.name)
+            self.name = resolve_name(self.name)
+            self.path = self.name
+            self.rev = revision or pinned_revisions().get(self.name)
             if self.rev is None:
                 self.notes.append(f"no pinned revision for {self.name!r}: loaded the default branch")
             self.cache = str(cache_dir) if cache_dir else None
@@ -474,23 +615,41 @@ class _Source:
             unreachable = hub_unreachable()
             if unreachable is not None:
                 raise _hub_error(self.name, self.rev, f"the hub is unreachable: {unreachable}")
-        try:
-            self.configs = datasets.get_dataset_config_names(self.path, **({} if self.local else {"revision": self.rev}))
-        except Exception as e:
-            if self.local:
-                raise InputError(f"not a dataset folder ({type(e).__name__}: {' '.join(str(e).split())[:300]})", path=self.path) from None
-            raise _hub_error(self.name, self.rev, e) from None
+        if self.disk is not None:
+            self.configs = list(self.disk)
+        else:
+            try:
+                self.configs = datasets.get_dataset_config_names(self.path, **({} if self.local else {"revision": self.rev}))
+            except Exception as e:
+                if self.local:
+                    raise InputError(
+                        f"not a dataset folder ({type(e).__name__}: {' '.join(str(e).split())[:300]}). vdr reads a hub"
+                        " snapshot (`hf download REPO --repo-type dataset --local-dir DIR`: a README.md with `configs` and"
+                        " parquet files) or a `save_to_disk` folder (a DatasetDict, or one folder per config)",
+                        path=self.path) from None
+                raise _hub_error(self.name, self.rev, e) from None
         self.source = f"{self.name}@{self.resolved}"
 
+    def columns(self, config: str | None) -> list[str]:
+        """The column names of ``config`` (loading it once)."""
+        return list(self.load(config).column_names)
+
     def load(self, config: str | None):
-        """One config's split as a ``datasets.Dataset``.
+        """One config's split as a ``datasets.Dataset`` (loaded once).
 
         Raises:
             InputError: it cannot be loaded (the hub error says how to use a local folder).
         """
+        if config not in self._loaded:
+            self._loaded[config] = self._load(config)
+        return self._loaded[config]
+
+    def _load(self, config: str | None):
         import datasets
 
         try:
+            if self.disk is not None:
+                return _load_from_disk(self.disk[config], self.split)
             return datasets.load_dataset(self.path, config, split=self.split, revision=self.rev, cache_dir=self.cache)
         except (VdrError, KeyboardInterrupt):
             raise
@@ -511,132 +670,6 @@ class _Source:
         fingerprint = hashlib.sha256(json.dumps([self.name, resolved, *fp_parts]).encode()).hexdigest()
         source = f"{self.name}@{resolved}"
         return resolved, fingerprint, [replace(p, source=source) for p in pages]
-
-
-#: Columns of a queries config that are not attributes of the query.
-_NOT_ATTRIBUTES = frozenset({"query-id", "query", "language", "_id", "text", "history", "image", "corpus-id"})
-
-
-def _attribute(value: object) -> object | None:
-    """A query attribute as JSON (a string, number, boolean or list of them), or ``None`` when it
-    has none (null, an image, bytes, a nested record)."""
-    if isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, list) and value and all(isinstance(v, (str, int, float, bool)) for v in value):
-        return value
-    return None
-
-
-def _read_beir(src: _Source, sink: _PageSink, progress: bool, attrs: dict | None = None):
-    """Pages, ``{qid: (text, language)}``, ``{qid: {cid: grade}}``, has_lang and fingerprints of a
-    BEIR-layout dataset; every other column of the queries config (ViDoRe V3: the query's type,
-    format, ...) goes to ``attrs`` (``{qid: {column: value}}``; values as :func:`_attribute` keeps
-    them)."""
-    from tqdm.auto import tqdm
-
-    name = src.name
-    corpus_ds, queries_ds, qrels_ds = src.load("corpus"), src.load("queries"), src.load("qrels")
-    _need(corpus_ds, ("corpus-id", "image"), "corpus", name)
-    _need(queries_ds, ("query-id", "query"), "queries", name)
-    _need(qrels_ds, ("query-id", "corpus-id", "score"), "qrels", name)
-    seen: set[str] = set()
-    for i, row in enumerate(tqdm(_undecoded(corpus_ds), desc="pages", unit="page", disable=not progress)):
-        cid = to_id(row["corpus-id"], what="corpus id", path=f"{name} corpus", line=i + 1)
-        if cid in seen:
-            raise InputError(f"duplicate corpus id {cid!r} in the corpus config (row {i + 1})", path=name, id=cid)
-        seen.add(cid)
-        sink.add(row["image"], cid, src.source)
-    queries: dict[str, tuple[str, str]] = {}
-    has_lang = "language" in queries_ds.column_names
-    for i, row in enumerate(queries_ds):
-        qid = to_id(row["query-id"], what="query id", path=f"{name} queries", line=i + 1)
-        if qid in queries:
-            raise InputError(f"duplicate query id {qid!r} in the queries config (row {i + 1})", path=name, id=qid)
-        text = row["query"]
-        if not isinstance(text, str):
-            raise InputError(f"query {qid!r} is not a string ({type(text).__name__})", path=name, id=qid)
-        queries[qid] = (text, str(row["language"]) if has_lang and row["language"] is not None else "unknown")
-        if attrs is not None:
-            kept = {str(k): _attribute(v) for k, v in row.items() if k not in _NOT_ATTRIBUTES}
-            kept = {k: v for k, v in kept.items() if v is not None}
-            if kept:
-                attrs[qid] = kept
-    return queries, _read_judgments(qrels_ds, name), has_lang, [corpus_ds._fingerprint, queries_ds._fingerprint, qrels_ds._fingerprint]
-
-
-def _undecoded(ds, column: str = "image"):
-    """``ds`` with its ``Image`` column left undecoded (``{bytes, path}`` structs), so that every
-    image, whatever its column type, is decoded by :func:`~vdr.ingest.images.decode_image` and
-    turned upright by :func:`~vdr.ingest.images.upright` (its EXIF orientation known and recorded);
-    ``datasets``' own decoding would apply the orientation and drop the tag. Other column types
-    are returned as they are."""
-    import datasets
-
-    feature = ds.features.get(column)
-    if isinstance(feature, datasets.Image) and feature.decode:
-        return ds.cast_column(column, datasets.Image(decode=False))
-    return ds
-
-
-def _read_judgments(qrels_ds, name: str) -> dict[str, dict[str, int]]:
-    """``{qid: {cid: grade}}`` of the qrels config.
-
-    Raises:
-        InputError: the same (query id, corpus id) twice, whatever the grades (both rows named):
-            the rule of the qrels file loaders (:func:`vdr.io.load_qrels`) for every qrels source.
-    """
-    judgments: dict[str, dict[str, int]] = {}
-    rows: dict[tuple[str, str], int] = {}
-    for i, row in enumerate(qrels_ds):
-        qid = to_id(row["query-id"], what="query id", path=f"{name} qrels", line=i + 1)
-        did = to_id(row["corpus-id"], what="corpus id", path=f"{name} qrels", line=i + 1)
-        if (qid, did) in rows:
-            first = rows[(qid, did)]
-            raise InputError(
-                f"duplicate judgment of query {qid!r}, corpus id {did!r} in the qrels config: rows {first} and {i + 1}"
-                f" (grades {judgments[qid][did]!r} and {row['score']!r}); vdr rejects duplicate judgments from every"
-                " qrels source rather than keep one silently",
-                path=name,
-                id=did,
-            )
-        rows[(qid, did)] = i + 1
-        judgments.setdefault(qid, {})[did] = row["score"]
-    return judgments
-
-
-def _read_qa(src: _Source, sink: _PageSink, progress: bool):
-    """The same as :func:`_read_beir` for a QA-layout (ViDoRe V1) dataset."""
-    from tqdm.auto import tqdm
-
-    cfg = src.configs[0] if src.configs else None
-    ds = src.load(cfg)
-    _need(ds, ("query", "image"), cfg or "default", src.name)
-    has_fn = "image_filename" in ds.column_names
-    has_lang = "language" in ds.column_names
-    queries: dict[str, tuple[str, str]] = {}
-    judgments: dict[str, dict[str, int]] = {}
-    ids: dict[str, str] = {}
-    raw_of: dict[str, str] = {}  # NFC file name -> the first name on a row that gave it
-    for i, row in enumerate(tqdm(_undecoded(ds), desc="rows", unit="row", disable=not progress)):
-        key = str(row["image_filename"]) if has_fn and row["image_filename"] else str(i)
-        cid = ids.get(key)
-        if cid is None:
-            nfc = unicodedata.normalize("NFC", key)
-            if raw_of.setdefault(nfc, key) != key:
-                raise InputError(
-                    f"two image file names differ only in Unicode normalisation: {raw_of[nfc]!r} ({ascii(raw_of[nfc])}) and"
-                    f" {key!r} ({ascii(key)}, row {i + 1}); ids are written in NFC, so both would get the id {_encode_id(nfc)!r}",
-                    path=src.name,
-                )
-            if nfc != key:
-                src.nfc_ids.append({"image_filename": key, "id": _encode_id(nfc)})
-            cid = ids[key] = _encode_id(nfc)
-            sink.add(row["image"], cid, src.source)
-        if row["query"] is not None:
-            qid = str(i)
-            queries[qid] = (str(row["query"]), str(row["language"]) if has_lang and row["language"] else "unknown")
-            judgments[qid] = {cid: 1}
-    return queries, judgments, has_lang, [ds._fingerprint]
 
 
 def _filter(queries, judgments, language, has_lang, known: set[str], src: _Source):
@@ -685,12 +718,6 @@ def _warn_skipped(name: str, sink: _PageSink) -> None:
 
 def _encode_id(key: str) -> str:
     return "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if (c == "%" or c.isspace()) else c for c in key)
-
-
-def _need(ds, columns: tuple[str, ...], config: str, name: str) -> None:
-    missing = [c for c in columns if c not in ds.column_names]
-    if missing:
-        raise InputError(f"config {config!r} lacks column(s) {missing}; it has {ds.column_names}", path=name)
 
 
 def _resolve_revision(name: str, rev: str | None) -> str | None:

@@ -34,6 +34,35 @@ def check_texts(texts: object, what: str, *, allow_empty: bool) -> dict[str, str
     return out
 
 
+def refuse_textless(index_report: Mapping, backend: str, allowed: bool) -> None:
+    """Refuse a text backend's index in which no page has text, warn when some pages have none.
+
+    Args:
+        index_report: the backend's ``report["index"]`` (``num_pages``, ``num_empty_pages``,
+            ``empty_pages``).
+        backend: the backend's name (``lexical``, ``semantic``), for the message and the opt-in.
+        allowed: the user asked for it explicitly (``--backend-option BACKEND.allow_no_text=true``).
+
+    Raises:
+        InputError: every page is empty and ``allowed`` is false: the run would score 0.0 on every
+            query (ViDoRe V1/V2 images without ``--ocr``). The message names the fixes.
+    """
+    import warnings
+
+    from ..errors import VdrWarning
+
+    n, empty = int(index_report.get("num_pages") or 0), int(index_report.get("num_empty_pages") or 0)
+    if n and empty == n and not allowed:
+        raise InputError(
+            f"no page of the corpus has text ({n} pages): the {backend} backend would score 0.0 on every query. Ingest"
+            " with `--ocr auto` (Tesseract), or use a copy of the dataset with page text (ViDoRe V3's markdown, MTEB's OCR"
+            f" copies mteb/Vidore3*OCRRetrieval); to run anyway, pass --backend-option {backend}.allow_no_text=true")
+    if empty and empty < n:
+        shown = ", ".join(map(str, list(index_report.get("empty_pages") or [])[:3]))
+        warnings.warn(f"{empty} of {n} pages have no text: the {backend} backend never ranks them (e.g. {shown})",
+                      VdrWarning, stacklevel=3)
+
+
 def check_depth(value: object, what: str = "depth") -> int:
     """``value`` as a positive int (a retrieval depth, or the ``top``/``depth`` of a fusion).
 

@@ -81,7 +81,7 @@ import numpy as np
 from ..errors import InputError
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run, to_id
-from ._common import check_depth, id_order, version_of
+from ._common import refuse_textless, check_depth, id_order, version_of
 from .analyzers import ANALYZERS, Analyzer, LuceneEnglishAnalyzer
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, read_json, search_inputs, write_cache_dir
 from .budget import apply_budget, budget_config, check_max_tokens
@@ -341,6 +341,11 @@ class BM25Backend:
         Raises:
             InputError: an empty corpus, a bad or duplicate id, a non-str text.
         """
+        self._index(corpus)
+        refuse_textless(self.report.get("index") or {}, "lexical", self.options.allow_no_text)
+
+    def _index(self, corpus) -> None:
+        """:meth:`index` without the check of page text."""
         self.report = new_report()
         fp = getattr(corpus, "fingerprint", None)
         content = ["collection", fp] if isinstance(fp, str) and fp else ["digest", self._digest(corpus)]

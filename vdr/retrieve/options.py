@@ -258,6 +258,8 @@ class LexicalOptions:
     preset: str | None = option(None, "Published BM25 k1/b: topiocqa (0.9/0.4), qrecc or msmarco (0.82/0.68); k1/b override it")
     max_query_tokens: int | None = option(DEFAULT_MAX_QUERY_TOKENS, "Query budget in whitespace tokens (vdr.retrieve.budget; null: none)")
     batch_size: int = option(8192, "Texts analysed per batch while indexing", scores=False)
+    allow_no_text: bool = option(False, "Run even when no page has text (every query would score 0; the fix: ingest with --ocr auto,"
+                                 " or a dataset copy with page text)", scores=False)
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,8 @@ class SemanticOptions:
                                     " or a folder", scores=False)
     allow_pickle_weights: bool = option(False, "Read pytorch_model.bin weights (a pickle) when the model has no *.safetensors; only for"
                                         " a checkpoint from a source you trust (default: safetensors only)", scores=False)
+    allow_no_text: bool = option(False, "Run even when no page has text (every query would score 0; the fix: ingest with --ocr auto,"
+                                 " or a dataset copy with page text)", scores=False)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ from ..errors import InputError, VdrWarning
 from ..io.weights import check_weights
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
-from ._common import version_of
+from ._common import refuse_textless, version_of
 from .ance import OPT_IN as PICKLE_OPT_IN, PASSAGE_MAX_LENGTH as ANCE_PASSAGE_MAX_LENGTH, QUERY_MAX_LENGTH as ANCE_QUERY_MAX_LENGTH, RECIPE as ANCE_RECIPE, ance_reason
 from .options import SemanticOptions, options_from
 from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
@@ -703,6 +703,11 @@ class DenseBackend:
             InputError: an empty corpus, bad or duplicate ids, non-str texts, no text at all, a
                 non-finite vector (naming the passage).
         """
+        self._index(corpus)
+        refuse_textless(self.report.get("index") or {}, "semantic", self.options.allow_no_text)
+
+    def _index(self, corpus) -> None:
+        """:meth:`index` without the check of page text."""
         from .dense_store import VectorStore
 
         self.report = dict(new_report(), query_encoder=dict(self._query_encoder_info))
