@@ -21,7 +21,6 @@ import hashlib
 import json
 import re
 import time
-import unicodedata
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field, fields, replace
@@ -33,7 +32,7 @@ from ..errors import InputError, VdrError, VdrWarning
 from ..options import with_keywords
 from ..io.atomic import atomic_write
 from ..io.formats import save_qrels
-from ..types import Qrels, to_id
+from ..types import Qrels
 from .images import EXIF_TRANSFORMS, ImageProblem, decode_image, fit_budget, pixel_sha256, size_problem, to_rgb, upright
 from .pdf import DEFAULT_MAX_PIXELS
 from .pdfdir import available_cores, cli_field, duplicate_summary, write_report
