@@ -55,6 +55,8 @@ READABLE_SCHEMAS = (1, 2)
 RESULTS_FILE = "results.json"
 PER_QUERY_FILE = "per_query.csv"
 PER_QUERY_COLUMNS = ("backend", "variant", "query_id", "metric", "value")
+#: The ``language`` of :meth:`Results.language_rows`' mean over languages (MTEB's main score).
+MEAN_OVER_LANGUAGES = "mean over languages"
 CONCAT = "concat"
 
 
@@ -812,6 +814,66 @@ class Results:
                                           f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {alpha:g}).",),
                      left=1, marks=tuple(marks))
 
+    # ---------------------------------------------------------------- query languages (MTEB's subsets)
+
+    @property
+    def languages(self) -> list[str]:
+        """The query languages of a multilingual evaluation (``config.languages.values``: ViDoRe V2/V3,
+        whose queries span two or more languages), in order; ``[]`` otherwise."""
+        return list((self.config.get("languages") or {}).get("values") or [])
+
+    def language_rows(self, metric: str | None = None) -> list[dict]:
+        """Per backend x variant: each language's own query set and mean of ``metric`` (default the
+        primary), then the mean over languages, as MTEB scores a multilingual task (its main score
+        is the mean of the per-subset scores, ``TaskResult.get_score``).
+
+        Returns:
+            ``[{"backend", "variant", "metric", "language", "n_queries", "mean"}]``; the mean over
+            languages has ``language`` :data:`MEAN_OVER_LANGUAGES` and ``n_queries`` the pooled
+            count. Undefined values (NaN) are left out of a mean, as in the summary table.
+        """
+        metric = self.check_metric(metric or self.primary)
+        lang = {q: self.query_fields.get(q, {}).get("language") for q in self.query_ids}
+        out = []
+        for r in self.runs:
+            vals = dict(zip(r.metrics.query_ids, r.metrics.values[metric].tolist()))
+            means = []
+            for language in self.languages:
+                xs = [v for q, v in vals.items() if lang.get(q) == language and not math.isnan(v)]
+                mean = math.fsum(xs) / len(xs) if xs else None
+                means.append(mean)
+                out.append({"backend": r.backend, "variant": r.variant, "metric": metric, "language": language,
+                            "n_queries": len(xs), "mean": mean})
+            defined = [m for m in means if m is not None]
+            out.append({"backend": r.backend, "variant": r.variant, "metric": metric, "language": MEAN_OVER_LANGUAGES,
+                        "n_queries": sum(1 for q in vals if lang.get(q) in self.languages),
+                        "mean": math.fsum(defined) / len(defined) if defined else None})
+        return out
+
+    def language_table(self, metric: str | None = None) -> Table:
+        """A row per backend x variant, a column per language (that language's queries alone) and
+        the mean over languages (MTEB's main score of a multilingual task): :meth:`language_rows`.
+
+        Raises:
+            InputError: the evaluation is not multilingual (:attr:`languages` is empty), or
+                ``metric`` was not evaluated.
+        """
+        if not self.languages:
+            raise InputError(f"{self._where()}: the queries are in one language; a table per language needs two or more")
+        rows = self.language_rows(metric)
+        metric = rows[0]["metric"]
+        at = {(r["backend"], r["variant"], r["language"]): r for r in rows}
+        cols = [*self.languages, MEAN_OVER_LANGUAGES]
+        cells = []
+        for b, v in dict.fromkeys((r["backend"], r["variant"]) for r in rows):
+            cells.append((b, v, *(fmt4(at[(b, v, c)]["mean"]) for c in cols)))
+        n = {c: at[(rows[0]["backend"], rows[0]["variant"], c)]["n_queries"] for c in self.languages}
+        head = ("backend", "variant", *(f"{c} (n={n[c]})" for c in self.languages), "mean over languages")
+        notes = (f"{metric} per query language: each language is its own query set over the same corpus (its queries' mean);"
+                 " the last column is their unweighted mean, MTEB's main score of a multilingual task."
+                 " Per-language changes with their tests: the breakdown by language.",)
+        return Table(head, tuple(cells), notes, left=2)
+
     # ---------------------------------------------------------------- every pair of systems
 
     def pairs_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
@@ -912,6 +974,11 @@ class Results:
                          " cut-off metrics (queries missing from a run score 0 there); not tested for significance.")
         if any(r.backend == "macro" for r in self.runs):
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
+        gain = self.config.get("graded_gain")
+        if gain and gain["metric"] == primary:
+            shown = "; ".join(f"{k} {fmt4(v[gain['exp_metric']])}" for k, v in gain["values"].items())
+            notes.append(f"graded qrels: {primary} uses linear gain (trec_eval, MTEB); with exponential gain 2^grade - 1 (some model"
+                         f" cards) {gain['exp_metric']} differs by up to {gain['max_difference']:.4f}: {shown}.")
         return notes
 
     def _reused_runs(self) -> list[str]:
@@ -981,6 +1048,7 @@ class Results:
           query's value, ``(missing)`` when it has none); rows in :attr:`runs` order, then query,
           then metric.
         * ``"groups"``: :meth:`group_rows` of every field of :attr:`group_fields`.
+        * ``"languages"``: :meth:`language_rows` on the primary metric (multilingual evaluations).
         * ``"pairs"``: every pair of systems (:attr:`pairwise`), one row per pair and metric:
           ``run, vs, metric, mean, vs_mean, delta, ci_low, ci_high, p_value, p_value_holm,
           p_value_ttest, wins, ties, losses, outcome``.
@@ -993,6 +1061,8 @@ class Results:
 
         if what == "groups":
             return pd.DataFrame.from_records([r for f in self.group_fields for r in self.group_rows(f)])
+        if what == "languages":
+            return pd.DataFrame.from_records(self.language_rows())
         if what == "pairs":
             return pd.DataFrame.from_records([
                 {"run": c.variant, "vs": c.baseline, "metric": c.metric, "mean": c.rewritten, "vs_mean": c.original, "delta": c.delta,
@@ -1000,7 +1070,7 @@ class Results:
                  "p_value_ttest": c.p_value_ttest, "wins": c.wins, "ties": c.ties, "losses": c.losses, "outcome": c.outcome(self.alpha)}
                 for c in self.pairwise])
         if what != "per_query":
-            raise InputError(f"to_pandas({what!r}): choose 'per_query', 'groups' or 'pairs'")
+            raise InputError(f"to_pandas({what!r}): choose 'per_query', 'groups', 'languages' or 'pairs'")
         df = pd.DataFrame.from_records(list(self._long_rows()), columns=list(PER_QUERY_COLUMNS))
         df["value"] = df["value"].astype("float64")
         for f in self.group_fields:
@@ -1130,6 +1200,7 @@ class Results:
             **({"query_fields": self.query_fields} if self.query_fields else {}),
             **({"groups": [g.to_dict() for f in self.group_fields for g in self.grouped(f)]} if self.group_fields else {}),
             **({"pairwise": [c.to_dict() for c in self.pairwise]} if self.pairwise else {}),
+            **({"per_language": self.language_rows()} if self.languages else {}),
         })
 
     def save(self, results_dir: str | Path) -> Path:

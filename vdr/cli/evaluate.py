@@ -247,7 +247,12 @@ _STORY_OPTIONS = {
 
 
 def _echo_groups(res, fields) -> None:
-    """Print the breakdown of each ``--group-by`` field under the summary table."""
+    """Print the table per language of a multilingual evaluation (MTEB's mean over languages), then
+    the breakdown of each ``--group-by`` field, under the summary table."""
+    if res.languages:
+        typer.echo("")
+        typer.echo("by language (each its own query set):")
+        typer.echo(res.language_table().to_text())
     for f in fields or ():
         typer.echo("")
         typer.echo(f"by {f}:")
@@ -364,7 +369,7 @@ def evaluate_command(**o: Any) -> None:
     if res is None:  # torchrun: not rank 0
         return
     typer.echo(res.table())
-    _echo_groups(res, o["group_by"])
+    _echo_groups(res, res.group_fields)
     main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
     if main_metric:  # --engine mteb: MTEB's own headline number
         values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())

@@ -706,6 +706,8 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
         with timer.stage("results"):  # config, versions (file hashes), the Results object
             config = _config(inputs, plan, ran, o, encoder=encoder, cache_dir=cache)
             config[RELATIVE_INPUTS] = relative_inputs(config, out)
+            config.update(_language_config(fields, inputs.qrels, config.get("group_by") or []))
+            config.update(_graded_gain(run_results, inputs.qrels, o.metrics, config["primary_metric"]))
         _warn_duplicates(inputs.variants)
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
@@ -726,6 +728,49 @@ def _query_fields(inputs: Inputs, o: "EvaluateOptions") -> dict[str, dict[str, s
     check_alpha(o.alpha)
     files = [inputs.queries_path, *(o.rewrites or {}).values()]
     return read_query_fields(files, o.groups, _group_by(o))
+
+
+#: The difference of mean nDCG@k (linear gain) and ndcg_exp@k (exponential gain) above which a note says so.
+GAIN_NOTE_THRESHOLD = 0.005
+
+
+def _graded_gain(run_results: list[RunResult], qrels, settings: MetricSettings, primary: str) -> dict:
+    """``{"graded_gain": {...}}`` when the qrels are graded (a grade above 1: ViDoRe V3) and, for some
+    run, the exponential gain's nDCG (``ndcg_exp@k``: g = 2^grade - 1, as some model cards use)
+    differs from the primary linear-gain nDCG@k (trec_eval's ``ndcg_cut``, MTEB's ``ndcg_at_k``) by
+    more than :data:`GAIN_NOTE_THRESHOLD`; else ``{}``. Only for a primary ``ndcg@k``."""
+    if not primary.startswith("ndcg@") or max((g for d in qrels.values() for g in d.values()), default=0) <= 1:
+        return {}
+    exp = "ndcg_exp@" + primary.split("@", 1)[1]
+    values, worst = {}, 0.0
+    for r in run_results:
+        if r.ranking is None:
+            continue
+        res = evaluate_run(qrels, r.ranking, [primary, exp], relevance_level=settings.relevance_level, allow_unjudged=True,
+                           queries_without_relevant=settings.queries_without_relevant)
+        lin, ex = res.aggregate[primary], res.aggregate[exp]
+        values[f"{r.backend}/{r.variant}"] = {primary: lin, exp: ex}
+        worst = max(worst, abs(ex - lin))
+    if worst <= GAIN_NOTE_THRESHOLD:
+        return {}
+    return {"graded_gain": {"metric": primary, "exp_metric": exp, "max_difference": worst, "threshold": GAIN_NOTE_THRESHOLD,
+                            "values": values}}
+
+
+def _language_config(fields: dict, qrels, group_by: list[str]) -> dict:
+    """``{"languages": {...}, "group_by": [..., "language"]}`` when the judged queries span two or
+    more languages (their ``language`` field: ViDoRe V2/V3, MTEB's multilingual copies), else ``{}``.
+
+    Each language is then its own query set, as MTEB scores a multilingual task: a breakdown by
+    ``language`` (added to ``group_by`` when absent) and :meth:`vdr.results.Results.language_table`
+    with the mean over languages."""
+    langs = list(dict.fromkeys(str(fields[q]["language"]) for q in qrels
+                               if "language" in fields.get(q, {})))
+    if len(langs) < 2:
+        return {}
+    return {"languages": {"values": langs, "policy": "each language is its own query set over the same corpus; the mean over"
+                          " languages (unweighted) is MTEB's main score"},
+            "group_by": group_by if "language" in group_by else [*group_by, "language"]}
 
 
 def _group_by(o: "EvaluateOptions") -> list[str]:

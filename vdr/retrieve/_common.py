@@ -44,16 +44,19 @@ def refuse_textless(index_report: Mapping, backend: str, allowed: bool) -> None:
         allowed: the user asked for it explicitly (``--backend-option BACKEND.allow_no_text=true``).
 
     Raises:
-        InputError: every page is empty and ``allowed`` is false: the run would score 0.0 on every
-            query (ViDoRe V1/V2 images without ``--ocr``). The message names the fixes.
+        BackendUnavailable: every page is empty and ``allowed`` is false: the run would score 0.0
+            on every query (ViDoRe V1/V2 images without ``--ocr``). The message names the fixes;
+            :func:`vdr.evaluate` reports the backend as skipped with it (an error when no backend
+            runs at all).
     """
     import warnings
 
     from ..errors import VdrWarning
+    from .base import BackendUnavailable
 
     n, empty = int(index_report.get("num_pages") or 0), int(index_report.get("num_empty_pages") or 0)
     if n and empty == n and not allowed:
-        raise InputError(
+        raise BackendUnavailable(
             f"no page of the corpus has text ({n} pages): the {backend} backend would score 0.0 on every query. Ingest"
             " with `--ocr auto` (Tesseract), or use a copy of the dataset with page text (ViDoRe V3's markdown, MTEB's OCR"
             f" copies mteb/Vidore3*OCRRetrieval); to run anyway, pass --backend-option {backend}.allow_no_text=true")
