@@ -85,6 +85,7 @@ MODULE_TIERS = {
     "test_ingest_robustness": "core",  # the Tesseract tests skip without it
     "test_ingest_unavailable": "core",
     "test_ingest_vidore": "core",
+    "test_vidore_evaluate": "core",
     "test_io": "core",
     "test_judge_cli": "core",
     "test_judge_fit": "core",

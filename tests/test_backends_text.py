@@ -77,7 +77,12 @@ def test_bm25_oov_and_stopword_queries_give_empty_rankings():
 
 
 def test_bm25_all_empty_corpus_and_bad_parameters():
-    bm = bm25({"a": "", "b": "  "})
+    from vdr.retrieve.base import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match=r"no page of the corpus has text \(2 pages\).*--ocr auto.*lexical.allow_no_text=true"):
+        bm25({"a": "", "b": "  "})  # a silent 0.0 on every query is refused (issue 33.5)
+    bm = BM25Backend(allow_no_text=True)
+    bm.index({"a": "", "b": "  "})
     assert dict(bm.search({"q": "anything"})["q"]) == {}
     with pytest.raises(InputError):
         bm25({})

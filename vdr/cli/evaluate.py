@@ -275,7 +275,8 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("seed", int, lambda: typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap.")),
     ("out", Path, lambda: typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder (results.json, per_query.csv, runs/).")),
     ("vidore", Optional[str], lambda: typer.Option(
-        None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="A ViDoRe dataset (hub name or local folder) instead of CORPUS_DIR.")),
+        None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="A ViDoRe dataset instead of CORPUS_DIR: a hub name (vidore/vidore_v3_hr), an MTEB task (Vidore3HrRetrieval, pinned as MTEB"
+             " pins it), an MTEB benchmark (ViDoRe(v3): every public task, a row per task and their mean) or a local folder.")),
     ("store", Optional[Path], lambda: typer.Option(None, "--store", rich_help_panel=common.PANEL_ENCODER, help="Embedding store folder (default CORPUS_DIR/embeddings).")),
     *ENCODER_PARAMS,
     ("depth", int, lambda: typer.Option(100, "--depth", rich_help_panel=common.PANEL_RUN, help="Pages retrieved per query.")),
@@ -337,8 +338,7 @@ def evaluate_command(**o: Any) -> None:
     rw = parse_rewrites(o["rewrites"])
     backend_options = parse_backend_options(o["backend_option"], o["backend"])
     settings = encoder_settings_from_options(o["model"], o)
-    res = evaluate(
-        o["corpus_dir"],
+    kw = dict(
         queries=o["queries"],
         qrels=o["qrels"],
         rewrites=rw,
@@ -366,6 +366,9 @@ def evaluate_command(**o: Any) -> None:
         alpha=o["alpha"],
         **api,
     )
+    if _run_benchmark(o, kw):
+        return
+    res = evaluate(o["corpus_dir"], **kw)
     if res is None:  # torchrun: not rank 0
         return
     typer.echo(res.table())
@@ -379,6 +382,25 @@ def evaluate_command(**o: Any) -> None:
         for line in stage_lines(json.loads((out / "timing.json").read_text(encoding="utf-8"))):
             typer.echo("  " + line)
     typer.echo(f"results: {out / 'results.json'}")
+
+
+def _run_benchmark(o: dict, kw: dict) -> bool:
+    """``--vidore 'ViDoRe(v3)'`` (an MTEB benchmark): every public task evaluated, a row per task and
+    their mean printed (:func:`vdr.experiment.benchmark.evaluate_benchmark`); ``False`` otherwise."""
+    from ..errors import InputError
+    from ..ingest.vidore import VIDORE_BENCHMARKS
+
+    if o["vidore"] not in VIDORE_BENCHMARKS:
+        return False
+    from ..experiment.benchmark import BENCHMARK_FILE, evaluate_benchmark
+
+    if o["corpus_dir"] is not None:
+        raise InputError("give either a corpus folder or --vidore, not both")
+    rest = {k: v for k, v in kw.items() if k not in ("vidore", "vidore_revision")}
+    bench = evaluate_benchmark(o["vidore"], **rest)
+    typer.echo(bench.table().to_text())
+    typer.echo(f"results: {Path(o['out']) / BENCHMARK_FILE} (each task's folder beside it)")
+    return True
 
 
 @common.command("compare")

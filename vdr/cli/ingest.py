@@ -36,7 +36,8 @@ def _ingest_params() -> list[tuple[str, Any, Callable[[], Any]]]:
         "out": (Path, lambda: typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Corpus folder to write (pages.jsonl, images/, ingest-report.json).")),
         "password_file": (Optional[Path], lambda: typer.Option(None, "--password-file", rich_help_panel=common.PANEL_INPUTS, help='JSON map {"relative/path.pdf": "password"}.')),
         "strict": (bool, lambda: typer.Option(False, "--strict/--no-strict", rich_help_panel=common.PANEL_RUN, help="Exit with status 1 when any document failed or was partial.")),
-        "vidore": (Optional[str], lambda: typer.Option(None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="Ingest a ViDoRe dataset (hub name or local folder) instead of PDFs.")),
+        "vidore": (Optional[str], lambda: typer.Option(None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="Ingest a ViDoRe dataset instead of PDFs: a hub name (vidore/vidore_v3_hr), an MTEB task name"
+                                                       " (Vidore3HrRetrieval) or a local folder (hub snapshot or save_to_disk).")),
         "quiet": (bool, common.OPTIONS["quiet"]),
         "passages": (Optional[Path], lambda: typer.Option(None, "--passages", rich_help_panel=common.PANEL_INPUTS, help="Ingest a text-passage collection (file or folder) instead of PDFs.")),
         "passage_format": (PassageFormat, lambda: typer.Option(PassageFormat.auto, "--format", rich_help_panel=common.PANEL_INPUTS, help="--passages format: auto, beir, tsv (DPR/TopiOCQA), msmarco, jsonl (Pyserini), hf.")),
