@@ -35,7 +35,8 @@ def check_texts(texts: object, what: str, *, allow_empty: bool) -> dict[str, str
 
 
 def refuse_textless(index_report: Mapping, backend: str, allowed: bool) -> None:
-    """Refuse a text backend's index in which no page has text, warn when some pages have none.
+    """Refuse a text backend's index in which no page has text (pages without text among others are
+    recorded in the index report, ``num_empty_pages``, and never ranked).
 
     Args:
         index_report: the backend's ``report["index"]`` (``num_pages``, ``num_empty_pages``,
@@ -49,9 +50,6 @@ def refuse_textless(index_report: Mapping, backend: str, allowed: bool) -> None:
             :func:`vdr.evaluate` reports the backend as skipped with it (an error when no backend
             runs at all).
     """
-    import warnings
-
-    from ..errors import VdrWarning
     from .base import BackendUnavailable
 
     n, empty = int(index_report.get("num_pages") or 0), int(index_report.get("num_empty_pages") or 0)
@@ -60,10 +58,6 @@ def refuse_textless(index_report: Mapping, backend: str, allowed: bool) -> None:
             f"no page of the corpus has text ({n} pages): the {backend} backend would score 0.0 on every query. Ingest"
             " with `--ocr auto` (Tesseract), or use a copy of the dataset with page text (ViDoRe V3's markdown, MTEB's OCR"
             f" copies mteb/Vidore3*OCRRetrieval); to run anyway, pass --backend-option {backend}.allow_no_text=true")
-    if empty and empty < n:
-        shown = ", ".join(map(str, list(index_report.get("empty_pages") or [])[:3]))
-        warnings.warn(f"{empty} of {n} pages have no text: the {backend} backend never ranks them (e.g. {shown})",
-                      VdrWarning, stacklevel=3)
 
 
 def check_depth(value: object, what: str = "depth") -> int:
