@@ -55,6 +55,12 @@ def test_v3_languages_are_query_sets_with_mteb_mean(v3, tmp_path):
     assert len(doc["per_language"]) == 2 * 7
     again = Results.load(tmp_path / "res")
     assert again.language_rows() == res.language_rows()
+    from vdr.report import report
+
+    paths = report(tmp_path / "res")
+    md = paths.markdown.read_text() if hasattr(paths, "markdown") else (tmp_path / "res" / "report.md").read_text()
+    assert "## By language" in md and "### ndcg@10" in md and "| lexical | keywords |" in md
+    assert 'id="languages"' in (tmp_path / "res" / "report.html").read_text()
 
 
 def test_v3_markdown_is_the_page_text_and_graded_gain_is_noted(v3, tmp_path):

@@ -250,13 +250,18 @@ def _echo_groups(res, fields) -> None:
     """Print the table per language of a multilingual evaluation (MTEB's mean over languages), then
     the breakdown of each ``--group-by`` field, under the summary table."""
     if res.languages:
-        typer.echo("")
-        typer.echo("by language (each its own query set):")
-        typer.echo(res.language_table().to_text())
+        for metric in dict.fromkeys([res.primary, *(["ndcg@10"] if "ndcg@10" in res.metric_names else [])]):
+            typer.echo("")
+            what = "MTEB's main score of ViDoRe V3, " if metric == "ndcg@10" else ""
+            typer.echo(f"{metric} by language ({what}each language its own query set):")
+            typer.echo(res.language_table(metric).to_text())
     for f in fields or ():
+        table = res.group_table(f)
+        if not table.rows:  # no rewrite variant: nothing is compared within the groups
+            continue
         typer.echo("")
         typer.echo(f"by {f}:")
-        typer.echo(res.group_table(f).to_text())
+        typer.echo(table.to_text())
 
 
 # ---------------------------------------------------------------------------------- evaluate

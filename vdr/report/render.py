@@ -570,6 +570,7 @@ def _verdicts_section(res: Results, p: str, alpha: float, words: _Words) -> tupl
 def _groups_section(res: Results, fields: list[str], p: str, alpha: float, words: _Words) -> tuple[str, list[str]]:
     """Per ``--group-by`` field: the change within each group at a glance (:meth:`Results.group_matrix`),
     every number below it (:meth:`Results.group_table`, folded)."""
+    fields = [f for f in fields if res.group_rows(f, p, alpha)]  # no rewrite variant: nothing compared within groups
     if not fields:
         return "", []
     out = ['<h2 id="groups">By query group</h2>']
@@ -580,6 +581,19 @@ def _groups_section(res: Results, fields: list[str], p: str, alpha: float, words
                 f"<details><summary>every group: n, means, change with 95% CI, tests, W/T/L ({esc(f)})</summary>",
                 full.to_html(css_class=""), "</details>"]
         md += [f"### by {_md(f)}", "", matrix.to_markdown(), "", full.to_markdown(), ""]
+    return "\n".join(out), md
+
+
+def _languages_section(res: Results, p: str) -> tuple[str, list[str]]:
+    """A multilingual evaluation (ViDoRe V3): each language's own query set and the mean over
+    languages (MTEB's main score), on ``p`` and, when evaluated, nDCG@10 (:meth:`Results.language_table`)."""
+    if not res.languages:
+        return "", []
+    out, md = ['<h2 id="languages">By language</h2>'], ["## By language", ""]
+    for metric in dict.fromkeys([p, *(["ndcg@10"] if "ndcg@10" in res.metric_names else [])]):
+        t = res.language_table(metric)
+        out += [f"<h3>{esc(metric)}</h3>", t.to_html(css_class="languages")]
+        md += [f"### {_md(metric)}", "", t.to_markdown(), ""]
     return "\n".join(out), md
 
 
@@ -597,7 +611,7 @@ def _pairs_section(res: Results, p: str, alpha: float) -> tuple[str, list[str]]:
 # the verb
 
 
-_TOC = [("verdicts", "Verdicts"), ("summary", "Summary"), ("groups", "Groups"), ("pairs", "Every pair"), ("rcp", "Judge"),
+_TOC = [("verdicts", "Verdicts"), ("summary", "Summary"), ("languages", "Languages"), ("groups", "Groups"), ("pairs", "Every pair"), ("rcp", "Judge"),
         ("metrics", "Metrics"), ("changes", "Per-query changes"), ("length", "Rewrite length"), ("cases", "Regressions and gains"),
         ("holes", "Unjudged pages"), ("about", "Inputs")]
 
@@ -719,6 +733,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     title = f"vdr {'compare' if words.systems else 'report'}: {res.root.name or res.root}"
     verdicts_html, verdicts_md = _verdicts_section(res, p, alpha, words)
     groups_html, groups_md = _groups_section(res, fields, p, alpha, words)
+    langs_html, langs_md = _languages_section(res, p)
     pairs_html, pairs_md = _pairs_section(res, p, alpha)
     bars_html, bars_md = _bars_section(res, p, words)
     changes_html = _change_sections(res, p, words)
@@ -730,7 +745,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
         where = res.corpus.root if res.corpus is not None else _show(res.config.get("corpus_dir"))
         warnings.append(f"{len(thumbs.missing)} page image(s) missing (corpus {where}); placeholders shown")
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in summary.notes)
-    first = [verdicts_html, '<h2 id="summary">Summary</h2>', summary.to_html(verdicts=False, notes=False), groups_html,
+    first = [verdicts_html, '<h2 id="summary">Summary</h2>', summary.to_html(verdicts=False, notes=False), langs_html, groups_html,
              f'<div class="notes">{notes}</div>' if notes else ""]
     body = [pairs_html, judge_html, bars_html, changes_html, cases_html, hole_html]
     write_text_atomic(out, _page(title, res, thumbs, warnings, first, body))
@@ -739,7 +754,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     head = [f"# {title}", "", f"Results: `{_md(res.root)}`; corpus: `{_md(_show(res.config.get('corpus_dir')))}`; "
             f"{len(res.query_ids)} queries; {what}: {_md(', '.join(res.variants))}.", "", *verdicts_md,
             "## Summary", "", summary.to_markdown(verdicts=False), ""]
-    _write_markdown(md_path, [head, groups_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
+    _write_markdown(md_path, [head, langs_md, groups_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
     latex_path = _write_latex(res, summary, o.latex, p, alpha)
     return ReportPaths(out, md_path, len(thumbs.missing), warnings, latex_path, len(thumbs.rules),
                        thumbs.pages if thumbs.files else None)
