@@ -976,7 +976,11 @@ class Results:
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
         gain = self.config.get("graded_gain")
         if gain and gain["metric"] == primary:
-            shown = "; ".join(f"{k} {fmt4(v[gain['exp_metric']])}" for k, v in gain["values"].items())
+            per_backend: dict[str, list[str]] = {}
+            for k, v in gain["values"].items():
+                b, _, variant = k.partition("/")
+                per_backend.setdefault(b, []).append(f"{variant} {fmt4(v[gain['exp_metric']])}")
+            shown = "; ".join(f"{b}: {', '.join(xs)}" for b, xs in per_backend.items())
             notes.append(f"graded qrels: {primary} uses linear gain (trec_eval, MTEB); with exponential gain 2^grade - 1 (some model"
                          f" cards) {gain['exp_metric']} differs by up to {gain['max_difference']:.4f}: {shown}.")
         return notes

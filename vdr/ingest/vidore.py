@@ -715,10 +715,6 @@ def _warn_skipped(name: str, sink: _PageSink) -> None:
         )
 
 
-def _encode_id(key: str) -> str:
-    return "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if (c == "%" or c.isspace()) else c for c in key)
-
-
 def _resolve_revision(name: str, rev: str | None) -> str | None:
     if rev and _SHA.match(rev):
         return rev

@@ -100,6 +100,12 @@ class DatasetRead:
     notes: list = field(default_factory=list)
 
 
+def encode_id(key: str) -> str:
+    """A page id from an image file name: ``%`` and whitespace percent-encoded (UTF-8 bytes), as
+    :func:`vdr.corpus.page_id` writes PDF page ids."""
+    return "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if (c == "%" or c.isspace()) else c for c in key)
+
+
 def undecoded(ds, column: str = "image"):
     """``ds`` with its ``Image`` column left undecoded (``{bytes, path}`` structs), so that every
     image, whatever its column type, is decoded by :func:`~vdr.ingest.images.decode_image` and
@@ -396,8 +402,6 @@ def _read_qa(src, sink, progress: bool) -> DatasetRead:
     """
     from tqdm.auto import tqdm
 
-    from .vidore import _encode_id
-
     out = DatasetRead("qa")
     cfg = src.configs[0] if src.configs else None
     need(src, cfg, ("query", "image"))
@@ -416,12 +420,12 @@ def _read_qa(src, sink, progress: bool) -> DatasetRead:
             if raw_of.setdefault(nfc, key) != key:
                 raise InputError(
                     f"two image file names differ only in Unicode normalisation: {raw_of[nfc]!r} ({ascii(raw_of[nfc])}) and"
-                    f" {key!r} ({ascii(key)}, row {i + 1}); ids are written in NFC, so both would get the id {_encode_id(nfc)!r}",
+                    f" {key!r} ({ascii(key)}, row {i + 1}); ids are written in NFC, so both would get the id {encode_id(nfc)!r}",
                     path=src.name,
                 )
             if nfc != key:
-                src.nfc_ids.append({"image_filename": key, "id": _encode_id(nfc)})
-            cid = ids[key] = _encode_id(nfc)
+                src.nfc_ids.append({"image_filename": key, "id": encode_id(nfc)})
+            cid = ids[key] = encode_id(nfc)
             sink.add(row["image"], cid, src.source)
         text = row["query"]
         if text is None:

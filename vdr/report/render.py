@@ -568,13 +568,15 @@ def _verdicts_section(res: Results, p: str, alpha: float, words: _Words) -> tupl
 
 
 def _groups_section(res: Results, fields: list[str], p: str, alpha: float, words: _Words) -> tuple[str, list[str]]:
-    """Per ``--group-by`` field: the change within each group at a glance (:meth:`Results.group_matrix`),
-    every number below it (:meth:`Results.group_table`, folded)."""
+    """A multilingual evaluation's languages (:func:`_languages_section`), then per ``--group-by``
+    field: the change within each group at a glance (:meth:`Results.group_matrix`), every number
+    below it (:meth:`Results.group_table`, folded)."""
+    langs_html, langs_md = _languages_section(res, p)
     fields = [f for f in fields if res.group_rows(f, p, alpha)]  # no rewrite variant: nothing compared within groups
     if not fields:
-        return "", []
-    out = ['<h2 id="groups">By query group</h2>']
-    md = ["## By query group", ""]
+        return langs_html, langs_md
+    out = [langs_html, '<h2 id="groups">By query group</h2>']
+    md = [*langs_md, "## By query group", ""]
     for f in fields:
         matrix, full = res.group_matrix(f, p, alpha), res.group_table(f, p, alpha)
         out += [f"<h3>by {esc(f)}</h3>", matrix.to_html(css_class="groups"),
@@ -733,7 +735,6 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     title = f"vdr {'compare' if words.systems else 'report'}: {res.root.name or res.root}"
     verdicts_html, verdicts_md = _verdicts_section(res, p, alpha, words)
     groups_html, groups_md = _groups_section(res, fields, p, alpha, words)
-    langs_html, langs_md = _languages_section(res, p)
     pairs_html, pairs_md = _pairs_section(res, p, alpha)
     bars_html, bars_md = _bars_section(res, p, words)
     changes_html = _change_sections(res, p, words)
@@ -745,7 +746,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
         where = res.corpus.root if res.corpus is not None else _show(res.config.get("corpus_dir"))
         warnings.append(f"{len(thumbs.missing)} page image(s) missing (corpus {where}); placeholders shown")
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in summary.notes)
-    first = [verdicts_html, '<h2 id="summary">Summary</h2>', summary.to_html(verdicts=False, notes=False), langs_html, groups_html,
+    first = [verdicts_html, '<h2 id="summary">Summary</h2>', summary.to_html(verdicts=False, notes=False), groups_html,
              f'<div class="notes">{notes}</div>' if notes else ""]
     body = [pairs_html, judge_html, bars_html, changes_html, cases_html, hole_html]
     write_text_atomic(out, _page(title, res, thumbs, warnings, first, body))
@@ -754,7 +755,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     head = [f"# {title}", "", f"Results: `{_md(res.root)}`; corpus: `{_md(_show(res.config.get('corpus_dir')))}`; "
             f"{len(res.query_ids)} queries; {what}: {_md(', '.join(res.variants))}.", "", *verdicts_md,
             "## Summary", "", summary.to_markdown(verdicts=False), ""]
-    _write_markdown(md_path, [head, langs_md, groups_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
+    _write_markdown(md_path, [head, groups_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
     latex_path = _write_latex(res, summary, o.latex, p, alpha)
     return ReportPaths(out, md_path, len(thumbs.missing), warnings, latex_path, len(thumbs.rules),
                        thumbs.pages if thumbs.files else None)

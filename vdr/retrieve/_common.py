@@ -34,9 +34,10 @@ def check_texts(texts: object, what: str, *, allow_empty: bool) -> dict[str, str
     return out
 
 
-def refuse_textless(index_report: Mapping, backend: str, allowed: bool) -> None:
-    """Refuse a text backend's index in which no page has text (pages without text among others are
-    recorded in the index report, ``num_empty_pages``, and never ranked).
+def textless_reason(index_report: Mapping, backend: str, allowed: bool) -> str | None:
+    """Why a text backend refuses its index: no page has text (pages without text among others are
+    recorded in the index report, ``num_empty_pages``, and never ranked); ``None`` when it may run.
+    The backend raises :class:`~vdr.retrieve.base.BackendUnavailable` with it.
 
     Args:
         index_report: the backend's ``report["index"]`` (``num_pages``, ``num_empty_pages``,
@@ -44,20 +45,18 @@ def refuse_textless(index_report: Mapping, backend: str, allowed: bool) -> None:
         backend: the backend's name (``lexical``, ``semantic``), for the message and the opt-in.
         allowed: the user asked for it explicitly (``--backend-option BACKEND.allow_no_text=true``).
 
-    Raises:
-        BackendUnavailable: every page is empty and ``allowed`` is false: the run would score 0.0
-            on every query (ViDoRe V1/V2 images without ``--ocr``). The message names the fixes;
-            :func:`vdr.evaluate` reports the backend as skipped with it (an error when no backend
-            runs at all).
+    Returns:
+        The reason when every page is empty and ``allowed`` is false (the run would score 0.0 on
+        every query: ViDoRe V1/V2 images without ``--ocr``), naming the fixes; :func:`vdr.evaluate`
+        reports the backend as skipped with it (an error when no backend runs at all).
     """
-    from .base import BackendUnavailable
-
     n, empty = int(index_report.get("num_pages") or 0), int(index_report.get("num_empty_pages") or 0)
     if n and empty == n and not allowed:
-        raise BackendUnavailable(
+        return (
             f"no page of the corpus has text ({n} pages): the {backend} backend would score 0.0 on every query. Ingest"
             " with `--ocr auto` (Tesseract), or use a copy of the dataset with page text (ViDoRe V3's markdown, MTEB's OCR"
             f" copies mteb/Vidore3*OCRRetrieval); to run anyway, pass --backend-option {backend}.allow_no_text=true")
+    return None
 
 
 def check_depth(value: object, what: str = "depth") -> int:

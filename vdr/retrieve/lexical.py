@@ -81,9 +81,9 @@ import numpy as np
 from ..errors import InputError
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run, to_id
-from ._common import refuse_textless, check_depth, id_order, version_of
+from ._common import textless_reason, check_depth, id_order, version_of
 from .analyzers import ANALYZERS, Analyzer, LuceneEnglishAnalyzer
-from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, read_json, search_inputs, write_cache_dir
+from .base import BackendUnavailable, BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, read_json, search_inputs, write_cache_dir
 from .budget import apply_budget, budget_config, check_max_tokens
 from .options import LexicalOptions, options_from
 
@@ -342,7 +342,9 @@ class BM25Backend:
             InputError: an empty corpus, a bad or duplicate id, a non-str text.
         """
         self._index(corpus)
-        refuse_textless(self.report.get("index") or {}, "lexical", self.options.allow_no_text)
+        why = textless_reason(self.report.get("index") or {}, "lexical", self.options.allow_no_text)
+        if why is not None:
+            raise BackendUnavailable(why)
 
     def _index(self, corpus) -> None:
         """:meth:`index` without the check of page text."""

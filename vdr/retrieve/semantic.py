@@ -92,10 +92,10 @@ from ..errors import InputError, VdrWarning
 from ..io.weights import check_weights
 from ..text import TEXT_POLICY, normalize_text
 from ..types import Run
-from ._common import refuse_textless, version_of
+from ._common import textless_reason, version_of
 from .ance import OPT_IN as PICKLE_OPT_IN, PASSAGE_MAX_LENGTH as ANCE_PASSAGE_MAX_LENGTH, QUERY_MAX_LENGTH as ANCE_QUERY_MAX_LENGTH, RECIPE as ANCE_RECIPE, ance_reason
 from .options import SemanticOptions, options_from
-from .base import BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
+from .base import BackendUnavailable, BuildContext, cache_path, content_digest, fingerprint, iter_corpus_texts, new_report, search_inputs, write_cache_dir
 from .text_encoder import (ONNX_KIND, PROBE_TEXTS, SPEC_KIND, OnnxTextEncoder, export_onnx, light_tokenizer, onnx_missing, pipeline_of,
                            read_export, read_spec, user_cache_dir, write_spec)
 
@@ -704,7 +704,9 @@ class DenseBackend:
                 non-finite vector (naming the passage).
         """
         self._index(corpus)
-        refuse_textless(self.report.get("index") or {}, "semantic", self.options.allow_no_text)
+        why = textless_reason(self.report.get("index") or {}, "semantic", self.options.allow_no_text)
+        if why is not None:
+            raise BackendUnavailable(why)
 
     def _index(self, corpus) -> None:
         """:meth:`index` without the check of page text."""
