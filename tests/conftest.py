@@ -102,6 +102,7 @@ MODULE_TIERS = {
     "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
     "test_trec_eval_all": "crosscheck",  # trec_eval's own all_trec outputs from ../shared/trec_eval_ref
     "test_mteb": "model",  # mteb imports torch and transformers
+    "test_mteb_vidore3": "model",  # a tiny ColQwen2.5 under vdr evaluate and mteb.evaluate (ViDoRe V3 parity)
     "test_page_images": "core",
     "test_passages": "core",
     "test_pipeline": "slow",  # every backend end to end
