@@ -341,3 +341,23 @@ def test_vidore_duplicate_page_images_are_reported(tmp_path):
     c = Corpus.load(tmp_path / "out")
     assert c.duplicate_images() == [["a", "c"]]
     assert c.report["duplicate_pages"] == {"num_groups": 1, "num_pages": 2, "groups": [["a", "c"]]}
+
+
+def test_mteb_query_ids_repeated_across_subsets_are_made_unique(tmp_path):
+    """Two subsets whose queries share ids (q0, q1 in both): each becomes '<subset>:<id>' (recorded),
+    and each subset's qrels follow its own queries."""
+    from datasets import Dataset, Features, Image, Value
+
+    tables = {}
+    for lang, text in (("english", "red page"), ("french", "page rouge")):
+        tables[f"{lang}-corpus"] = Dataset.from_dict({"id": ["c0", "c1"], "image": [vf._image("white"), vf._image("red")]},
+                                                     features=Features({"id": Value("string"), "image": Image()}))
+        tables[f"{lang}-queries"] = Dataset.from_dict({"id": ["q0", "q1"], "text": [text, text + " 2"], "language": [lang] * 2})
+        tables[f"{lang}-qrels"] = Dataset.from_dict({"query-id": ["q0", "q1"], "corpus-id": ["c1", "c0" if lang == "english" else "c1"],
+                                                     "score": [1, 1]})
+    root = vf._write(tmp_path / "clash", tables, "clash")
+    r = ingest_vidore(root, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert r.queries == 4 and any("<subset>:<id>" in n for n in r.notes)
+    assert load_qrels(tmp_path / "out" / "qrels.tsv").to_dict() == {
+        "english:q0": {"c1": 1}, "english:q1": {"c0": 1}, "french:q0": {"c1": 1}, "french:q1": {"c1": 1}}
+    assert load_queries(tmp_path / "out" / "queries.jsonl")["french:q0"].text == "page rouge"
