@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .stats import MISSING_GROUP, ALPHA, Comparison, GroupComparison, check_alpha, compare_groups, compare_variants, describe_test
+from .stats import (MISSING_GROUP, ALPHA, Comparison, GroupComparison, check_alpha, compare_groups, compare_variants, describe_test,
+                    format_alpha, format_p)
 from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
@@ -62,24 +63,28 @@ CONCAT = "concat"
 # the table model: computed once, rendered four ways
 
 
-def fmt_p(p: float | None) -> str:
-    """A p-value as the summary table prints it: 4 decimals, ``1.2e-05`` below 1e-4, ``n/a`` when
-    undefined (``None`` or NaN, e.g. the t-test on identical values)."""
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "n/a"
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+def fmt_p(p: float | None, alpha: float | None = None) -> str:
+    """A p-value as the tables print it: 4 decimals, ``1.2e-05`` below 1e-4, ``n/a`` when undefined
+    (``None`` or NaN, e.g. the t-test on identical values); with ``alpha``, as many more digits as
+    it takes to stay on the side of ``alpha`` the exact p is on (:func:`vdr.stats.format_p`).
+
+    >>> fmt_p(0.046875), fmt_p(0.050004, 0.05), fmt_p(4e-05)
+    ('0.0469', '0.050004', '4.0e-05')
+    """
+    return format_p(p, alpha, "table")
 
 
-def fmt_p_short(p: float | None) -> str:
-    """A p-value in a sentence: 2 decimals from 0.01 (``0.45``), 3 from 0.001, else ``1.2e-05``;
-    ``n/a`` when undefined.
+def fmt_p_short(p: float | None, alpha: float | None = None) -> str:
+    """A p-value in a sentence: 2 decimals from 0.01 (``0.45``), 3 from 0.001, else ``< 0.001``;
+    ``n/a`` when undefined; with ``alpha``, never rounded across it (``0.047`` for 0.046875 at
+    alpha 0.05, not ``0.05``; :func:`vdr.stats.format_p`).
 
     >>> fmt_p_short(0.4515), fmt_p_short(0.0032), fmt_p_short(4e-05), fmt_p_short(float("nan"))
-    ('0.45', '0.003', '4.0e-05', 'n/a')
+    ('0.45', '0.003', '< 0.001', 'n/a')
+    >>> fmt_p_short(0.046875, 0.05), fmt_p_short(0.0546875, 0.05)
+    ('0.047', '0.055')
     """
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "n/a"
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+    return format_p(p, alpha, "sentence")
 
 
 _TITLES = {"ndcg": "nDCG", "mrr": "MRR", "map": "MAP", "recall": "Recall", "precision": "P", "hit": "Hit", "rr": "RR"}
@@ -640,7 +645,7 @@ class Results:
                 cells += [None] * 6
             else:
                 lo, hi = r["ci95"]
-                cells += [f"{r['delta']:+.4f}", fmt_p(r["p_value"]), fmt_p(r["p_value_holm"]), fmt_p(r["p_value_ttest"]),
+                cells += [f"{r['delta']:+.4f}", fmt_p(r["p_value"], alpha), fmt_p(r["p_value_holm"], alpha), fmt_p(r["p_value_ttest"], alpha),
                           f"[{lo:+.3f}, {hi:+.3f}]", f"{r['wins']}/{r['ties']}/{r['losses']}"]
                 c = self.comparison(r["backend"], r["variant"], primary)
                 mark[len(metrics) + 3] = "" if c is None else c.outcome(alpha).replace("ns", "")
@@ -657,8 +662,8 @@ class Results:
             rows, marks, sups = [r[1:] for r in rows], [m[1:] for m in marks], [x[1:] for x in sups]
         than = "the baseline run" if self.is_run_comparison else "the original queries on the same backend"
         legend = (rf"$\uparrow$/$\downarrow$: significantly higher/lower than {than} after Holm's correction"
-                  rf" ($\alpha = {alpha:g}$, paired randomization test).")
-        notes = [f"{MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant gain/loss after Holm (alpha {alpha:g})."
+                  rf" ($\alpha = {format_alpha(alpha)}$, paired randomization test).")
+        notes = [f"{MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant gain/loss after Holm (alpha {format_alpha(alpha)})."
                  if any(m for row in marks for m in row) else "", *self._notes(primary)]
         return Table(head, tuple(rows), tuple(n for n in notes if n), classes, left=1 if self.is_run_comparison else 2,
                      marks=tuple(marks), latex_sups=tuple(sups), verdicts=tuple(self.verdicts(primary, alpha)), latex_legend=legend)
@@ -686,7 +691,7 @@ class Results:
         who = f"{variant} vs {self.baseline} (baseline)" if self.is_run_comparison else f"{variant}{same}"
         where = "" if self.is_run_comparison else f" on {backend}"
         return (f"{who}: {c.delta:+.3f} {metric_title(primary)}{where} [95% CI {lo:+.3f}, {hi:+.3f}], {status} after Holm"
-                f" (p {fmt_p_short(c.p_value_holm)}, \u03b1 {alpha:g})")
+                f" (p {fmt_p_short(c.p_value_holm, alpha)}, \u03b1 {format_alpha(alpha)})")
 
     def verdicts(self, primary: str | None = None, alpha: float | None = None) -> list[str]:
         """:meth:`verdict` of every backend x variant other than the baseline, in :attr:`runs` order."""
@@ -768,7 +773,7 @@ class Results:
         for r in self.group_rows(field_name, primary, alpha):
             cells = ([] if run_cmp else [r["backend"]]) + [r["group"], str(r["n_queries"]), r["variant"], fmt4(r["baseline_mean"]),
                                                           fmt4(r["mean"]), f"{r['delta']:+.4f}", f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
-                                                          fmt_p(r["p_value"]), fmt_p(r["p_value_holm"]),
+                                                          fmt_p(r["p_value"], alpha), fmt_p(r["p_value_holm"], alpha),
                                                           f"{r['wins']}/{r['ties']}/{r['losses']}"]
             rows.append(tuple(cells))
             mark = [""] * len(cells)
@@ -781,7 +786,7 @@ class Results:
         notes = [f"Queries grouped by their field {field_name!r}; within each group, d = {who} - {self.baseline} on the group's"
                  f" queries; p (perm): paired randomization test; p (Holm): Holm-corrected over the groups x {who}s"
                  + ("" if run_cmp else " of each backend") + f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
-                 f" gain/loss (alpha {alpha:g}). Small groups can rarely reach significance (an exact test over n queries"
+                 f" gain/loss (alpha {format_alpha(alpha)}). Small groups can rarely reach significance (an exact test over n queries"
                  " cannot give p below 2/2^n)."]
         if n_missing:
             notes.append(f"{n_missing} queries have no {field_name!r}: group (missing).")
@@ -809,7 +814,7 @@ class Results:
         head = (field_name, "n", *(v if self.is_run_comparison else f"{b}: {v}" for b, v in cols))
         primary = self.check_metric(primary or self.primary)
         return Table(head, tuple(cells), (f"Change in {primary} against {self.baseline} within each group;"
-                                          f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {alpha:g}).",),
+                                          f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {format_alpha(alpha)}).",),
                      left=1, marks=tuple(marks))
 
     # ---------------------------------------------------------------- every pair of systems
@@ -849,7 +854,7 @@ class Results:
         fam = len(self.pairwise)
         note = (f"Superscripts: the systems (by letter) that a system is significantly better than on that metric: two-sided paired"
                 f" randomization test ({describe_test(self.pairwise)}), Holm-corrected over all {fam} tests (pairs x"
-                f" {', '.join(pair_metrics)}), alpha {alpha:g}.")
+                f" {', '.join(pair_metrics)}), alpha {format_alpha(alpha)}.")
         return Table(("#", "run", *map(metric_label, metrics)), tuple(rows), (note,), left=2, sups=tuple(sups),
                      latex_sups=tuple(latex), latex_legend="")
 
@@ -872,12 +877,12 @@ class Results:
         for c in comps:
             lo, hi = c.ci95
             rows.append((c.variant, c.baseline, fmt4(c.rewritten), fmt4(c.original), f"{c.delta:+.4f}", f"[{lo:+.3f}, {hi:+.3f}]",
-                         fmt_p(c.p_value), fmt_p(c.p_value_holm), fmt_p(c.p_value_ttest), f"{c.wins}/{c.ties}/{c.losses}"))
+                         fmt_p(c.p_value, alpha), fmt_p(c.p_value_holm, alpha), fmt_p(c.p_value_ttest, alpha), f"{c.wins}/{c.ties}/{c.losses}"))
             marks.append(("", "", "", "", c.outcome(alpha).replace("ns", ""), "", "", "", "", ""))
         return Table(("run", "vs", primary, f"vs {primary}", f"d {primary}", "95% CI", "p (perm)", "p (Holm)", "p (t)", "W/T/L"),
                      tuple(rows), (f"d = run - vs on the same queries; W/T/L: queries where run is better/equal/worse;"
                                    f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm over all"
-                                   f" {len(self.pairwise)} pair x metric tests (alpha {alpha:g}).",), left=2, marks=tuple(marks))
+                                   f" {len(self.pairwise)} pair x metric tests (alpha {format_alpha(alpha)}).",), left=2, marks=tuple(marks))
 
     def _notes(self, primary: str) -> list[str]:
         notes = [f"{b}: skipped: {reason}" for b, reason in self.skipped.items()]

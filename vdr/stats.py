@@ -44,6 +44,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
 
@@ -70,6 +71,8 @@ __all__ = [
     "MISSING_GROUP",
     "check_alpha",
     "outcome",
+    "format_p",
+    "format_alpha",
     "ALPHA",
     "MAX_EXACT_QUERIES",
 ]
@@ -92,6 +95,73 @@ def outcome(delta: float, p_value_holm: float, alpha: float = ALPHA) -> str:
     if p_value_holm is None or math.isnan(p_value_holm) or p_value_holm > alpha or delta == 0:
         return "ns"
     return "gain" if delta > 0 else "loss"
+
+
+def format_alpha(alpha: float) -> str:
+    """``alpha`` as every sentence and note prints it: the shortest ``%g`` form that reads back as
+    the same float (``0.05``), else Python's ``repr``.
+
+    >>> format_alpha(0.05), format_alpha(0.0123456789)
+    ('0.05', '0.0123456789')
+    """
+    short = f"{float(alpha):g}"
+    return short if float(short) == float(alpha) else repr(float(alpha))
+
+
+#: below this p a sentence says ``p < 0.001`` (when ``alpha`` is at least this, so that it decides)
+P_FLOOR = Decimal("0.001")
+
+
+def _p_text(p: float, decimals: int | None, sig: int) -> tuple[str, Decimal]:
+    """``p`` rounded half-even from its exact binary value: to ``decimals`` places (fixed point),
+    or to ``sig`` significant digits (scientific, ``decimals=None``); the text and its value."""
+    exact = Decimal(p)
+    if decimals is not None:
+        r = exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN)
+        return f"{r:.{decimals}f}", r
+    text = f"{exact:.{sig - 1}e}"  # Decimal's own formatting rounds half-even from the exact value
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent):+03d}", Decimal(text)
+
+
+def format_p(p: float | None, alpha: float | None = None, style: str = "table") -> str:
+    """A p-value as vdr prints it, never rounded across ``alpha``.
+
+    ``style="table"``: 4 decimals (``0.0469``), ``1.2e-05`` below 1e-4; ``style="sentence"``: 2
+    decimals from 0.01 (``0.45``), 3 from 0.001 (``0.003``), ``< 0.001`` below (scientific,
+    ``1.2e-05``, when ``alpha`` is below 0.001). With ``alpha``, digits are added until the printed
+    value lies on the same side of ``alpha`` (as :func:`format_alpha` prints it) as the exact p, and
+    equals it only when p equals ``alpha`` exactly: a reader comparing the two numbers reaches the
+    verdict of :func:`outcome` (``p <= alpha``). ``n/a`` when undefined (``None`` or NaN, e.g. the
+    t-test on identical values).
+
+    >>> format_p(0.046875, 0.05, "sentence"), format_p(0.0546875, 0.05, "sentence")
+    ('0.047', '0.055')
+    >>> format_p(0.0004, 0.05, "sentence"), format_p(0.05, 0.05, "sentence"), format_p(0.050004, 0.05)
+    ('< 0.001', '0.05', '0.050004')
+
+    Raises:
+        InputError: ``alpha`` not in (0, 1); ``style`` unknown.
+    """
+    if style not in ("table", "sentence"):
+        raise InputError(f"p-value style must be 'table' or 'sentence', got {style!r}")
+    if p is None or (isinstance(p, (float, np.floating)) and math.isnan(p)):
+        return "n/a"
+    p = float(p)
+    a = None if alpha is None else Decimal(format_alpha(check_alpha(alpha)))
+    if style == "sentence" and p < P_FLOOR and (a is None or a >= P_FLOOR):
+        return f"< {P_FLOOR}"
+    if style == "table":
+        decimals = 4 if p >= 1e-4 else None
+    else:
+        decimals = 2 if p >= 0.01 else 3 if p >= 0.001 else None
+    sig = 2
+    for _ in range(40):  # 17 significant digits always decide; the bound only guards the loop
+        text, value = _p_text(p, decimals, sig)
+        if a is None or (value > a) == (p > alpha) and (value < a) == (p < alpha):
+            return text
+        decimals, sig = (None if decimals is None else decimals + 1), sig + 1
+    return repr(p)
 
 
 def check_alpha(alpha: object) -> float:

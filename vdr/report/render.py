@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import bootstrap_ci
+from ..stats import bootstrap_ci, format_alpha
 from ..errors import InputError, VdrError
 from ..io.atomic import write_text_atomic
 from ..options import with_keywords
@@ -563,7 +563,7 @@ def _verdicts_section(res: Results, p: str, alpha: float, words: _Words) -> tupl
     what = (f"each system against the baseline {words.base}" if words.systems
             else "each rewrite variant against the original queries on the same backend")
     head = (f'<h2 id="verdicts">Verdicts</h2><p class="note">The change of {esc(p)}, {esc(what)}, with its 95% bootstrap interval; '
-            f"significant when the Holm-corrected p of the paired randomization test is at most {alpha:g}.</p>")
+            f"significant when the Holm-corrected p of the paired randomization test is at most {format_alpha(alpha)}.</p>")
     return head + '<ul class="verdicts">' + "".join(items) + "</ul>", ["## Verdicts", "", *md, ""]
 
 
