@@ -60,7 +60,7 @@ def test_changed_local_file_is_detected_not_served_stale(v2, tmp_path):
 def test_query_attributes_are_kept_as_group_fields(v2, tmp_path):
     """ViDoRe V2/V3 queries carry attributes (language, type, format, ...): every other column of
     the queries config is written to queries.jsonl, where --group-by reads it (issue 27.2); nulls
-    and empty lists are no value, lists of strings are joined."""
+    and empty lists are no value, a list puts the query in the group of each element (issue 34.9)."""
     from datasets import Dataset
 
     from vdr.io import load_query_fields
@@ -73,7 +73,7 @@ def test_query_attributes_are_kept_as_group_fields(v2, tmp_path):
     }).to_parquet(str(f))
     ingest_vidore(v2, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
     assert load_query_fields(tmp_path / "out" / "queries.jsonl") == {
-        "0": {"language": "english", "query_type": "extractive", "query_format": "question", "content_type": "table, text"},
+        "0": {"language": "english", "query_type": "extractive", "query_format": "question", "content_type": ("table", "text")},
         "1": {"language": "french", "query_type": "visual", "query_format": "keyword", "content_type": "chart"},
         "2": {"language": "english", "query_type": "extractive", "query_format": "question"},
         "3": {"language": "french", "query_format": "question", "content_type": "text"},

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from .stats import (MISSING_GROUP, ALPHA, Comparison, GroupComparison, check_alpha, compare_groups, compare_variants, describe_test,
-                    format_alpha, format_p)
+                    format_alpha, format_p, query_groups)
 from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
@@ -61,6 +61,21 @@ CONCAT = "concat"
 
 # --------------------------------------------------------------------------------------------
 # the table model: computed once, rendered four ways
+
+
+def _frame_value(value: object) -> object:
+    """A query field's value in :meth:`Results.to_pandas`: a string, or a list when the query is in
+    several groups (``df.explode(field)`` gives one row per group)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _overlap_note(field_name: str, member: Mapping[str, tuple[str, ...]]) -> str:
+    """The footnote saying that groups overlap (queries whose value is a list), or ``""``."""
+    multi = sum(1 for keys in member.values() if len(keys) > 1)
+    if not multi:
+        return ""
+    return (f"The groups overlap: {multi} of {len(member)} queries have several values of {field_name!r} (a list) and count in"
+            " each of their groups; the groups' sizes add up to more than the queries, and Holm counts each group's test.")
 
 
 def fmt_p(p: float | None, alpha: float | None = None) -> str:
@@ -394,7 +409,9 @@ class Results:
         corpus: the page corpus (page images), or ``None`` when it could not be read back.
         warnings: what :meth:`load` could not read (one line each).
         query_fields: the queries' attributes, ``{query id: {field: value}}`` (extra fields of the
-            query files, a ``--groups`` TSV): what ``--group-by FIELD`` splits the queries by.
+            query files, a ``--groups`` TSV): what ``--group-by FIELD`` splits the queries by. A
+            value is a canonical group key (:func:`vdr.types.group_value`), or a tuple of them
+            when the query's field is a list (the query is in each of those groups).
         group_comparisons: the per-group comparisons of the fields of ``config.group_by`` on the
             primary metric (:func:`vdr.stats.compare_groups`), as computed by :meth:`grouped`.
         pairwise: every pair of systems (``vdr compare --pairs all``, :func:`vdr.stats.compare_pairs`);
@@ -700,9 +717,9 @@ class Results:
 
     # ---------------------------------------------------------------- groups of queries
 
-    def groups(self, field_name: str) -> dict[str, str]:
+    def groups(self, field_name: str) -> dict[str, str | tuple[str, ...]]:
         """``{query id: value}`` of one query field (:attr:`query_fields`) over the evaluated
-        queries that have it.
+        queries that have it (a tuple: the query is in several groups, :func:`vdr.stats.query_groups`).
 
         Raises:
             InputError: no evaluated query has the field (the fields that exist are named).
@@ -782,14 +799,20 @@ class Results:
         who = "system" if run_cmp else "variant"
         head = (*(() if run_cmp else ("backend",)), field_name, "n", who, f"{self.baseline} {primary}", f"{who} {primary}",
                 f"d {primary}", "95% CI", "p (perm)", "p (Holm)", "W/T/L")
-        n_missing = sum(1 for q in self.query_ids if field_name not in self.query_fields.get(q, {}))
+        values = {q: self.query_fields.get(q, {}).get(field_name) for q in self.query_ids}
+        member = query_groups(self.query_ids, values)
+        n_missing = sum(1 for keys in member.values() if keys == (MISSING_GROUP,))
+        fams = {len(g.comparison.holm_family) for g in self.grouped(field_name, primary)}
+        fam = f"the {'/'.join(map(str, sorted(fams)))} tests (groups x {who}s" + (")" if run_cmp else ") of each backend")
         notes = [f"Queries grouped by their field {field_name!r}; within each group, d = {who} - {self.baseline} on the group's"
-                 f" queries; p (perm): paired randomization test; p (Holm): Holm-corrected over the groups x {who}s"
-                 + ("" if run_cmp else " of each backend") + f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
+                 f" queries; p (perm): paired randomization test; p (Holm): Holm-corrected over {fam}"
+                 f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
                  f" gain/loss (alpha {format_alpha(alpha)}). Small groups can rarely reach significance (an exact test over n queries"
                  " cannot give p below 2/2^n)."]
+        notes += [_overlap_note(field_name, member)]
         if n_missing:
             notes.append(f"{n_missing} queries have no {field_name!r}: group (missing).")
+        notes = [n for n in notes if n]
         return Table(head, tuple(rows), tuple(notes), left=3 if not run_cmp else 2, marks=tuple(marks))
 
     def group_matrix(self, field_name: str, primary: str | None = None, alpha: float | None = None) -> Table:
@@ -813,9 +836,11 @@ class Results:
             marks.append(tuple(mark))
         head = (field_name, "n", *(v if self.is_run_comparison else f"{b}: {v}" for b, v in cols))
         primary = self.check_metric(primary or self.primary)
-        return Table(head, tuple(cells), (f"Change in {primary} against {self.baseline} within each group;"
-                                          f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {format_alpha(alpha)}).",),
-                     left=1, marks=tuple(marks))
+        member = query_groups(self.query_ids, {q: self.query_fields.get(q, {}).get(field_name) for q in self.query_ids})
+        notes = (f"Change in {primary} against {self.baseline} within each group;"
+                 f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {format_alpha(alpha)}).",
+                 _overlap_note(field_name, member))
+        return Table(head, tuple(cells), tuple(n for n in notes if n), left=1, marks=tuple(marks))
 
     # ---------------------------------------------------------------- every pair of systems
 
@@ -1009,7 +1034,7 @@ class Results:
         df = pd.DataFrame.from_records(list(self._long_rows()), columns=list(PER_QUERY_COLUMNS))
         df["value"] = df["value"].astype("float64")
         for f in self.group_fields:
-            df[f] = df["query_id"].map(lambda q, f=f: self.query_fields.get(q, {}).get(f, MISSING_GROUP))
+            df[f] = df["query_id"].map(lambda q, f=f: _frame_value(self.query_fields.get(q, {}).get(f, MISSING_GROUP)))
         return df
 
     def largest_changes(self, backend: str, variant: str | int | None = None, *, top: int = 5,
@@ -1196,7 +1221,8 @@ class Results:
         comparisons = [(c["backend"], _comparison_from_doc(c, path)) for c in doc.get("comparisons") or []]
         groups = [GroupComparison(g["backend"], g["field"], g["group"], _comparison_from_doc(g, path)) for g in doc.get("groups") or []]
         pairwise = [_comparison_from_doc(c, path) for c in doc.get("pairwise") or []]
-        fields = {str(q): {str(k): str(v) for k, v in f.items()} for q, f in (doc.get("query_fields") or {}).items()}
+        fields = {str(q): {str(k): tuple(map(str, v)) if isinstance(v, list) else str(v) for k, v in f.items()}
+                  for q, f in (doc.get("query_fields") or {}).items()}
         config = doc.get("config") or {}
         rel = config.get(RELATIVE_INPUTS) or {}
         qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings, rel.get("qrels"))

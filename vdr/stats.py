@@ -49,7 +49,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import numpy as np
 
 from .errors import AlignmentError, InputError
-from .types import ORIGINAL
+from .types import ORIGINAL, group_keys
 
 __all__ = [
     "Comparison",
@@ -68,6 +68,8 @@ __all__ = [
     "compare_groups",
     "GroupComparison",
     "group_order",
+    "query_groups",
+    "overlapping",
     "MISSING_GROUP",
     "check_alpha",
     "outcome",
@@ -831,15 +833,45 @@ class GroupComparison:
         return dict(self.comparison.to_dict(), backend=self.backend, field=self.field, group=self.group)
 
 
-def group_order(query_ids: Sequence[str], values: Mapping[str, str]) -> list[str]:
-    """The groups of ``values`` (``{query id: group}``) met along ``query_ids``, in order of first
+def query_groups(query_ids: Sequence[str], values: Mapping[str, object]) -> dict[str, tuple[str, ...]]:
+    """``{query id: its groups}`` along ``query_ids``: the canonical keys of its value
+    (:func:`vdr.types.group_keys`: NFC strings, numbers by value, a list's elements, so one query
+    can be in several groups), ``(MISSING_GROUP,)`` when it has no value.
+
+    >>> query_groups(["q1", "q2", "q3"], {"q1": ["a", "b"], "q2": 1.0})
+    {'q1': ('a', 'b'), 'q2': ('1',), 'q3': ('(missing)',)}
+
+    Raises:
+        InputError: a value that cannot be a key (an object, a nested list, NaN), naming the query.
+    """
+    out = {}
+    for q in query_ids:
+        try:
+            keys = group_keys(values.get(q))
+        except InputError as e:
+            raise InputError(f"query {q!r}: {e}", id=q) from None
+        out[q] = keys or (MISSING_GROUP,)
+    return out
+
+
+def group_order(query_ids: Sequence[str], values: Mapping[str, object]) -> list[str]:
+    """The groups of ``values`` (``{query id: value}``; a list value puts its query in each of
+    its elements' groups, :func:`query_groups`) met along ``query_ids``, in order of first
     appearance; :data:`MISSING_GROUP` last when some query has no value.
 
-    >>> group_order(["q1", "q2", "q3", "q4"], {"q1": "visual", "q2": "text", "q3": "visual"})
+    >>> group_order(["q1", "q2", "q3", "q4"], {"q1": "visual", "q2": ["text", "visual"], "q3": "visual"})
     ['visual', 'text', '(missing)']
+
+    Raises:
+        InputError: as :func:`query_groups`.
     """
-    seen = dict.fromkeys(values[q] for q in query_ids if q in values)
-    return [*seen, *([MISSING_GROUP] if any(q not in values for q in query_ids) else [])]
+    seen = dict.fromkeys(k for keys in query_groups(query_ids, values).values() for k in keys if k != MISSING_GROUP)
+    return [*seen, *([MISSING_GROUP] if any(not group_keys(values.get(q)) for q in query_ids) else [])]
+
+
+def overlapping(query_ids: Sequence[str], values: Mapping[str, object]) -> int:
+    """How many of ``query_ids`` belong to more than one group of ``values`` (:func:`query_groups`)."""
+    return sum(1 for keys in query_groups(query_ids, values).values() if len(keys) > 1)
 
 
 def compare_groups(
@@ -854,8 +886,10 @@ def compare_groups(
 ) -> list[GroupComparison]:
     """Each variant against ``baseline`` within each group of queries (``--group-by FIELD``).
 
-    For each backend and field, the queries are split by the field's value (:func:`group_order`;
-    queries without a value form :data:`MISSING_GROUP`); within each group every variant is
+    For each backend and field, the queries are split by the field's canonical value
+    (:func:`group_order`, :func:`vdr.types.group_keys`: NFC strings, numbers by value; a query whose
+    value is a list is in the group of each element, so groups can overlap; queries without a
+    value form :data:`MISSING_GROUP`); within each group every variant is
     compared with the baseline on ``metric`` (:func:`compare_arrays` on the group's queries: paired
     randomization test, t-test, bootstrap CI, W/T/L); then the randomization p-values of all groups
     x variants of that backend and field are Holm-adjusted as one family (labels
@@ -864,7 +898,7 @@ def compare_groups(
 
     Args:
         results: ``{backend: {variant: MetricsResult}}``; every backend holds ``baseline``.
-        groups: ``{field: {query id: value}}`` (strings).
+        groups: ``{field: {query id: value}}``: a string, number, boolean or a list of them.
         metric: the metric compared (the primary metric).
         baseline, n_permutations, n_bootstrap, seed: see :func:`compare_variants`.
 
@@ -872,7 +906,8 @@ def compare_groups(
         :class:`GroupComparison` records: backend, then field, then group, then variant order.
 
     Raises:
-        InputError: a backend without ``baseline``, a metric missing from a result.
+        InputError: a backend without ``baseline``, a metric missing from a result, a value that
+            cannot be a key (named with its query, :func:`query_groups`).
     """
     out: list[GroupComparison] = []
     for backend, by_variant in results.items():
@@ -883,8 +918,9 @@ def compare_groups(
             raise InputError(f"metric {metric!r} is missing from the {baseline!r} result of backend {backend!r}")
         for field_name, values in groups.items():
             family: list[GroupComparison] = []
+            member = query_groups(ids, values)
             for group in group_order(ids, values):
-                idx = np.array([i for i, q in enumerate(ids) if values.get(q, MISSING_GROUP) == group], dtype=np.int64)
+                idx = np.array([i for i, q in enumerate(ids) if group in member[q]], dtype=np.int64)
                 for variant, result in by_variant.items():
                     if variant == baseline:
                         continue
