@@ -103,6 +103,8 @@ def test_table_cell_and_mark_agree(d, alpha, cell, marked):
     (0.04999, 0.05, "table", "0.04999"),
     (1.04e-5, 1e-5, "table", "1.04e-05"),
     (4e-5, None, "table", "4.0e-05"),
+    (0.0, None, "table", "0.0e+00"),  # a t-test p that underflows to 0
+    (0.0, 1e-5, "table", "0.0e+00"),
     (0.1251, 0.125, "sentence", "0.13"),  # 2 decimals already decide
     (0.1251, 0.126, "sentence", "0.125"),  # 0.13 would read as above alpha
     (float("nan"), 0.05, "table", "n/a"),

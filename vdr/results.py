@@ -711,9 +711,10 @@ class Results:
                 f" (p {fmt_p_short(c.p_value_holm, alpha)}, \u03b1 {format_alpha(alpha)})")
 
     def verdicts(self, primary: str | None = None, alpha: float | None = None) -> list[str]:
-        """:meth:`verdict` of every backend x variant other than the baseline, in :attr:`runs` order."""
+        """:meth:`verdict` of every backend x variant other than the baseline, in :attr:`runs` order;
+        with every pair compared (``vdr compare --pairs all``), then :meth:`pair_verdicts`."""
         out = [self.verdict(r.backend, r.variant, primary, alpha) for r in self.runs if r.variant != self.baseline]
-        return [v for v in out if v]
+        return [v for v in out if v] + [v for v, _ in self.pair_verdicts(primary, alpha)]
 
     # ---------------------------------------------------------------- groups of queries
 
@@ -876,10 +877,9 @@ class Results:
             sups.append(("", "", *("".join(w) for w in won)))
             # ranx's LaTeX: the letters as a math superscript, the others as an invisible phantom (columns stay aligned)
             latex.append(("", "", *(_ranx_latex_sup(w, [letter[x] for x in names if x != n and letter[x] not in w]) for w in won)))
-        fam = len(self.pairwise)
         note = (f"Superscripts: the systems (by letter) that a system is significantly better than on that metric: two-sided paired"
-                f" randomization test ({describe_test(self.pairwise)}), Holm-corrected over all {fam} tests (pairs x"
-                f" {', '.join(pair_metrics)}), alpha {format_alpha(alpha)}.")
+                f" randomization test ({describe_test(self.pairwise)}), Holm-corrected p (the family under the summary table)"
+                f" <= alpha {format_alpha(alpha)}.")
         return Table(("#", "run", *map(metric_label, metrics)), tuple(rows), (note,), left=2, sups=tuple(sups),
                      latex_sups=tuple(latex), latex_legend="")
 
@@ -906,8 +906,49 @@ class Results:
             marks.append(("", "", "", "", c.outcome(alpha).replace("ns", ""), "", "", "", "", ""))
         return Table(("run", "vs", primary, f"vs {primary}", f"d {primary}", "95% CI", "p (perm)", "p (Holm)", "p (t)", "W/T/L"),
                      tuple(rows), (f"d = run - vs on the same queries; W/T/L: queries where run is better/equal/worse;"
-                                   f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm over all"
-                                   f" {len(self.pairwise)} pair x metric tests (alpha {format_alpha(alpha)}).",), left=2, marks=tuple(marks))
+                                   f" p (Holm): the one family under the summary table (the same p as there);"
+                                   f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm"
+                                   f" (alpha {format_alpha(alpha)}).",), left=2, marks=tuple(marks))
+
+    def _pair_family(self) -> str:
+        """The one Holm family of ``vdr compare --pairs all``, in words (stated once, under the summary)."""
+        n = len(self.names_compared_pairwise())
+        metrics = list(dict.fromkeys(c.metric for c in self.pairwise))
+        return (f"{len(self.pairwise)} tests of one family: every pair of the {n} systems ({n * (n - 1) // 2} pairs, the baseline's"
+                f" included) x {', '.join(metrics)}; each test has this one Holm p in every table")
+
+    def names_compared_pairwise(self) -> list[str]:
+        """The systems of :attr:`pairwise`, in the order they were compared (empty without pairs)."""
+        return list(dict.fromkeys(n for c in self.pairwise for n in (c.baseline, c.variant)))
+
+    def pair_verdicts(self, primary: str | None = None, alpha: float | None = None) -> list[tuple[str, str]]:
+        """``(sentence, outcome)`` for each pair of systems without the baseline whose change of
+        ``primary`` is significant at ``alpha`` after Holm (``vdr compare --pairs all``; the pairs
+        with the baseline are :meth:`verdict`'s), e.g. ``("keywords vs conversational: +0.119
+        nDCG@3 [95% CI +0.02, +0.22], significant gain after Holm (p 0.026, α 0.05)", "gain")``;
+        then one sentence counting the other pairs (outcome ``"ns"``). Empty without pairs.
+
+        Raises:
+            InputError: ``primary`` was not evaluated; ``alpha`` not in (0, 1).
+        """
+        primary = self.check_metric(primary or self.primary)
+        alpha = self._alpha(alpha)
+        pairs = [c for c in self.pairwise if c.metric == primary and self.baseline not in (c.variant, c.baseline)]
+        if not pairs:
+            return []
+        out = []
+        for c in pairs:
+            o = c.outcome(alpha)
+            if o == "ns":
+                continue
+            lo, hi = c.ci95
+            out.append((f"{c.variant} vs {c.baseline}: {c.delta:+.3f} {metric_title(primary)} [95% CI {lo:+.3f}, {hi:+.3f}],"
+                        f" significant {o} after Holm (p {fmt_p_short(c.p_value_holm, alpha)}, \u03b1 {format_alpha(alpha)})", o))
+        rest = len(pairs) - len(out)
+        if rest:
+            out.append((f"{rest} {'other ' if out else ''}pair{'s' if rest > 1 else ''} of systems without the baseline:"
+                        f" not significant after Holm (\u03b1 {format_alpha(alpha)}; every pair: the pairwise table)", "ns"))
+        return out
 
     def _notes(self, primary: str) -> list[str]:
         notes = [f"{b}: skipped: {reason}" for b, reason in self.skipped.items()]
@@ -917,7 +958,8 @@ class Results:
             fam_metrics = list(dict.fromkeys(lab.rsplit(":", 1)[-1] for lab in fam))
             what = (f"d = run - baseline ({self.baseline}) on the same queries" if self.is_run_comparison
                     else "d = rewritten - original on the same backend and queries")
-            family = (f"{len(fam)} tests (runs x {', '.join(fam_metrics)})" if self.is_run_comparison
+            family = (self._pair_family() if self.pairwise and fam == tuple(c.label for c in self.pairwise)
+                      else f"{len(fam)} tests (runs x {', '.join(fam_metrics)})" if self.is_run_comparison
                       else f"{len(fam)} tests (variants x {', '.join(fam_metrics)}) of each backend")
             tail = "" if self.is_run_comparison else f" Backends reported separately ({len({b for b, _ in comps})} compared)."
             notes.append(

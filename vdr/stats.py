@@ -65,6 +65,7 @@ __all__ = [
     "describe_test",
     "compare_variants",
     "compare_pairs",
+    "adopt_pair_family",
     "compare_groups",
     "GroupComparison",
     "group_order",
@@ -121,6 +122,8 @@ def _p_text(p: float, decimals: int | None, sig: int) -> tuple[str, Decimal]:
     if decimals is not None:
         r = exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN)
         return f"{r:.{decimals}f}", r
+    if p == 0:
+        return f"{0:.{sig - 1}e}", Decimal(0)
     text = f"{exact:.{sig - 1}e}"  # Decimal's own formatting rounds half-even from the exact value
     mantissa, _, exponent = text.partition("e")
     return f"{mantissa}e{int(exponent):+03d}", Decimal(text)
@@ -802,6 +805,27 @@ def compare_pairs(
             comps += [replace(c, baseline=a) for c in compare(results[a], results[b], metrics, variant=b,
                                                                n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)]
     return holm_adjust(comps) if comps else []
+
+
+def adopt_pair_family(comparisons: Sequence[tuple[str, Comparison]], pairwise: Sequence[Comparison],
+                      baseline: str) -> list[tuple[str, Comparison]]:
+    """``comparisons`` (each system against ``baseline``, :func:`compare_variants`) with the p-values of the same test in the
+    family of every pair (:func:`compare_pairs`): one family definition, one Holm p per test, so a
+    pair shows the same ``p_value_holm`` in every table. The test of a pair is the same in both
+    lists (same per-query values, same seed); its randomization p-value is two-sided, so the
+    direction of the pair does not change it.
+
+    Raises:
+        InputError: a comparison whose pair and metric are not in ``pairwise``.
+    """
+    by_pair = {(frozenset((c.variant, c.baseline)), c.metric): c for c in pairwise}
+    out = []
+    for backend, c in comparisons:
+        pc = by_pair.get((frozenset((c.variant, baseline)), c.metric))
+        if pc is None:
+            raise InputError(f"{c.variant} vs {baseline} on {c.metric} is not among the pairwise comparisons")
+        out.append((backend, replace(c, p_value=pc.p_value, p_value_holm=pc.p_value_holm, holm_family=pc.holm_family)))
+    return out
 
 
 #: The group of queries that lack a value of the grouping field.

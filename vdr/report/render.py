@@ -561,7 +561,8 @@ def _judge_section(root: Path) -> tuple[str, list[str]]:
 
 
 def _verdicts_section(res: Results, p: str, alpha: float, words: _Words) -> tuple[str, list[str]]:
-    """One sentence per backend x variant (:meth:`Results.verdicts`), coloured by its outcome."""
+    """One sentence per backend x variant (:meth:`Results.verdicts`), coloured by its outcome; with
+    every pair compared, the significant pairs without the baseline (:meth:`Results.pair_verdicts`)."""
     items, md = [], []
     for r in res.runs:
         if r.variant == res.baseline:
@@ -571,6 +572,10 @@ def _verdicts_section(res: Results, p: str, alpha: float, words: _Words) -> tupl
             continue
         c = res.comparison(r.backend, r.variant, p)
         o = c.outcome(alpha) if c is not None else "ns"
+        sym = f"{MARK_SYMBOLS[o]} " if o in MARK_SYMBOLS else ""
+        items.append(f'<li class="{o}">{sym}{esc(v)}</li>')
+        md.append(f"- {sym}{_md(v)}")
+    for v, o in res.pair_verdicts(p, alpha):  # vdr compare --pairs all: significant pairs without the baseline
         sym = f"{MARK_SYMBOLS[o]} " if o in MARK_SYMBOLS else ""
         items.append(f'<li class="{o}">{sym}{esc(v)}</li>')
         md.append(f"- {sym}{_md(v)}")
