@@ -804,7 +804,8 @@ class Results:
         member = query_groups(self.query_ids, values)
         n_missing = sum(1 for keys in member.values() if keys == (MISSING_GROUP,))
         fams = {len(g.comparison.holm_family) for g in self.grouped(field_name, primary)}
-        fam = f"the {'/'.join(map(str, sorted(fams)))} tests (groups x {who}s" + (")" if run_cmp else ") of each backend")
+        size = "/".join(map(str, sorted(fams)))
+        fam = f"the {size} test{'' if fams == {1} else 's'} (groups x {who}s" + (")" if run_cmp else ") of each backend")
         notes = [f"Queries grouped by their field {field_name!r}; within each group, d = {who} - {self.baseline} on the group's"
                  f" queries; p (perm): paired randomization test; p (Holm): Holm-corrected over {fam}"
                  f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
