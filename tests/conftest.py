@@ -110,23 +110,29 @@ MODULE_TIERS = {
     "test_pyserini_backend": "core",  # the live (Java) tests are marked slow
     "test_queries_tsv": "core",
     "test_query_groups": "core",
+    "test_group_keys": "core",  # canonical group keys, overlapping groups: exact p by enumeration
     "test_query_budget": "core",
     "test_query_cache": "core",
     "test_rcp_metric": "core",
     "test_report": "core",
+    "test_report_links": "core",  # percent-encoded page links, resolved as a browser resolves them
     "test_report_browser": "slow",  # headless Chromium
     "test_report_notebook": "model",  # nbclient runs the notebook
     "test_rerun_qcache": "core",
     "test_results": "core",
+    "test_p_format": "core",  # p never rounded across alpha: exact p by enumeration
+    "test_pairs_family": "core",  # one Holm family for --pairs all; the statsmodels check is crosscheck
     "test_rewards": "core",
     "test_rewards_bench_smoke": "slow",
     "test_rewards_trl": "slow",  # TRL's GRPO trainer
     "test_rewrite": "core",
     "test_safe_outputs": "core",
     "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
+    "test_semantic_similarity": "model",  # tiny sentence-transformers models declaring similarity_fn_name
     "test_sample_assets": "core",
     "test_scoring": "core",  # MaxSim on torch tensors; no model
     "test_maxsim_packed": "core",  # packed pages and precision variants on the CPU reference path
+    "test_maxsim_finite": "core",  # non-finite vectors refused; the fused-kernel checks (Triton interpreter) are slow
     "test_scoring_fused": "slow",  # the kernel run by Triton's CPU interpreter (an optional library), ~20 s
     "test_serve": "core",
     "test_store": "core",  # the tests with a tiny model are model (fixtures)
@@ -140,6 +146,9 @@ MODULE_TIERS = {
 
 #: single tests above their module's tier, as ``module::function``
 TEST_TIERS = {
+    "test_maxsim_finite::test_fused_path_refuses_as_the_reference_path": "slow",  # Triton's CPU interpreter
+    "test_maxsim_finite::test_fused_and_reference_agree_on_what_they_accept": "slow",
+    "test_pairs_family::test_one_family_one_holm_p_and_the_pair_verdict": "crosscheck",  # statsmodels' Holm
     "test_backends::test_multimodal_and_mteb_backends_without_a_model_are_unavailable": "model",  # imports mteb
     "test_backends::test_mteb_disagreement_is_reported_with_its_reason": "model",
     "test_backends::test_mteb_main_metric_of_vidore_v2_datasets": "model",

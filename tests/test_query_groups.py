@@ -34,7 +34,7 @@ def test_fields_of_a_queries_file(tmp_path):
     assert load_query_fields(p) == {
         "q1": {"type": "visual", "language": "en", "hops": "2", "multi": "true"},  # numbers and booleans in JSON spelling
         "2": {"source": "web", "type": "extractive"},  # BEIR's metadata object; a top-level field wins
-        "q3": {"tags": "chart, table"},  # null, nested and empty values are no value
+        "q3": {"tags": ("chart", "table")},  # a list: one group per element; null, nested and empty values are no value
     }
     assert vdr.load_queries(p)["q1"].text == "a"  # the query itself is read as before
     tsv = tmp_path / "topics.tsv"

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .stats import MISSING_GROUP, ALPHA, Comparison, GroupComparison, check_alpha, compare_groups, compare_variants, describe_test
+from .stats import (MISSING_GROUP, ALPHA, Comparison, GroupComparison, check_alpha, compare_groups, compare_variants, describe_test,
+                    format_alpha, format_p, query_groups)
 from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
@@ -64,24 +65,43 @@ CONCAT = "concat"
 # the table model: computed once, rendered four ways
 
 
-def fmt_p(p: float | None) -> str:
-    """A p-value as the summary table prints it: 4 decimals, ``1.2e-05`` below 1e-4, ``n/a`` when
-    undefined (``None`` or NaN, e.g. the t-test on identical values)."""
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "n/a"
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+def _frame_value(value: object) -> object:
+    """A query field's value in :meth:`Results.to_pandas`: a string, or a list when the query is in
+    several groups (``df.explode(field)`` gives one row per group)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
-def fmt_p_short(p: float | None) -> str:
-    """A p-value in a sentence: 2 decimals from 0.01 (``0.45``), 3 from 0.001, else ``1.2e-05``;
-    ``n/a`` when undefined.
+def _overlap_note(field_name: str, member: Mapping[str, tuple[str, ...]]) -> str:
+    """The footnote saying that groups overlap (queries whose value is a list), or ``""``."""
+    multi = sum(1 for keys in member.values() if len(keys) > 1)
+    if not multi:
+        return ""
+    return (f"The groups overlap: {multi} of {len(member)} queries have several values of {field_name!r} (a list) and count in"
+            " each of their groups; the groups' sizes add up to more than the queries, and Holm counts each group's test.")
+
+
+def fmt_p(p: float | None, alpha: float | None = None) -> str:
+    """A p-value as the tables print it: 4 decimals, ``1.2e-05`` below 1e-4, ``n/a`` when undefined
+    (``None`` or NaN, e.g. the t-test on identical values); with ``alpha``, as many more digits as
+    it takes to stay on the side of ``alpha`` the exact p is on (:func:`vdr.stats.format_p`).
+
+    >>> fmt_p(0.046875), fmt_p(0.050004, 0.05), fmt_p(4e-05)
+    ('0.0469', '0.050004', '4.0e-05')
+    """
+    return format_p(p, alpha, "table")
+
+
+def fmt_p_short(p: float | None, alpha: float | None = None) -> str:
+    """A p-value in a sentence: 2 decimals from 0.01 (``0.45``), 3 from 0.001, else ``< 0.001``;
+    ``n/a`` when undefined; with ``alpha``, never rounded across it (``0.047`` for 0.046875 at
+    alpha 0.05, not ``0.05``; :func:`vdr.stats.format_p`).
 
     >>> fmt_p_short(0.4515), fmt_p_short(0.0032), fmt_p_short(4e-05), fmt_p_short(float("nan"))
-    ('0.45', '0.003', '4.0e-05', 'n/a')
+    ('0.45', '0.003', '< 0.001', 'n/a')
+    >>> fmt_p_short(0.046875, 0.05), fmt_p_short(0.0546875, 0.05)
+    ('0.047', '0.055')
     """
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "n/a"
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+    return format_p(p, alpha, "sentence")
 
 
 _TITLES = {"ndcg": "nDCG", "mrr": "MRR", "map": "MAP", "recall": "Recall", "precision": "P", "hit": "Hit", "rr": "RR"}
@@ -391,7 +411,9 @@ class Results:
         corpus: the page corpus (page images), or ``None`` when it could not be read back.
         warnings: what :meth:`load` could not read (one line each).
         query_fields: the queries' attributes, ``{query id: {field: value}}`` (extra fields of the
-            query files, a ``--groups`` TSV): what ``--group-by FIELD`` splits the queries by.
+            query files, a ``--groups`` TSV): what ``--group-by FIELD`` splits the queries by. A
+            value is a canonical group key (:func:`vdr.types.group_value`), or a tuple of them
+            when the query's field is a list (the query is in each of those groups).
         group_comparisons: the per-group comparisons of the fields of ``config.group_by`` on the
             primary metric (:func:`vdr.stats.compare_groups`), as computed by :meth:`grouped`.
         pairwise: every pair of systems (``vdr compare --pairs all``, :func:`vdr.stats.compare_pairs`);
@@ -642,7 +664,7 @@ class Results:
                 cells += [None] * 6
             else:
                 lo, hi = r["ci95"]
-                cells += [f"{r['delta']:+.4f}", fmt_p(r["p_value"]), fmt_p(r["p_value_holm"]), fmt_p(r["p_value_ttest"]),
+                cells += [f"{r['delta']:+.4f}", fmt_p(r["p_value"], alpha), fmt_p(r["p_value_holm"], alpha), fmt_p(r["p_value_ttest"], alpha),
                           f"[{lo:+.3f}, {hi:+.3f}]", f"{r['wins']}/{r['ties']}/{r['losses']}"]
                 c = self.comparison(r["backend"], r["variant"], primary)
                 mark[len(metrics) + 3] = "" if c is None else c.outcome(alpha).replace("ns", "")
@@ -659,8 +681,8 @@ class Results:
             rows, marks, sups = [r[1:] for r in rows], [m[1:] for m in marks], [x[1:] for x in sups]
         than = "the baseline run" if self.is_run_comparison else "the original queries on the same backend"
         legend = (rf"$\uparrow$/$\downarrow$: significantly higher/lower than {than} after Holm's correction"
-                  rf" ($\alpha = {alpha:g}$, paired randomization test).")
-        notes = [f"{MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant gain/loss after Holm (alpha {alpha:g})."
+                  rf" ($\alpha = {format_alpha(alpha)}$, paired randomization test).")
+        notes = [f"{MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant gain/loss after Holm (alpha {format_alpha(alpha)})."
                  if any(m for row in marks for m in row) else "", *self._notes(primary)]
         return Table(head, tuple(rows), tuple(n for n in notes if n), classes, left=1 if self.is_run_comparison else 2,
                      marks=tuple(marks), latex_sups=tuple(sups), verdicts=tuple(self.verdicts(primary, alpha)), latex_legend=legend)
@@ -688,18 +710,19 @@ class Results:
         who = f"{variant} vs {self.baseline} (baseline)" if self.is_run_comparison else f"{variant}{same}"
         where = "" if self.is_run_comparison else f" on {backend}"
         return (f"{who}: {c.delta:+.3f} {metric_title(primary)}{where} [95% CI {lo:+.3f}, {hi:+.3f}], {status} after Holm"
-                f" (p {fmt_p_short(c.p_value_holm)}, \u03b1 {alpha:g})")
+                f" (p {fmt_p_short(c.p_value_holm, alpha)}, \u03b1 {format_alpha(alpha)})")
 
     def verdicts(self, primary: str | None = None, alpha: float | None = None) -> list[str]:
-        """:meth:`verdict` of every backend x variant other than the baseline, in :attr:`runs` order."""
+        """:meth:`verdict` of every backend x variant other than the baseline, in :attr:`runs` order;
+        with every pair compared (``vdr compare --pairs all``), then :meth:`pair_verdicts`."""
         out = [self.verdict(r.backend, r.variant, primary, alpha) for r in self.runs if r.variant != self.baseline]
-        return [v for v in out if v]
+        return [v for v in out if v] + [v for v, _ in self.pair_verdicts(primary, alpha)]
 
     # ---------------------------------------------------------------- groups of queries
 
-    def groups(self, field_name: str) -> dict[str, str]:
+    def groups(self, field_name: str) -> dict[str, str | tuple[str, ...]]:
         """``{query id: value}`` of one query field (:attr:`query_fields`) over the evaluated
-        queries that have it.
+        queries that have it (a tuple: the query is in several groups, :func:`vdr.stats.query_groups`).
 
         Raises:
             InputError: no evaluated query has the field (the fields that exist are named).
@@ -770,7 +793,7 @@ class Results:
         for r in self.group_rows(field_name, primary, alpha):
             cells = ([] if run_cmp else [r["backend"]]) + [r["group"], str(r["n_queries"]), r["variant"], fmt4(r["baseline_mean"]),
                                                           fmt4(r["mean"]), f"{r['delta']:+.4f}", f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
-                                                          fmt_p(r["p_value"]), fmt_p(r["p_value_holm"]),
+                                                          fmt_p(r["p_value"], alpha), fmt_p(r["p_value_holm"], alpha),
                                                           f"{r['wins']}/{r['ties']}/{r['losses']}"]
             rows.append(tuple(cells))
             mark = [""] * len(cells)
@@ -779,14 +802,21 @@ class Results:
         who = "system" if run_cmp else "variant"
         head = (*(() if run_cmp else ("backend",)), field_name, "n", who, f"{self.baseline} {primary}", f"{who} {primary}",
                 f"d {primary}", "95% CI", "p (perm)", "p (Holm)", "W/T/L")
-        n_missing = sum(1 for q in self.query_ids if field_name not in self.query_fields.get(q, {}))
+        values = {q: self.query_fields.get(q, {}).get(field_name) for q in self.query_ids}
+        member = query_groups(self.query_ids, values)
+        n_missing = sum(1 for keys in member.values() if keys == (MISSING_GROUP,))
+        fams = {len(g.comparison.holm_family) for g in self.grouped(field_name, primary)}
+        size = "/".join(map(str, sorted(fams)))
+        fam = f"the {size} test{'' if fams == {1} else 's'} (groups x {who}s" + (")" if run_cmp else ") of each backend")
         notes = [f"Queries grouped by their field {field_name!r}; within each group, d = {who} - {self.baseline} on the group's"
-                 f" queries; p (perm): paired randomization test; p (Holm): Holm-corrected over the groups x {who}s"
-                 + ("" if run_cmp else " of each backend") + f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
-                 f" gain/loss (alpha {alpha:g}). Small groups can rarely reach significance (an exact test over n queries"
+                 f" queries; p (perm): paired randomization test; p (Holm): Holm-corrected over {fam}"
+                 f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
+                 f" gain/loss (alpha {format_alpha(alpha)}). Small groups can rarely reach significance (an exact test over n queries"
                  " cannot give p below 2/2^n)."]
+        notes += [_overlap_note(field_name, member)]
         if n_missing:
             notes.append(f"{n_missing} queries have no {field_name!r}: group (missing).")
+        notes = [n for n in notes if n]
         return Table(head, tuple(rows), tuple(notes), left=3 if not run_cmp else 2, marks=tuple(marks))
 
     def group_matrix(self, field_name: str, primary: str | None = None, alpha: float | None = None) -> Table:
@@ -810,9 +840,11 @@ class Results:
             marks.append(tuple(mark))
         head = (field_name, "n", *(v if self.is_run_comparison else f"{b}: {v}" for b, v in cols))
         primary = self.check_metric(primary or self.primary)
-        return Table(head, tuple(cells), (f"Change in {primary} against {self.baseline} within each group;"
-                                          f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {alpha:g}).",),
-                     left=1, marks=tuple(marks))
+        member = query_groups(self.query_ids, {q: self.query_fields.get(q, {}).get(field_name) for q in self.query_ids})
+        notes = (f"Change in {primary} against {self.baseline} within each group;"
+                 f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {format_alpha(alpha)}).",
+                 _overlap_note(field_name, member))
+        return Table(head, tuple(cells), tuple(n for n in notes if n), left=1, marks=tuple(marks))
 
     # ---------------------------------------------------------------- query languages (MTEB's subsets)
 
@@ -908,10 +940,9 @@ class Results:
             sups.append(("", "", *("".join(w) for w in won)))
             # ranx's LaTeX: the letters as a math superscript, the others as an invisible phantom (columns stay aligned)
             latex.append(("", "", *(_ranx_latex_sup(w, [letter[x] for x in names if x != n and letter[x] not in w]) for w in won)))
-        fam = len(self.pairwise)
         note = (f"Superscripts: the systems (by letter) that a system is significantly better than on that metric: two-sided paired"
-                f" randomization test ({describe_test(self.pairwise)}), Holm-corrected over all {fam} tests (pairs x"
-                f" {', '.join(pair_metrics)}), alpha {alpha:g}.")
+                f" randomization test ({describe_test(self.pairwise)}), Holm-corrected p (the family under the summary table)"
+                f" <= alpha {format_alpha(alpha)}.")
         return Table(("#", "run", *map(metric_label, metrics)), tuple(rows), (note,), left=2, sups=tuple(sups),
                      latex_sups=tuple(latex), latex_legend="")
 
@@ -934,12 +965,53 @@ class Results:
         for c in comps:
             lo, hi = c.ci95
             rows.append((c.variant, c.baseline, fmt4(c.rewritten), fmt4(c.original), f"{c.delta:+.4f}", f"[{lo:+.3f}, {hi:+.3f}]",
-                         fmt_p(c.p_value), fmt_p(c.p_value_holm), fmt_p(c.p_value_ttest), f"{c.wins}/{c.ties}/{c.losses}"))
+                         fmt_p(c.p_value, alpha), fmt_p(c.p_value_holm, alpha), fmt_p(c.p_value_ttest, alpha), f"{c.wins}/{c.ties}/{c.losses}"))
             marks.append(("", "", "", "", c.outcome(alpha).replace("ns", ""), "", "", "", "", ""))
         return Table(("run", "vs", primary, f"vs {primary}", f"d {primary}", "95% CI", "p (perm)", "p (Holm)", "p (t)", "W/T/L"),
                      tuple(rows), (f"d = run - vs on the same queries; W/T/L: queries where run is better/equal/worse;"
-                                   f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm over all"
-                                   f" {len(self.pairwise)} pair x metric tests (alpha {alpha:g}).",), left=2, marks=tuple(marks))
+                                   f" p (Holm): the one family under the summary table (the same p as there);"
+                                   f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm"
+                                   f" (alpha {format_alpha(alpha)}).",), left=2, marks=tuple(marks))
+
+    def _pair_family(self) -> str:
+        """The one Holm family of ``vdr compare --pairs all``, in words (stated once, under the summary)."""
+        n = len(self.names_compared_pairwise())
+        metrics = list(dict.fromkeys(c.metric for c in self.pairwise))
+        return (f"{len(self.pairwise)} tests of one family: every pair of the {n} systems ({n * (n - 1) // 2} pairs, the baseline's"
+                f" included) x {', '.join(metrics)}; each test has this one Holm p in every table")
+
+    def names_compared_pairwise(self) -> list[str]:
+        """The systems of :attr:`pairwise`, in the order they were compared (empty without pairs)."""
+        return list(dict.fromkeys(n for c in self.pairwise for n in (c.baseline, c.variant)))
+
+    def pair_verdicts(self, primary: str | None = None, alpha: float | None = None) -> list[tuple[str, str]]:
+        """``(sentence, outcome)`` for each pair of systems without the baseline whose change of
+        ``primary`` is significant at ``alpha`` after Holm (``vdr compare --pairs all``; the pairs
+        with the baseline are :meth:`verdict`'s), e.g. ``("keywords vs conversational: +0.119
+        nDCG@3 [95% CI +0.02, +0.22], significant gain after Holm (p 0.026, α 0.05)", "gain")``;
+        then one sentence counting the other pairs (outcome ``"ns"``). Empty without pairs.
+
+        Raises:
+            InputError: ``primary`` was not evaluated; ``alpha`` not in (0, 1).
+        """
+        primary = self.check_metric(primary or self.primary)
+        alpha = self._alpha(alpha)
+        pairs = [c for c in self.pairwise if c.metric == primary and self.baseline not in (c.variant, c.baseline)]
+        if not pairs:
+            return []
+        out = []
+        for c in pairs:
+            o = c.outcome(alpha)
+            if o == "ns":
+                continue
+            lo, hi = c.ci95
+            out.append((f"{c.variant} vs {c.baseline}: {c.delta:+.3f} {metric_title(primary)} [95% CI {lo:+.3f}, {hi:+.3f}],"
+                        f" significant {o} after Holm (p {fmt_p_short(c.p_value_holm, alpha)}, \u03b1 {format_alpha(alpha)})", o))
+        rest = len(pairs) - len(out)
+        if rest:
+            out.append((f"{rest} {'other ' if out else ''}pair{'s' if rest > 1 else ''} of systems without the baseline:"
+                        f" not significant after Holm (\u03b1 {format_alpha(alpha)}; every pair: the pairwise table)", "ns"))
+        return out
 
     def _notes(self, primary: str) -> list[str]:
         notes = [f"{b}: skipped: {reason}" for b, reason in self.skipped.items()]
@@ -949,7 +1021,8 @@ class Results:
             fam_metrics = list(dict.fromkeys(lab.rsplit(":", 1)[-1] for lab in fam))
             what = (f"d = run - baseline ({self.baseline}) on the same queries" if self.is_run_comparison
                     else "d = rewritten - original on the same backend and queries")
-            family = (f"{len(fam)} tests (runs x {', '.join(fam_metrics)})" if self.is_run_comparison
+            family = (self._pair_family() if self.pairwise and fam == tuple(c.label for c in self.pairwise)
+                      else f"{len(fam)} tests (runs x {', '.join(fam_metrics)})" if self.is_run_comparison
                       else f"{len(fam)} tests (variants x {', '.join(fam_metrics)}) of each backend")
             tail = "" if self.is_run_comparison else f" Backends reported separately ({len({b for b, _ in comps})} compared)."
             notes.append(
@@ -1078,7 +1151,7 @@ class Results:
         df = pd.DataFrame.from_records(list(self._long_rows()), columns=list(PER_QUERY_COLUMNS))
         df["value"] = df["value"].astype("float64")
         for f in self.group_fields:
-            df[f] = df["query_id"].map(lambda q, f=f: self.query_fields.get(q, {}).get(f, MISSING_GROUP))
+            df[f] = df["query_id"].map(lambda q, f=f: _frame_value(self.query_fields.get(q, {}).get(f, MISSING_GROUP)))
         return df
 
     def largest_changes(self, backend: str, variant: str | int | None = None, *, top: int = 5,
@@ -1266,7 +1339,8 @@ class Results:
         comparisons = [(c["backend"], _comparison_from_doc(c, path)) for c in doc.get("comparisons") or []]
         groups = [GroupComparison(g["backend"], g["field"], g["group"], _comparison_from_doc(g, path)) for g in doc.get("groups") or []]
         pairwise = [_comparison_from_doc(c, path) for c in doc.get("pairwise") or []]
-        fields = {str(q): {str(k): str(v) for k, v in f.items()} for q, f in (doc.get("query_fields") or {}).items()}
+        fields = {str(q): {str(k): tuple(map(str, v)) if isinstance(v, list) else str(v) for k, v in f.items()}
+                  for q, f in (doc.get("query_fields") or {}).items()}
         config = doc.get("config") or {}
         rel = config.get(RELATIVE_INPUTS) or {}
         qrels = _optional(config.get("qrels"), root, "qrels file", load_qrels, "relevance marks not shown", warnings, rel.get("qrels"))

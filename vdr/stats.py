@@ -44,11 +44,12 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
 
 from .errors import AlignmentError, InputError
-from .types import ORIGINAL
+from .types import ORIGINAL, group_keys
 
 __all__ = [
     "Comparison",
@@ -64,12 +65,17 @@ __all__ = [
     "describe_test",
     "compare_variants",
     "compare_pairs",
+    "adopt_pair_family",
     "compare_groups",
     "GroupComparison",
     "group_order",
+    "query_groups",
+    "overlapping",
     "MISSING_GROUP",
     "check_alpha",
     "outcome",
+    "format_p",
+    "format_alpha",
     "ALPHA",
     "MAX_EXACT_QUERIES",
 ]
@@ -92,6 +98,75 @@ def outcome(delta: float, p_value_holm: float, alpha: float = ALPHA) -> str:
     if p_value_holm is None or math.isnan(p_value_holm) or p_value_holm > alpha or delta == 0:
         return "ns"
     return "gain" if delta > 0 else "loss"
+
+
+def format_alpha(alpha: float) -> str:
+    """``alpha`` as every sentence and note prints it: the shortest ``%g`` form that reads back as
+    the same float (``0.05``), else Python's ``repr``.
+
+    >>> format_alpha(0.05), format_alpha(0.0123456789)
+    ('0.05', '0.0123456789')
+    """
+    short = f"{float(alpha):g}"
+    return short if float(short) == float(alpha) else repr(float(alpha))
+
+
+#: below this p a sentence says ``p < 0.001`` (when ``alpha`` is at least this, so that it decides)
+P_FLOOR = Decimal("0.001")
+
+
+def _p_text(p: float, decimals: int | None, sig: int) -> tuple[str, Decimal]:
+    """``p`` rounded half-even from its exact binary value: to ``decimals`` places (fixed point),
+    or to ``sig`` significant digits (scientific, ``decimals=None``); the text and its value."""
+    exact = Decimal(p)
+    if decimals is not None:
+        r = exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN)
+        return f"{r:.{decimals}f}", r
+    if p == 0:
+        return f"{0:.{sig - 1}e}", Decimal(0)
+    text = f"{exact:.{sig - 1}e}"  # Decimal's own formatting rounds half-even from the exact value
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent):+03d}", Decimal(text)
+
+
+def format_p(p: float | None, alpha: float | None = None, style: str = "table") -> str:
+    """A p-value as vdr prints it, never rounded across ``alpha``.
+
+    ``style="table"``: 4 decimals (``0.0469``), ``1.2e-05`` below 1e-4; ``style="sentence"``: 2
+    decimals from 0.01 (``0.45``), 3 from 0.001 (``0.003``), ``< 0.001`` below (scientific,
+    ``1.2e-05``, when ``alpha`` is below 0.001). With ``alpha``, digits are added until the printed
+    value lies on the same side of ``alpha`` (as :func:`format_alpha` prints it) as the exact p, and
+    equals it only when p equals ``alpha`` exactly: a reader comparing the two numbers reaches the
+    verdict of :func:`outcome` (``p <= alpha``). ``n/a`` when undefined (``None`` or NaN, e.g. the
+    t-test on identical values).
+
+    >>> format_p(0.046875, 0.05, "sentence"), format_p(0.0546875, 0.05, "sentence")
+    ('0.047', '0.055')
+    >>> format_p(0.0004, 0.05, "sentence"), format_p(0.05, 0.05, "sentence"), format_p(0.050004, 0.05)
+    ('< 0.001', '0.05', '0.050004')
+
+    Raises:
+        InputError: ``alpha`` not in (0, 1); ``style`` unknown.
+    """
+    if style not in ("table", "sentence"):
+        raise InputError(f"p-value style must be 'table' or 'sentence', got {style!r}")
+    if p is None or (isinstance(p, (float, np.floating)) and math.isnan(p)):
+        return "n/a"
+    p = float(p)
+    a = None if alpha is None else Decimal(format_alpha(check_alpha(alpha)))
+    if style == "sentence" and p < P_FLOOR and (a is None or a >= P_FLOOR):
+        return f"< {P_FLOOR}"
+    if style == "table":
+        decimals = 4 if p >= 1e-4 else None
+    else:
+        decimals = 2 if p >= 0.01 else 3 if p >= 0.001 else None
+    sig = 2
+    for _ in range(40):  # 17 significant digits always decide; the bound only guards the loop
+        text, value = _p_text(p, decimals, sig)
+        if a is None or (value > a) == (p > alpha) and (value < a) == (p < alpha):
+            return text
+        decimals, sig = (None if decimals is None else decimals + 1), sig + 1
+    return repr(p)
 
 
 def check_alpha(alpha: object) -> float:
@@ -732,6 +807,27 @@ def compare_pairs(
     return holm_adjust(comps) if comps else []
 
 
+def adopt_pair_family(comparisons: Sequence[tuple[str, Comparison]], pairwise: Sequence[Comparison],
+                      baseline: str) -> list[tuple[str, Comparison]]:
+    """``comparisons`` (each system against ``baseline``, :func:`compare_variants`) with the p-values of the same test in the
+    family of every pair (:func:`compare_pairs`): one family definition, one Holm p per test, so a
+    pair shows the same ``p_value_holm`` in every table. The test of a pair is the same in both
+    lists (same per-query values, same seed); its randomization p-value is two-sided, so the
+    direction of the pair does not change it.
+
+    Raises:
+        InputError: a comparison whose pair and metric are not in ``pairwise``.
+    """
+    by_pair = {(frozenset((c.variant, c.baseline)), c.metric): c for c in pairwise}
+    out = []
+    for backend, c in comparisons:
+        pc = by_pair.get((frozenset((c.variant, baseline)), c.metric))
+        if pc is None:
+            raise InputError(f"{c.variant} vs {baseline} on {c.metric} is not among the pairwise comparisons")
+        out.append((backend, replace(c, p_value=pc.p_value, p_value_holm=pc.p_value_holm, holm_family=pc.holm_family)))
+    return out
+
+
 #: The group of queries that lack a value of the grouping field.
 MISSING_GROUP = "(missing)"
 
@@ -761,15 +857,45 @@ class GroupComparison:
         return dict(self.comparison.to_dict(), backend=self.backend, field=self.field, group=self.group)
 
 
-def group_order(query_ids: Sequence[str], values: Mapping[str, str]) -> list[str]:
-    """The groups of ``values`` (``{query id: group}``) met along ``query_ids``, in order of first
+def query_groups(query_ids: Sequence[str], values: Mapping[str, object]) -> dict[str, tuple[str, ...]]:
+    """``{query id: its groups}`` along ``query_ids``: the canonical keys of its value
+    (:func:`vdr.types.group_keys`: NFC strings, numbers by value, a list's elements, so one query
+    can be in several groups), ``(MISSING_GROUP,)`` when it has no value.
+
+    >>> query_groups(["q1", "q2", "q3"], {"q1": ["a", "b"], "q2": 1.0})
+    {'q1': ('a', 'b'), 'q2': ('1',), 'q3': ('(missing)',)}
+
+    Raises:
+        InputError: a value that cannot be a key (an object, a nested list, NaN), naming the query.
+    """
+    out = {}
+    for q in query_ids:
+        try:
+            keys = group_keys(values.get(q))
+        except InputError as e:
+            raise InputError(f"query {q!r}: {e}", id=q) from None
+        out[q] = keys or (MISSING_GROUP,)
+    return out
+
+
+def group_order(query_ids: Sequence[str], values: Mapping[str, object]) -> list[str]:
+    """The groups of ``values`` (``{query id: value}``; a list value puts its query in each of
+    its elements' groups, :func:`query_groups`) met along ``query_ids``, in order of first
     appearance; :data:`MISSING_GROUP` last when some query has no value.
 
-    >>> group_order(["q1", "q2", "q3", "q4"], {"q1": "visual", "q2": "text", "q3": "visual"})
+    >>> group_order(["q1", "q2", "q3", "q4"], {"q1": "visual", "q2": ["text", "visual"], "q3": "visual"})
     ['visual', 'text', '(missing)']
+
+    Raises:
+        InputError: as :func:`query_groups`.
     """
-    seen = dict.fromkeys(values[q] for q in query_ids if q in values)
-    return [*seen, *([MISSING_GROUP] if any(q not in values for q in query_ids) else [])]
+    seen = dict.fromkeys(k for keys in query_groups(query_ids, values).values() for k in keys if k != MISSING_GROUP)
+    return [*seen, *([MISSING_GROUP] if any(not group_keys(values.get(q)) for q in query_ids) else [])]
+
+
+def overlapping(query_ids: Sequence[str], values: Mapping[str, object]) -> int:
+    """How many of ``query_ids`` belong to more than one group of ``values`` (:func:`query_groups`)."""
+    return sum(1 for keys in query_groups(query_ids, values).values() if len(keys) > 1)
 
 
 def compare_groups(
@@ -784,8 +910,10 @@ def compare_groups(
 ) -> list[GroupComparison]:
     """Each variant against ``baseline`` within each group of queries (``--group-by FIELD``).
 
-    For each backend and field, the queries are split by the field's value (:func:`group_order`;
-    queries without a value form :data:`MISSING_GROUP`); within each group every variant is
+    For each backend and field, the queries are split by the field's canonical value
+    (:func:`group_order`, :func:`vdr.types.group_keys`: NFC strings, numbers by value; a query whose
+    value is a list is in the group of each element, so groups can overlap; queries without a
+    value form :data:`MISSING_GROUP`); within each group every variant is
     compared with the baseline on ``metric`` (:func:`compare_arrays` on the group's queries: paired
     randomization test, t-test, bootstrap CI, W/T/L); then the randomization p-values of all groups
     x variants of that backend and field are Holm-adjusted as one family (labels
@@ -794,7 +922,7 @@ def compare_groups(
 
     Args:
         results: ``{backend: {variant: MetricsResult}}``; every backend holds ``baseline``.
-        groups: ``{field: {query id: value}}`` (strings).
+        groups: ``{field: {query id: value}}``: a string, number, boolean or a list of them.
         metric: the metric compared (the primary metric).
         baseline, n_permutations, n_bootstrap, seed: see :func:`compare_variants`.
 
@@ -802,7 +930,8 @@ def compare_groups(
         :class:`GroupComparison` records: backend, then field, then group, then variant order.
 
     Raises:
-        InputError: a backend without ``baseline``, a metric missing from a result.
+        InputError: a backend without ``baseline``, a metric missing from a result, a value that
+            cannot be a key (named with its query, :func:`query_groups`).
     """
     out: list[GroupComparison] = []
     for backend, by_variant in results.items():
@@ -813,8 +942,9 @@ def compare_groups(
             raise InputError(f"metric {metric!r} is missing from the {baseline!r} result of backend {backend!r}")
         for field_name, values in groups.items():
             family: list[GroupComparison] = []
+            member = query_groups(ids, values)
             for group in group_order(ids, values):
-                idx = np.array([i for i, q in enumerate(ids) if values.get(q, MISSING_GROUP) == group], dtype=np.int64)
+                idx = np.array([i for i, q in enumerate(ids) if group in member[q]], dtype=np.int64)
                 for variant, result in by_variant.items():
                     if variant == baseline:
                         continue

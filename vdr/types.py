@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
@@ -22,7 +23,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Qrels", "Run", "Query", "QuerySet", "to_id", "duplicate_texts", "ORIGINAL"]
+__all__ = ["Qrels", "Run", "Query", "QuerySet", "to_id", "duplicate_texts", "ORIGINAL", "group_keys", "group_value"]
 
 ORIGINAL = "original"
 """Name of the original queries' variant (the baseline every rewrite variant is compared with)."""
@@ -53,6 +54,68 @@ def to_id(value: object, *, what: str = "id", path: str | None = None, line: int
 
 
 _SCORE_TYPES = {float, int, np.float64, np.float32, np.float16, np.int64, np.int32}
+
+
+def _scalar_key(value: object) -> str | None:
+    """One scalar query-field value as a canonical group key (:func:`group_keys`); ``None`` for no
+    value (null, a blank string). Raises InputError for a value that cannot be a key."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = unicodedata.normalize("NFC", value)
+        return text if text.strip() else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"a group value must be finite, got {value!r}")
+        return str(int(value)) if value.is_integer() else repr(value)
+    raise InputError(f"a group value must be a string, a number, a boolean or a list of them, got {type(value).__name__} {value!r}")
+
+
+def group_keys(value: object) -> tuple[str, ...]:
+    """The canonical groups (``--group-by``) of one query's field value, in order, without repeats.
+
+    Strings are NFC-normalised (Unicode's canonical composition: ``"e\\u0301"`` and ``"\\u00e9"``
+    are one key); numbers are keyed by value in JSON's integer spelling when integral (``1``,
+    ``1.0`` -> ``"1"``; ``1.5`` -> ``"1.5"``); booleans ``"true"``/``"false"``; a list puts the
+    query in the group of each element (ViDoRe V3's ``query_types: ["multi-hop", "numerical"]``,
+    so groups can overlap). Null, blank strings and empty lists are no value: ``()``.
+
+    >>> group_keys("cafe\\u0301") == group_keys("caf\\u00e9"), group_keys(1.0), group_keys(["b", "a", "b"]), group_keys(None)
+    (True, ('1',), ('b', 'a'), ())
+
+    Raises:
+        InputError: a value that cannot be a key: an object (dict), a list inside a list, NaN or
+            infinity, any other type (the caller adds file, line and query id).
+    """
+    if isinstance(value, (list, tuple)):
+        keys = []
+        for v in value:
+            if isinstance(v, (list, tuple, dict)):
+                raise InputError(f"a group value's list must hold strings, numbers or booleans, got {type(v).__name__} {v!r}")
+            keys.append(_scalar_key(v))
+        return tuple(dict.fromkeys(k for k in keys if k is not None))
+    key = _scalar_key(value)
+    return () if key is None else (key,)
+
+
+def group_value(value: object) -> str | tuple[str, ...] | None:
+    """A query field's value as stored (:attr:`vdr.results.Results.query_fields`): its one
+    canonical key (:func:`group_keys`) as a string, several keys as a tuple, ``None`` for no value.
+
+    >>> group_value(2.0), group_value(["multi-hop", "numerical"]), group_value(["x"]), group_value("")
+    ('2', ('multi-hop', 'numerical'), 'x', None)
+
+    Raises:
+        InputError: as :func:`group_keys`.
+    """
+    keys = group_keys(value)
+    return None if not keys else keys[0] if len(keys) == 1 else keys
 
 
 def _all_str_ids(ids: Iterable) -> bool:

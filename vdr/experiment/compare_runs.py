@@ -6,7 +6,8 @@ Every run is evaluated on the qrels' query set (a query a run lacks scores 0, as
 by :func:`vdr.stats.compare_variants`: paired randomization test (exact over all ``2^n`` sign
 assignments for ``n <= 16`` queries), paired t-test, 95% bootstrap CI of the mean change,
 wins/ties/losses, Holm over all runs x metrics. With ``pairs="all"`` every pair of runs is also
-compared (ranx's matrix, :func:`vdr.stats.compare_pairs`: Holm over all pairs x metrics); with
+compared (ranx's matrix, :func:`vdr.stats.compare_pairs`: Holm over all pairs x metrics, the one family of
+every test, those against the baseline included: one Holm p per test in every table); with
 ``group_by`` each run is compared with the baseline within each group of queries
 (:func:`vdr.stats.compare_groups`). The outcome is a :class:`~vdr.results.Results`
 (one pseudo-backend ``runs``, one variant per run, the baseline first) written like
@@ -26,7 +27,7 @@ from typing import Any
 
 from ..io.digest import file_sha256
 from ..options import with_keywords
-from ..stats import check_alpha, compare_pairs, compare_variants
+from ..stats import adopt_pair_family, check_alpha, compare_pairs, compare_variants
 from ..errors import InputError
 from .inputs import check_name
 from ..io.formats import load_qrels, load_queries, load_run, read_query_fields
@@ -265,6 +266,8 @@ def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
                                    n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
     pairwise = (compare_pairs(by_name, plan.compared_names, n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
                 if o.pairs == "all" else [])
+    if pairwise:  # one family: the tests against the baseline are pairs too, with the one Holm p of every pair
+        comparisons = adopt_pair_family(comparisons, pairwise, baseline)
     config = {
         "command": "compare", "qrels": qrels_path, "runs": {n: named[n][1] for n in order}, "baseline": baseline,
         "variants": order, "backends": [RUNS_BACKEND], "k": list(plan.cutoffs), "seed": o.seed, "relevance_level": o.relevance_level,

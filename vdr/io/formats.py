@@ -29,13 +29,14 @@ import json
 import logging
 import math
 import re
+import unicodedata
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from ..errors import AlignmentError, InputError, VdrWarning
-from ..types import Qrels, Query, QuerySet, Run, to_id
+from ..types import Qrels, Query, QuerySet, Run, group_value, to_id
 from ._lines import json_object, read_lines
 from .atomic import atomic_write
 
@@ -388,42 +389,45 @@ def load_queries(path: str | Path, name: str = "original", format: Literal["auto
 _QUERY_KEYS = frozenset({"_id", "text", "history", "qid", "rewrite"})
 
 
-def _field_value(value: object) -> str | None:
-    """A query field's value as a group label: strings as they are, numbers and booleans in JSON
-    spelling, a list of scalars joined with ``", "``; ``None`` for null, an empty string or list, or
-    a nested object (no single value)."""
-    if value is None or isinstance(value, dict):
+def _field_value(value: object, keep: bool, path: Path, no: int, qid: str) -> str | tuple[str, ...] | None:
+    """A query field's value as its canonical group (:func:`vdr.types.group_value`: NFC strings,
+    numbers by value, a list as the tuple of its elements' groups); ``None`` for no value. A value
+    that cannot be a key (an object, a nested list, NaN) is refused when the field is grouped by
+    (``keep``), else left out."""
+    try:
+        return group_value(value)
+    except InputError as e:
+        if keep:
+            raise InputError(f"{e}; it cannot name a group", path=path, line=no, id=qid) from None
         return None
-    if isinstance(value, str):
-        return value if value.strip() else None
-    if isinstance(value, list):
-        if any(isinstance(v, (dict, list)) for v in value):
-            return None
-        return ", ".join(p for p in (_field_value(v) for v in value) if p) or None
-    return json.dumps(value)
 
 
-def load_query_fields(path: str | Path) -> dict[str, dict[str, str]]:
+def load_query_fields(path: str | Path, group_by: Sequence[str] = ()) -> dict[str, dict[str, str | tuple[str, ...]]]:
     """The attributes of each query of a BEIR ``queries.jsonl`` (``--group-by FIELD``): every field
     of a line other than ``_id``, ``text`` and ``history`` (``type``, ``language``, ``format``, ...)
     and the scalar entries of a ``metadata`` object (BEIR's place for them; a top-level field of the
-    same name wins). Values become strings (:func:`_field_value`: numbers in JSON spelling, lists
-    joined with ``", "``); null, empty and nested values are left out (the query has no value).
+    same name wins). Values become canonical group keys (:func:`vdr.types.group_keys`: strings
+    NFC-normalised, numbers by value in JSON's integer spelling when integral, ``1`` and ``1.0``
+    alike, booleans ``true``/``false``); a list becomes the tuple of its elements' keys (the query
+    belongs to each of those groups: ViDoRe V3's ``query_types``); null and empty values are left
+    out (the query has no value).
 
     Args:
         path: a queries file as :func:`load_queries` reads it; TSV topics have no fields (``{}``).
+        group_by: the fields grouped by: a value of one of them that cannot be a key is refused.
 
     Returns:
         ``{query id: {field: value}}`` in file order, for the queries that have at least one field.
 
     Raises:
-        InputError: as :func:`load_queries` (invalid JSON, a missing ``_id``; file and line named).
+        InputError: as :func:`load_queries` (invalid JSON, a missing ``_id``; file and line named);
+            a grouped field whose value is an object, a nested list or NaN (file, line, query id).
     """
     path = Path(path)
     first = _first_line(path)
     if path.suffix.lower() in (".tsv", ".txt", ".topics") or (first.strip() and not first.lstrip().startswith("{")):
         return {}
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, str | tuple[str, ...]]] = {}
     for no, line in read_lines(path):
         if not line.strip():
             continue
@@ -435,7 +439,7 @@ def load_query_fields(path: str | Path) -> dict[str, dict[str, str]]:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         fields = {str(k): v for k, v in meta.items()}
         fields.update((k, v) for k, v in obj.items() if k not in _QUERY_KEYS and k != "metadata")
-        kept = {k: x for k, x in ((k, _field_value(v)) for k, v in fields.items()) if x is not None}
+        kept = {k: x for k, x in ((k, _field_value(v, k in group_by, path, no, qid)) for k, v in fields.items()) if x is not None}
         if kept:
             out[qid] = kept
     return out
@@ -449,7 +453,7 @@ def load_query_groups(path: str | Path) -> dict[str, dict[str, str]]:
     an optional header ``query-id<TAB>field<TAB>value`` is skipped): ``vdr evaluate --groups``.
 
     Returns:
-        ``{query id: {field: value}}`` in file order.
+        ``{query id: {field: value}}`` in file order; values NFC-normalised (:func:`vdr.types.group_keys`).
 
     Raises:
         InputError: a line without exactly three tab-separated columns, an empty id, field or
@@ -465,6 +469,7 @@ def load_query_groups(path: str | Path) -> dict[str, dict[str, str]]:
         if len(cols) != 3:
             raise InputError(f"expected 'query-id<TAB>field<TAB>value' (3 tab-separated columns), got {len(cols)}", path=path, line=no)
         qid, name, value = (c.strip() for c in cols)
+        value = unicodedata.normalize("NFC", value)  # one spelling per group (vdr.types.group_keys)
         if not where and not out and all(c.lower() in h for c, h in zip((qid, name, value), _GROUP_HEADER)):
             continue
         if not qid or not name or not value:
@@ -478,7 +483,7 @@ def load_query_groups(path: str | Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def read_query_fields(queries=(), groups: str | Path | None = None, group_by=()) -> dict[str, dict[str, str]]:
+def read_query_fields(queries=(), groups: str | Path | None = None, group_by=()) -> dict[str, dict[str, str | tuple[str, ...]]]:
     """The attributes of the queries from every source, for ``--group-by``: the extra fields of
     each query file in ``queries`` (:func:`load_query_fields`; the first file that gives a query a
     field wins: the originals before the rewrites), then the TSV ``groups``
@@ -496,9 +501,9 @@ def read_query_fields(queries=(), groups: str | Path | None = None, group_by=())
         InputError: a malformed file (file and line named); a field of ``group_by`` that no query
             has (the fields found are listed).
     """
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, str | tuple[str, ...]]] = {}
     for path in (p for p in queries if p is not None):
-        for q, f in load_query_fields(path).items():
+        for q, f in load_query_fields(path, tuple(group_by)).items():
             have = out.setdefault(q, {})
             for k, v in f.items():
                 have.setdefault(k, v)

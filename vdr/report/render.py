@@ -13,7 +13,8 @@ has no script and no external URL, and forbids any network load with a Content-S
 (``default-src 'none'; img-src data:; style-src 'unsafe-inline'``; ``img-src`` covers the CSS
 backgrounds). A click on a page thumbnail opens the page full size: the page image file, copied
 beside the report into ``<report name>_pages/`` (a link, so the HTML stays small; the thumbnails
-work without that folder). Passages (passage corpora) are shown as text. Every text that comes
+work without that folder; the link is percent-encoded, :func:`relative_url`, so a report named
+with ``#``, ``%``, ``?`` or a space still opens its pages). Passages (passage corpora) are shown as text. Every text that comes
 from the user (query texts, history, page ids, paths, reasons) is HTML-escaped; a missing value is
 shown as ``—``. Output is deterministic: no timestamps, seeded bootstrap and jitter. The results
 are read only through :meth:`vdr.results.Results.load`.
@@ -32,6 +33,7 @@ import inspect
 import io
 import json
 import shutil
+from urllib.parse import quote
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,14 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import bootstrap_ci
+from ..stats import bootstrap_ci, format_alpha
 from ..errors import InputError, VdrError
 from ..io.atomic import write_text_atomic
 from ..options import with_keywords
 from ..results import MARK_SYMBOLS, Results, Table, fmt4, md_escape as _md
 from ..results import html_escape as esc
 
-__all__ = ["report", "ReportPaths", "ReportOptions", "bar_metrics", "hole_metric", "THUMB_WIDTH", "pages_dir_of"]
+__all__ = ["report", "ReportPaths", "ReportOptions", "bar_metrics", "hole_metric", "THUMB_WIDTH", "pages_dir_of",
+           "relative_url"]
 
 THUMB_WIDTH = 150
 THUMB_MAX_HEIGHT = 220
@@ -113,6 +116,20 @@ def pages_dir_of(html: str | Path) -> Path:
     (``report.html`` -> ``report_pages/``)."""
     html = Path(html)
     return html.with_name(html.stem + "_pages")
+
+
+def relative_url(*segments: str) -> str:
+    """A relative link to the file ``segments`` (folder names, then the file name) as a browser
+    reads it: each segment percent-encoded as RFC 3986 requires of a path segment (UTF-8; ``#``,
+    ``%``, ``?``, spaces and every other character outside the unreserved set escaped), joined by
+    ``/``; the HTML attribute escaping comes on top (:func:`html_escape`).
+
+    >>> relative_url("my report #2 (50% ?)_pages", "images/p-1.png")
+    'my%20report%20%232%20%2850%25%20%3F%29_pages/images/p-1.png'
+    >>> relative_url("résumé_pages", "a.png")
+    'r%C3%A9sum%C3%A9_pages/a.png'
+    """
+    return "/".join(quote(part, safe="") for seg in segments for part in seg.split("/"))
 
 
 def _show(x: object) -> str:
@@ -255,7 +272,7 @@ class _Thumbs:
             else:
                 pic = f'<div class="pg {name}" role="img" aria-label="{esc(corpus_id)}"></div>'
                 if corpus_id in self.files:
-                    href = f"{self.pages.name}/{self.files[corpus_id]}"
+                    href = relative_url(self.pages.name, self.files[corpus_id])
                     pic = f'<a class="full" href="{esc(href)}" target="_blank" title="open the page full size">{pic}</a>'
         return (f'<figure class="thumb {cls}">{pic}<figcaption>{caption}<br><span class="id">{esc(corpus_id)}</span>'
                 f'<br><span class="mark">{esc(mark)}</span></figcaption></figure>')
@@ -544,7 +561,8 @@ def _judge_section(root: Path) -> tuple[str, list[str]]:
 
 
 def _verdicts_section(res: Results, p: str, alpha: float, words: _Words) -> tuple[str, list[str]]:
-    """One sentence per backend x variant (:meth:`Results.verdicts`), coloured by its outcome."""
+    """One sentence per backend x variant (:meth:`Results.verdicts`), coloured by its outcome; with
+    every pair compared, the significant pairs without the baseline (:meth:`Results.pair_verdicts`)."""
     items, md = [], []
     for r in res.runs:
         if r.variant == res.baseline:
@@ -557,13 +575,17 @@ def _verdicts_section(res: Results, p: str, alpha: float, words: _Words) -> tupl
         sym = f"{MARK_SYMBOLS[o]} " if o in MARK_SYMBOLS else ""
         items.append(f'<li class="{o}">{sym}{esc(v)}</li>')
         md.append(f"- {sym}{_md(v)}")
+    for v, o in res.pair_verdicts(p, alpha):  # vdr compare --pairs all: significant pairs without the baseline
+        sym = f"{MARK_SYMBOLS[o]} " if o in MARK_SYMBOLS else ""
+        items.append(f'<li class="{o}">{sym}{esc(v)}</li>')
+        md.append(f"- {sym}{_md(v)}")
     if not items:
         note = f"No {words.who} to compare with {words.base}."
         return f'<h2 id="verdicts">Verdicts</h2><p class="note">{esc(note)}</p>', ["## Verdicts", "", note, ""]
     what = (f"each system against the baseline {words.base}" if words.systems
             else "each rewrite variant against the original queries on the same backend")
     head = (f'<h2 id="verdicts">Verdicts</h2><p class="note">The change of {esc(p)}, {esc(what)}, with its 95% bootstrap interval; '
-            f"significant when the Holm-corrected p of the paired randomization test is at most {alpha:g}.</p>")
+            f"significant when the Holm-corrected p of the paired randomization test is at most {format_alpha(alpha)}.</p>")
     return head + '<ul class="verdicts">' + "".join(items) + "</ul>", ["## Verdicts", "", *md, ""]
 
 

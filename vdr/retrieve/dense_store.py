@@ -207,25 +207,57 @@ def faiss_info() -> tuple[object | None, str]:
     return faiss, f"faiss {faiss.__version__} IndexFlatIP ({'gpu' if gpus else 'cpu'})"
 
 
+#: The scores :class:`ExactSearcher` computes: sentence-transformers' ``dot_score`` (cosine when the
+#: rows and queries are unit vectors), ``euclidean_sim`` and ``manhattan_sim`` (minus the distance).
+SEARCH_SIMILARITIES = ("dot", "euclidean", "manhattan")
+
+
+def similarity_scores(Q: np.ndarray, P: np.ndarray, similarity: str) -> np.ndarray:
+    """Scores of queries ``Q`` ``(nq, dim)`` against rows ``P`` ``(n, dim)``: ``(nq, n)`` in the
+    inputs' dtype (float64 inputs for exact scores), as sentence-transformers' ``dot_score``,
+    ``euclidean_sim`` (``-||q - p||_2``) and ``manhattan_sim`` (``-||q - p||_1``) define them.
+
+    Raises:
+        InputError: an unknown ``similarity``.
+    """
+    if similarity == "dot":
+        return Q @ P.T
+    if similarity == "euclidean":
+        return -np.sqrt(np.maximum(((Q[:, None, :] - P[None, :, :]) ** 2).sum(axis=2), 0))
+    if similarity == "manhattan":
+        return -np.abs(Q[:, None, :] - P[None, :, :]).sum(axis=2)
+    raise InputError(f"similarity must be one of {', '.join(SEARCH_SIMILARITIES)}, got {similarity!r}")
+
+
 class ExactSearcher:
-    """Exact maximum-inner-product search of a :class:`VectorStore`, a passage scored by its best row.
+    """Exact search of a :class:`VectorStore`, a passage scored by its best row: maximum inner
+    product, or the smallest Euclidean or Manhattan distance (:func:`similarity_scores`).
 
     Args:
         store: the store.
-        engine: ``"auto"`` (FAISS when importable, else NumPy), ``"faiss"`` or ``"numpy"``.
+        engine: ``"auto"`` (FAISS when importable, else NumPy), ``"faiss"`` or ``"numpy"``;
+            FAISS serves ``"dot"`` only (the distances are scored by NumPy).
         chunk_rows: rows per float32 chunk (memory: ``chunk_rows x dim x 4`` bytes per chunk).
         resident_bytes: when the whole store in float32 takes at most this, its chunks (and FAISS
             indexes) are kept between searches (repeated small searches, rewards); else every search
             streams the store from disk.
+        similarity: ``"dot"`` (default), ``"euclidean"`` or ``"manhattan"``.
 
     Raises:
-        InputError: an unknown engine, or ``"faiss"`` without faiss installed.
+        InputError: an unknown engine or similarity, or ``"faiss"`` without faiss installed or
+            with a distance.
     """
 
-    def __init__(self, store: VectorStore, engine: str = "auto", chunk_rows: int = 65536, resident_bytes: int = 512 << 20) -> None:
+    def __init__(self, store: VectorStore, engine: str = "auto", chunk_rows: int = 65536, resident_bytes: int = 512 << 20,
+                 similarity: str = "dot") -> None:
         if engine not in ("auto", "faiss", "numpy"):
             raise InputError(f"search engine must be 'auto', 'faiss' or 'numpy', got {engine!r}")
-        faiss, desc = faiss_info() if engine != "numpy" else (None, "numpy")
+        if similarity not in SEARCH_SIMILARITIES:
+            raise InputError(f"similarity must be one of {', '.join(SEARCH_SIMILARITIES)}, got {similarity!r}")
+        if engine == "faiss" and similarity != "dot":
+            raise InputError(f"search engine 'faiss' scores inner products only; similarity {similarity!r} needs search='numpy' or 'auto'")
+        self.similarity = similarity
+        faiss, desc = faiss_info() if engine != "numpy" and similarity == "dot" else (None, "numpy")
         if engine == "faiss" and faiss is None:
             raise InputError("search engine 'faiss' needs faiss-cpu (pip install faiss-cpu) or faiss-gpu")
         self.store, self._faiss, self.engine = store, faiss, desc
@@ -272,9 +304,10 @@ class ExactSearcher:
         n_seg, windows = len(first), len(first) < item.shape[0]
         c = min(n_seg, depth + 16)
         P, V = np.empty((len(Q), c), dtype=np.int64), np.empty((len(Q), c), dtype=np.float32)
-        step = max(1, (1 << 24) // item.shape[0])  # queries per block: the score block stays <= 64 MiB
+        width = item.shape[0] * (1 if self.similarity == "dot" else item.shape[1])  # a distance holds (block, rows, dim)
+        step = max(1, (1 << 24) // width)  # queries per block: the score block stays <= 64 MiB
         for a in range(0, len(Q), step):
-            S = Q[a : a + step] @ item.T  # (block, rows) float32
+            S = similarity_scores(Q[a : a + step], item, self.similarity)  # (block, rows) float32
             best = np.maximum.reduceat(S, first, axis=1) if windows else S  # a passage's best row
             top = np.argpartition(best, n_seg - c, axis=1)[:, n_seg - c :] if c < n_seg else np.broadcast_to(np.arange(n_seg), best.shape)
             P[a : a + step], V[a : a + step] = seg[first][top], np.take_along_axis(best, top, axis=1)
@@ -297,12 +330,18 @@ class ExactSearcher:
         return np.take_along_axis(P, top, axis=1), np.take_along_axis(V, top, axis=1)
 
     def _rescore(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Best-row inner product of passages ``p`` with query ``q``, float64 (deterministic)."""
+        """Best-row score of passages ``p`` with query ``q``, float64 (deterministic)."""
         off = self.store.offsets
         starts, ends = off[p], off[p + 1]
         lens = ends - starts
         rows = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        s = (np.asarray(self.store.vectors[rows], dtype=np.float64) * q.astype(np.float64)).sum(axis=1)
+        v, q64 = np.asarray(self.store.vectors[rows], dtype=np.float64), q.astype(np.float64)
+        if self.similarity == "dot":
+            s = (v * q64).sum(axis=1)
+        elif self.similarity == "euclidean":
+            s = -np.sqrt(((v - q64) ** 2).sum(axis=1))
+        else:
+            s = -np.abs(v - q64).sum(axis=1)
         return np.maximum.reduceat(s, np.concatenate([[0], np.cumsum(lens)[:-1]]))
 
     def search(self, Q: np.ndarray, depth: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -36,6 +36,13 @@ How vdr computes it:
   products, what TF32 / fp16 kernels compute. On the reference path the rounding is applied to the
   vectors explicitly (:func:`round_to`), so the variants give the same scores on every device up to
   float32 summation order. Only ``"exact"`` stays within 1e-5 (relative) of the float32 reference.
+* **Non-finite vectors are refused** on every path (reference, fused kernel; lists, packed pages,
+  page sources): a query or page vector holding NaN or infinity is an :class:`~vdr.errors.InputError`
+  naming the query (by position) or the page (by id, else position) and the token, before it is
+  scored, and a score that overflows float32 is refused naming its query and page. A NaN score
+  would sort first on one path (``torch.sort`` puts NaN above every number) while the fused kernel's
+  ``max`` drops it, so the two paths could not agree; on the inputs they accept they agree to
+  float32 rounding.
 * **Top-k on the device**: :func:`maxsim_topk` keeps its running ``(queries, k)`` lists where the
   scores are computed; only the final lists cross to the CPU.
 * **Speed and memory**: pages are taken in order of length and cut into blocks whose *padded*
@@ -249,8 +256,59 @@ def _as_tensor(x, what: str, i: int) -> torch.Tensor:
     return t
 
 
+def _first_nonfinite(tokens: torch.Tensor) -> int | None:
+    """The first row of ``tokens`` ``(n, dim)`` holding a NaN or an infinity, or ``None``."""
+    bad = ~torch.isfinite(tokens).all(dim=1)
+    if not bool(bad.any()):
+        return None
+    return int(bad.nonzero()[0, 0])
+
+
+def _refuse_nonfinite(what: str, row: int, *, page_id: str | None = None) -> None:
+    """Raise the InputError of a non-finite query or page vector (``what``: ``"query 3"``, ``"page 7"``)."""
+    name = what if page_id is None else f"{what} (id {page_id!r})"
+    raise InputError(f"MaxSim: {name} holds a non-finite value (NaN or infinity) in token {row}: its scores would be"
+                     " arbitrary (a NaN sorts first on one path and is dropped by the fused kernel's max); re-encode it",
+                     id=page_id)
+
+
+def _check_pages(block: Sequence[torch.Tensor], positions, ids: list[str] | None) -> None:
+    """Refuse the first page of ``block`` (at ``positions`` of the page list) holding a non-finite value."""
+    for t, j in zip(block, positions):
+        row = _first_nonfinite(t)
+        if row is not None:
+            _refuse_nonfinite(f"page {int(j)}", row, page_id=None if ids is None else ids[int(j)])
+
+
+def _check_packed(tokens: torch.Tensor, offs: torch.Tensor, positions, ids: list[str] | None) -> None:
+    """:func:`_check_pages` for packed pages (one pass over the block's tokens)."""
+    row = _first_nonfinite(tokens)
+    if row is None:
+        return
+    k = int(torch.searchsorted(offs.cpu(), torch.tensor([row]), right=True)[0]) - 1
+    j = int(positions[k])
+    _refuse_nonfinite(f"page {j}", row - int(offs[k]), page_id=None if ids is None else ids[j])
+
+
+def _check_scores(scores: torch.Tensor, positions, ids: list[str] | None) -> torch.Tensor:
+    """``scores`` ``(n_queries, nb)``, refused when one is not finite (finite vectors whose products
+    or sums overflow float32), naming the query and the page."""
+    bad = ~torch.isfinite(scores)
+    if bool(bad.any()):
+        i, k = (int(x) for x in bad.nonzero()[0])
+        j = int(positions[k])
+        page = f"page {j}" + ("" if ids is None else f" (id {ids[j]!r})")
+        raise InputError(f"MaxSim of query {i} with {page} is {float(scores[i, k])} (the products or their sum overflow float32):"
+                         " the vectors are not embeddings of a normal scale", id=None if ids is None else ids[j])
+    return scores
+
+
 def _queries_matrix(queries, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.dtype]:
     qs = [_as_tensor(q, "query", i) for i, q in enumerate(queries)]
+    for i, q in enumerate(qs):
+        row = _first_nonfinite(q)
+        if row is not None:
+            _refuse_nonfinite(f"query {i}", row)
     if not qs:
         raise InputError("no queries to score")
     dims = {q.shape[1] for q in qs}
@@ -510,15 +568,17 @@ def _score_blocks(queries, pages, budget_bytes, device, precision: str = "exact"
         plan = _plan_blocks(lengths[order], budget_bytes, Q.shape[0], dim)
         blocks = ((order[s:e], [pages[k] for k in order[s:e]]) for s, e, _w in plan)
 
+    ids = _named_ids(pages)
     for (idx, block), (_s, _e, width) in zip(blocks, plan):
         if any(b.shape[1] != dim for b in block):
             raise InputError(f"page embedding dim differs from the queries' dim {dim}")
+        _check_pages(block, idx, ids)
         tf32 = device.type == "cuda" and q_dtype in half and block[0].dtype in half and precision == "exact"
         if _fused(device, q_dtype, block, dim, precision):  # a source that did not name its dtype
             from .maxsim_gpu import block_maxima
 
             M = block_maxima(_kernel_queries(Q, q_dtype, block[0].dtype, precision), block, precision=precision)
-            yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]
+            yield idx, _check_scores(torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1], idx, ids)
             continue
         if precision != "exact":  # the variant's rounding, explicit (float32 copies: counted as "rows as read")
             block = [round_to(b, precision) for b in block]
@@ -531,7 +591,7 @@ def _score_blocks(queries, pages, budget_bytes, device, precision: str = "exact"
                 M = m if M is None else torch.maximum(M, m)
         else:
             M = _block_maxima(Q, block, width, tf32)  # (q_rows, nb)
-        yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]  # (n_queries, nb)
+        yield idx, _check_scores(torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1], idx, ids)  # (n_queries, nb)
         del M, block
 
 
@@ -547,14 +607,15 @@ def _score_packed(Q, q_lens, q_dtype, pages, budget_bytes, precision):
     """The fused kernel's blocks (see :func:`_score_blocks`): one launch per block of packed pages."""
     from .maxsim_gpu import packed_maxima
 
-    dim, Qk = Q.shape[1], None
+    dim, Qk, ids = Q.shape[1], None, _named_ids(pages)
     # planned with the query rows the maxima hold (q_rows x pages float32), not a similarity matrix
     for idx, tokens, offs in _packed_blocks(pages, Q.device, budget_bytes, Q.shape[0], dim):
         if tokens.shape[1] != dim:
             raise InputError(f"page embedding dim {tokens.shape[1]} differs from the queries' dim {dim}")
+        _check_packed(tokens, offs, idx, ids)
         Qk = _kernel_queries(Q, q_dtype, tokens.dtype, precision) if Qk is None else Qk
         M = packed_maxima(Qk, tokens, offs, precision=precision)
-        yield idx, torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1]
+        yield idx, _check_scores(torch.segment_reduce(M, "sum", lengths=q_lens, axis=0)[: len(q_lens) - 1], idx, ids)
         del M, tokens
 
 
@@ -595,7 +656,9 @@ def maxsim(
 
     Raises:
         InputError: no queries or pages, a tensor that is not ``(n >= 1, dim)`` floats,
-            mismatching dims, an unknown precision.
+            mismatching dims, an unknown precision; a query or page vector holding NaN or
+            infinity (the query's position, the page's id or position and the token named), a
+            score that overflows float32 (query and page named).
     """
     n_pages = len(pages.ids()) if _is_source(pages) else len(pages)
     out = torch.empty((len(queries), n_pages), dtype=torch.float32)

