@@ -104,7 +104,7 @@ def test_v3_raw_layout_keeps_markdown_grades_types_boxes_and_documents(tmp_path)
     assert qrels["0"] == {"0": 2, "2": 1} and qrels["11"] == {"1": 2} and len(qrels) == 12
     fields = load_query_fields(tmp_path / "out" / "queries.jsonl")
     assert fields["0"]["language"] == "english" and fields["3"]["language"] == "french"
-    assert fields["0"]["query_types"] == ["numerical", "extractive"]  # a list: the query is in each group
+    assert fields["0"]["query_types"] == ("numerical", "extractive")  # a list: the query is in each of its groups
     assert fields["1"]["source_type"] == "single-page" and "answer" not in fields["0"] and "raw_answers" not in fields["0"]
     boxes = [json.loads(x) for x in (tmp_path / "out" / "qrels_boxes.jsonl").read_text().splitlines()]
     assert len(boxes) == 18 and boxes[0] == {"query-id": "0", "corpus-id": "0", "content_type": ["text"],

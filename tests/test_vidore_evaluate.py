@@ -109,3 +109,12 @@ def test_a_benchmark_in_one_command_a_row_per_task_and_their_mean(tmp_path, caps
     rc, out, err = cli(capsys, "evaluate", "--vidore", "ViDoRe(v3)", "--backend", "lexical", "--out", tmp_path / "c", "--quiet")
     assert rc == 0, err
     assert "Vidore3HrRetrieval.v2" in out and "mean over 2 tasks" in out and "benchmark.json" in out
+
+
+def test_v3_list_attributes_put_a_query_in_each_of_its_groups(v3, tmp_path):
+    res = vdr.evaluate(None, out=tmp_path / "res", vidore=str(v3), backends="lexical", progress=False,
+                       rewrites={"keywords": _keywords(tmp_path)}, group_by=("query_types", "source_type"))
+    sizes = {r["group"]: r["n_queries"] for r in res.group_rows("query_types")}
+    assert sizes == {"numerical": 6, "extractive": 6, "instruction": 6}  # query 2j in both of its types
+    assert any("overlap" in n for n in res.group_table("query_types").notes)
+    assert {r["group"]: r["n_queries"] for r in res.group_rows("source_type")} == {"multi-page": 6, "single-page": 6}
