@@ -40,8 +40,9 @@ def textless_reason(index_report: Mapping, backend: str, allowed: bool) -> str |
     The backend raises :class:`~vdr.retrieve.base.BackendUnavailable` with it.
 
     Args:
-        index_report: the backend's ``report["index"]`` (``num_pages``, ``num_empty_pages``,
-            ``empty_pages``).
+        index_report: the backend's ``report["index"]``: ``num_pages`` and ``num_pages_without_text``
+            (empty or whitespace text; BM25 also counts pages left empty by its analyzer in
+            ``num_empty_pages``, the semantic backend's ``num_empty_pages`` are text-less pages).
         backend: the backend's name (``lexical``, ``semantic``), for the message and the opt-in.
         allowed: the user asked for it explicitly (``--backend-option BACKEND.allow_no_text=true``).
 
@@ -50,7 +51,8 @@ def textless_reason(index_report: Mapping, backend: str, allowed: bool) -> str |
         every query: ViDoRe V1/V2 images without ``--ocr``), naming the fixes; :func:`vdr.evaluate`
         reports the backend as skipped with it (an error when no backend runs at all).
     """
-    n, empty = int(index_report.get("num_pages") or 0), int(index_report.get("num_empty_pages") or 0)
+    n = int(index_report.get("num_pages") or 0)
+    empty = int(index_report.get("num_pages_without_text", index_report.get("num_empty_pages")) or 0)
     if n and empty == n and not allowed:
         return (
             f"no page of the corpus has text ({n} pages): the {backend} backend would score 0.0 on every query. Ingest"

@@ -401,11 +401,13 @@ class BM25Backend:
         lens: list[np.ndarray] = []
         split, term = self._analyze.split, self._analyze.term
         tid: dict[str, int] = {}  # surface token -> term id (-1: a stopword); a memo, cleared when large
+        blank = 0  # pages whose text is empty or whitespace (textless_reason)
         for bids, texts in self._batches(corpus, set()):
             flat: list[int] = []
             blens = np.empty(len(bids), dtype=np.int64)
             for j, text in enumerate(texts):
                 n0 = len(flat)
+                blank += not text.strip()
                 for w in split(text):
                     i = tid.get(w)
                     if i is None:
@@ -444,6 +446,7 @@ class BM25Backend:
         self.report["index"] = {
             "num_pages": len(ids),
             "num_empty_pages": int(empty.size),
+            "num_pages_without_text": blank,
             "empty_pages": [ids[int(i)] for i in empty[:20]],
             "vocabulary_size": len(vocab),
             "avg_page_tokens": float(dl.mean()),
@@ -1007,7 +1010,7 @@ def build(ctx: BuildContext) -> BM25Backend:
 build.Options = LexicalOptions
 
 
-_CACHE_FORMAT = 3  # 3: the lucene analyzer is Lucene's token for token, and Lucene's BM25 scorer
+_CACHE_FORMAT = 4  # 4: the index report counts pages without text (num_pages_without_text); 3: the lucene analyzer is Lucene's token for token, and Lucene's BM25 scorer
 _META = "vdr-index.json"
 _ORDER = "order.npy"
 _LUCENE_TF = "lucene_tf.npy"
