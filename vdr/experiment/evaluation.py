@@ -190,7 +190,8 @@ def _specs(plan: _Plan, inputs: Inputs, o: "EvaluateOptions", *, encoder, runs, 
     specs = []
     for name in plan.wanted:
         factory = "run" if name in runs else "mteb" if name == "multimodal" and o.engine == "mteb" else name
-        opts = {"path": _variant_files(name, runs[name], inputs)} if name in runs else dict(defaults.get(name, {}))
+        opts = ({"path": _variant_files(name, runs[name], inputs), "allow_id_mismatch": o.allow_id_mismatch} if name in runs
+                else dict(defaults.get(name, {})))
         opts.update(dict((backend_options or {}).get(name, {})))
         specs.append(_Spec(name, factory, opts))
     order = {b: i for i, b in enumerate(BACKENDS)}
@@ -316,10 +317,14 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
 
 
 def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan,
-             settings: MetricSettings, run_names: Collection[str] = ()) -> list[RunResult]:
+             settings: MetricSettings, run_names: Collection[str] = (), allow_id_mismatch: bool = False) -> list[RunResult]:
     """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when
     ``settings.macro_average``. ``settings.queries_without_relevant``: ``"zero"`` or ``"exclude"``
-    (see :func:`vdr.metrics.evaluate_run`)."""
+    (see :func:`vdr.metrics.evaluate_run`). The query ids' join is recorded in each run's policy; it
+    was warned about once, queries against qrels in :func:`~vdr.experiment.inputs.load_inputs` and
+    run files against queries by the run backend (:mod:`vdr.retrieve.runfile`)."""
+    from ..metrics.idjoin import IdJoinWarning
+
     results: list[RunResult] = []
     for b in order:
         for name, run in runs[b].items():
@@ -327,8 +332,11 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
             # refused; a run file of another system gets vdr metrics' and vdr compare's check (issue 25.4)
             run = run.renamed(f"{b}/{name}")
             try:
-                res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=settings.relevance_level,
-                                   allow_unjudged=b not in run_names, queries_without_relevant=settings.queries_without_relevant)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", IdJoinWarning)
+                    res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=settings.relevance_level,
+                                       allow_unjudged=b not in run_names, queries_without_relevant=settings.queries_without_relevant,
+                                       allow_id_mismatch=allow_id_mismatch)
             except InputError as e:
                 raise InputError(f"--run {b} (variant {name}): {e}") from None
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
@@ -739,7 +747,7 @@ def _score(run_map, order, inputs, plan, skipped, timer: "_Timer", o: "EvaluateO
         InputError: no backend ran (each skipped backend's reason named).
     """
     with timer.stage("metrics", unit="run") as st:
-        run_results = _metrics(run_map, order, inputs, plan, o.metrics, run_names=set(o.runs or {}))
+        run_results = _metrics(run_map, order, inputs, plan, o.metrics, run_names=set(o.runs or {}), allow_id_mismatch=o.allow_id_mismatch)
         st.count = len(run_results)
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))

@@ -683,6 +683,7 @@ def evaluate_run(
     queries_without_relevant: Literal["zero", "exclude"] = "zero",
     allow_unjudged: bool = False,
     queries_missing_from_run: Literal["zero", "exclude"] = "zero",
+    allow_id_mismatch: bool = False,
 ) -> MetricsResult:
     """Compute per-query metrics of ``run`` against ``qrels`` (trec_eval semantics, see module doc).
 
@@ -702,6 +703,10 @@ def evaluate_run(
         queries_missing_from_run: ``"zero"`` (default, trec_eval ``-c``) scores a query of the qrels
             that the run does not rank 0 on every metric; ``"exclude"`` (trec_eval without ``-c``:
             the queries of both the qrels and the run) leaves it out. Either way it is counted in ``policy``.
+            A query the run holds with an empty ranking counts as missing (a TREC file cannot hold one).
+        allow_id_mismatch: evaluate ids that match the other side's only after normalisation (``q1``
+            and ``q01``; :mod:`vdr.metrics.idjoin`) as written instead of raising; either way every
+            non-joining id is counted and named in ``policy["id_join"]`` and warned about.
 
     Returns:
         :class:`MetricsResult` with one float64 value per evaluated query and metric.
@@ -709,6 +714,8 @@ def evaluate_run(
     Raises:
         InputError: unknown metric names, bad ids/grades/scores in dict input, a bad policy, a
             query set that is empty, or no judged overlap at all (unless ``allow_unjudged``).
+        IdMismatchError: (an InputError) query or corpus ids of the run that match the qrels' only
+            after normalisation, named (unless ``allow_id_mismatch``).
     """
     if not isinstance(qrels, Qrels):
         qrels = Qrels(qrels)
@@ -721,13 +728,14 @@ def evaluate_run(
     level = _check_policy(relevance_level, queries_without_relevant, queries_missing_from_run)
     qd, rd = qrels._data, run._data
     qids, empty, no_rel = _query_set(qd, queries_without_relevant)
-    missing = [q for q in qids if q not in rd]
+    id_join = _join_query_ids(qd, rd, getattr(run, "name", None), allow_id_mismatch)
+    missing = [q for q in qids if q not in rd or not len(rd[q])]
     if queries_missing_from_run == "exclude" and missing:
         if len(missing) == len(qids):
             raise InputError(f"no query of the qrels is ranked by the run (queries_missing_from_run='exclude',"
                              f" trec_eval without -c): qrels query ids [{_examples(qids, 3)}]")
         qids = [q for q in qids if q not in set(missing)]
-    unjudged = check_judged_overlap(qrels, run, allow_unjudged=allow_unjudged, query_ids=qids)
+    unjudged = _check_overlap(qrels, run, qids, allow_unjudged, allow_id_mismatch, id_join)
     ctx = Ranked(qd, run, qids, level)
     values = {str(m): _compute(ctx, m) for m in mlist}
 
@@ -743,7 +751,10 @@ def evaluate_run(
         "num_queries_averaged": len(qids),
         "num_queries_without_relevant": len(no_rel),
         "num_queries_missing_from_run": len(missing),
+        "queries_missing_from_run": missing[:1000],
         "num_run_queries_without_qrels": sum(1 for q in rd if q not in qd),
+        "allow_id_mismatch": bool(allow_id_mismatch),
+        "id_join": id_join,
         "num_queries_skipped_no_judgments": len(empty),
         "queries_skipped_no_judgments": empty,
         "allow_unjudged": bool(allow_unjudged),
@@ -756,13 +767,47 @@ def evaluate_run(
     return MetricsResult(tuple(qids), values, policy)
 
 
+def _join_query_ids(qd: Mapping, rd: Mapping, name: str | None, allow_id_mismatch: bool) -> dict:
+    """:func:`vdr.metrics.idjoin.check_id_join` of the run's query ids (those with a ranking) and
+    the qrels' (those with a judgment): ``{"query_ids": record}``.
+
+    Raises:
+        IdMismatchError: likely pairs, unless ``allow_id_mismatch``.
+    """
+    from .idjoin import check_id_join, join_ids
+
+    side = f"run {name!r}" if name else "run"
+    j = join_ids((q for q in rd if len(rd[q])), (q for q in qd if len(qd[q])), what="query ids", left=side, right="qrels")
+    return {"query_ids": check_id_join(j, allow_id_mismatch=allow_id_mismatch, stacklevel=5)}
+
+
+def _check_overlap(qrels, run, qids: list[str], allow_unjudged: bool, allow_id_mismatch: bool, id_join: dict) -> list[str]:
+    """:func:`check_judged_overlap`, preceded, when it would refuse or warn (every query, or fewer than
+    chance predicts, retrieved only unjudged pages), by the corpus-id join of those queries (``id_join["corpus_ids"]``):
+    a run page id that matches a qrels page id of the same query only after normalisation stops
+    the evaluation, unless ``allow_id_mismatch``."""
+    from .idjoin import IdJoin, check_id_join, join_ids
+
+    qd, rd = qrels._data, run._data
+    hit = [q for q in qids if q in rd and len(rd[q])]
+    disjoint = [q for q in hit if qd[q].keys().isdisjoint(rd[q].keys())]
+    if disjoint and (len(disjoint) == len(hit) or len(hit) - len(disjoint) < 0.5 * _expected_judged_hits(qd, rd, hit)):
+        pairs: list = []
+        for q in disjoint:
+            pairs += [(f"{q}: {a}", f"{q}: {b}", r) for a, b, r in join_ids(rd[q], qd[q], what="", left="", right="").pairs]
+        side = f"run {run.name!r}" if getattr(run, "name", None) else "run"
+        j = IdJoin("corpus ids", side, "qrels", [a for a, _, _ in pairs], [b for _, b, _ in pairs], pairs)
+        id_join["corpus_ids"] = check_id_join(j, allow_id_mismatch=allow_id_mismatch, warn_unpaired=False, stacklevel=5)
+    return check_judged_overlap(qrels, run, allow_unjudged=allow_unjudged, query_ids=qids)
+
+
 @dataclass(frozen=True)
 class MetricsOptions:
     """The keyword options of :func:`metrics` (``vdr.metrics(qrels, run, k, names, **options)``).
 
     Attributes:
-        relevance_level, queries_without_relevant, allow_unjudged, queries_missing_from_run: see
-            :func:`evaluate_run`.
+        relevance_level, queries_without_relevant, allow_unjudged, queries_missing_from_run,
+            allow_id_mismatch: see :func:`evaluate_run`.
         depth: if given, only each query's ``depth`` best pages are evaluated (trec_eval ``-M``:
             the rest of the ranking is discarded before any metric is computed).
         json_path: if given, write ``{"aggregate", "per_query", "num_queries", "policy"}`` there.
@@ -776,6 +821,7 @@ class MetricsOptions:
     per_query_path: str | Path | None = None
     queries_missing_from_run: Literal["zero", "exclude"] = "zero"
     depth: int | None = None
+    allow_id_mismatch: bool = False
 
 
 def metrics(
@@ -829,7 +875,7 @@ def metrics(
     res = evaluate_run(
         qrels, run, plan,
         relevance_level=o.relevance_level, queries_without_relevant=o.queries_without_relevant, allow_unjudged=o.allow_unjudged,
-        queries_missing_from_run=o.queries_missing_from_run,
+        queries_missing_from_run=o.queries_missing_from_run, allow_id_mismatch=o.allow_id_mismatch,
     )
     if o.depth is not None:
         res.policy["depth"] = int(o.depth)
