@@ -113,6 +113,8 @@ def _evaluation_kwargs(values: dict) -> dict:
     }
 
 
+ID_HELP = ("Evaluate ids that match the qrels' only after normalisation (q1 vs q01, case, whitespace, NFC, a known prefix)"
+           " as written (by default an error naming the pairs).")
 _MetricsFormat = Enum("MetricsFormat", {"table": "table", "trec_eval": "trec_eval"}, type=str)
 
 
@@ -141,10 +143,7 @@ def metrics_command(
         False, "--allow-unjudged/--refuse-unjudged",
         rich_help_panel=common.PANEL_STATS, help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
     ),
-    allow_id_mismatch: bool = typer.Option(
-        False, "--allow-id-mismatch/--refuse-id-mismatch", rich_help_panel=common.PANEL_STATS,
-        help="Evaluate ids that match the qrels' only after normalisation (q1 vs q01, case, whitespace, NFC, a known prefix) as"
-             " written (by default an error naming the pairs)."),
+    allow_id_mismatch: bool = typer.Option(False, "--allow-id-mismatch/--refuse-id-mismatch", rich_help_panel=common.PANEL_STATS, help=ID_HELP),
     fmt: _MetricsFormat = typer.Option(
         "table", "--format", rich_help_panel=common.PANEL_RUN,
         help="table: vdr's table; trec_eval: trec_eval's own lines, measure<TAB>query|all<TAB>value (without -m: trec_eval's"
@@ -403,10 +402,7 @@ def compare_command(
         False, "--exclude-queries-without-relevant/--keep-all-queries", rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
     allow_unjudged: bool = typer.Option(
         False, "--allow-unjudged/--refuse-unjudged", rich_help_panel=common.PANEL_STATS, help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
-    allow_id_mismatch: bool = typer.Option(
-        False, "--allow-id-mismatch/--refuse-id-mismatch", rich_help_panel=common.PANEL_STATS,
-        help="Evaluate ids that match the qrels' only after normalisation (q1 vs q01, case, whitespace, NFC, a known prefix) as"
-             " written (by default an error naming the pairs)."),
+    allow_id_mismatch: bool = typer.Option(False, "--allow-id-mismatch/--refuse-id-mismatch", rich_help_panel=common.PANEL_STATS, help=ID_HELP),
     seed: int = typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap."),
     n_permutations: int = typer.Option(10_000, "--permutations", rich_help_panel=common.PANEL_STATS, help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
     n_bootstrap: int = typer.Option(10_000, "--bootstrap", rich_help_panel=common.PANEL_STATS, help="Bootstrap resamples of the 95% CI."),

@@ -400,6 +400,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "Evaluat
         **({"concat": inputs.concat} if inputs.concat else {}),
         **({"same_texts": inputs.same_texts} if inputs.same_texts else {}),
         **({"id_mapping": inputs.id_mapping} if inputs.id_mapping else {}),
+        **({"id_join": inputs.id_join} if inputs.id_join else {}),
         "alpha": o.alpha,
         **({"group_by": _group_by(o)} if _group_by(o) else {}),
         **({"groups": str(Path(o.groups).resolve())} if o.groups is not None else {}),

@@ -96,8 +96,9 @@ class Inputs:
         id_mapping: the files whose query ids were mapped onto the query set's id scheme
             (ConvSearch-R1's ``<prefix>_<conv>_<turn>`` <-> ``<conv>_<turn>``, :mod:`vdr.io.turn_ids`):
             ``{"qrels": record, "rewrites": {name: record}}`` (:meth:`~vdr.io.turn_ids.IdMapping.to_json`),
-            recorded under ``config.id_mapping``; empty when nothing was mapped. ``id_mapping["id_join"]``:
-            how the query ids of the queries file and of the qrels join (:func:`vdr.metrics.idjoin.check_id_join`).
+            recorded under ``config.id_mapping``; empty when nothing was mapped.
+        id_join: ``{"queries_qrels": record}``: how the query ids of the queries file and of the qrels
+            join (:func:`vdr.metrics.idjoin.check_id_join`), recorded under ``config.id_join``.
     """
 
     corpus: Corpus
@@ -111,6 +112,7 @@ class Inputs:
     concat: dict = field(default_factory=dict)
     same_texts: dict = field(default_factory=dict)
     id_mapping: dict = field(default_factory=dict)
+    id_join: dict = field(default_factory=dict)
 
 
 def same_text_variants(variants: Mapping[str, QuerySet]) -> dict[str, str]:
@@ -393,7 +395,9 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
     queries_path = _default_file(queries, corpus_dir, "queries.jsonl", "--queries")
     qrels_path = _default_file(qrels, corpus_dir, "qrels.tsv", "--qrels")
     originals = load_queries(queries_path)
-    qrels_obj, qrels_mapping = remap_qrels(load_qrels(qrels_path), originals.queries, path=qrels_path)
+    loaded = load_qrels(qrels_path)
+    qrels_obj, qrels_mapping = remap_qrels(loaded, originals.queries, path=qrels_path)
+    qrels_obj._comments = loaded.comment_lines  # counted in the metrics' policy (issue 34.3)
     if qrels_mapping:
         mapping_note(qrels_mapping)
     id_join = join_queries_qrels(originals, qrels_obj, qrels_path, allow_id_mismatch=o.allow_id_mismatch)
@@ -405,9 +409,9 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
     concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
     same = same_text_variants(variants)
     variants = {n: qs for n, qs in variants.items() if n not in same}
-    id_mapping = {**({"qrels": qrels_mapping.to_json()} if qrels_mapping else {}), **({"rewrites": rewrite_mappings} if rewrite_mappings else {}),
-                  "id_join": {"queries_qrels": id_join}}
-    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same, id_mapping)
+    id_mapping = {**({"qrels": qrels_mapping.to_json()} if qrels_mapping else {}), **({"rewrites": rewrite_mappings} if rewrite_mappings else {})}
+    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same, id_mapping,
+                  {"queries_qrels": id_join})
 
 
 def _judged_passages(corpus, qrels_obj: Qrels, qrels_path: Path, drop_missing_judged: bool) -> tuple[Qrels, dict]:

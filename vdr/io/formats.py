@@ -120,12 +120,12 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
     out: dict[str, dict[str, int]] = {}
     seen_at: dict[tuple[str, str], int] = {}
     header_done = fmt != "beir"
-    comments = 0
+    comments: list[int] = []
     for no, line in read_lines(path):
         if not line.strip():
             continue
         if fmt == "trec" and line.startswith("#"):  # trec_eval 10: a line whose first character is '#' is a comment
-            comments += 1
+            comments.append(no)
             continue
         if fmt == "beir":
             fields = line.split("\t")
@@ -160,8 +160,10 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
         out.setdefault(qid, {})[did] = g
     if fmt == "beir" and not header_done:
         raise InputError("empty BEIR qrels file (no header)", path=path)
-    _log_comments(path, comments)
-    return Qrels.from_checked(out, name=path.name)
+    _warn_comments(path, comments)
+    q = Qrels.from_checked(out, name=path.name)
+    q._comments = tuple(comments)
+    return q
 
 
 def _check_run_fields(fields: list[str], line: str, path: Path, no: int) -> None:
@@ -222,10 +224,10 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
     tag: str | None = None
     dups = 0
     first_dup: tuple[int, str, str] | None = None
-    trailing, trailing_first, comments = 0, None, 0
+    trailing, trailing_first, comments = 0, None, []
     for no, line in read_lines(path):
         if line.startswith("#"):  # trec_eval 10: a line whose first character is '#' is a comment
-            comments += 1
+            comments.append(no)
             continue
         fields = line.split()
         if not fields:
@@ -264,16 +266,24 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
             VdrWarning,
             stacklevel=2,
         )
-    _log_comments(path, comments)
-    return Run.from_checked(out, name=tag)
+    _warn_comments(path, comments)
+    run = Run.from_checked(out, name=tag)
+    run._comments = tuple(comments)
+    return run
 
 
-def _log_comments(path: Path, count: int) -> None:
-    """Say (log level INFO, logger ``vdr``) how many comment lines a TREC file had; trec_eval 10
-    skips every line whose first character is ``#`` (``formats.c``: "Lines starting with '#' are
-    ignored"); a ``#`` later in a line (an id such as ``doc.pdf#3``) is an ordinary character."""
-    if count:
-        logging.getLogger("vdr").info("%s: skipped %d comment line(s) starting with '#', as trec_eval does", path, count)
+def _warn_comments(path: Path, lines: list[int]) -> None:
+    """Warn (:class:`~vdr.errors.VdrWarning`) about the comment lines a TREC file had, naming their
+    numbers (the first 20) and showing none of the data they might hold; trec_eval 10 skips every
+    line whose first character is ``#`` (``formats.c``: "Lines starting with '#' are ignored"),
+    and so does vdr; a ``#`` later in a line (an id such as ``doc.pdf#3``) is an ordinary
+    character. The count is recorded in the metrics' policy (``comment_lines``; issue 34.3)."""
+    if lines:
+        shown = ", ".join(map(str, lines[:20])) + (f", ... ({len(lines) - 20} more)" if len(lines) > 20 else "")
+        msg = (f"{path}: skipped {len(lines)} comment line(s) starting with '#', as trec_eval does (line {shown});"
+               " a data line whose query id starts with '#' is dropped too")
+        logging.getLogger("vdr").info(msg)
+        warnings.warn(msg, VdrWarning, stacklevel=3)
 
 
 class _DuplicateKey(Exception):

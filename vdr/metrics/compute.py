@@ -703,10 +703,9 @@ def evaluate_run(
         queries_missing_from_run: ``"zero"`` (default, trec_eval ``-c``) scores a query of the qrels
             that the run does not rank 0 on every metric; ``"exclude"`` (trec_eval without ``-c``:
             the queries of both the qrels and the run) leaves it out. Either way it is counted in ``policy``.
-            A query the run holds with an empty ranking counts as missing (a TREC file cannot hold one).
-        allow_id_mismatch: evaluate ids that match the other side's only after normalisation (``q1``
-            and ``q01``; :mod:`vdr.metrics.idjoin`) as written instead of raising; either way every
-            non-joining id is counted and named in ``policy["id_join"]`` and warned about.
+            An empty ranking counts as missing (a TREC file cannot hold one).
+        allow_id_mismatch: evaluate ids that match the qrels' only after normalisation (``q1`` / ``q01``,
+            :mod:`vdr.metrics.idjoin`) as written; non-joining ids are always named in ``policy["id_join"]``.
 
     Returns:
         :class:`MetricsResult` with one float64 value per evaluated query and metric.
@@ -714,8 +713,7 @@ def evaluate_run(
     Raises:
         InputError: unknown metric names, bad ids/grades/scores in dict input, a bad policy, a
             query set that is empty, or no judged overlap at all (unless ``allow_unjudged``).
-        IdMismatchError: (an InputError) query or corpus ids of the run that match the qrels' only
-            after normalisation, named (unless ``allow_id_mismatch``).
+        IdMismatchError: (an InputError) ids matching only after normalisation, named (unless ``allow_id_mismatch``).
     """
     if not isinstance(qrels, Qrels):
         qrels = Qrels(qrels)
@@ -729,12 +727,7 @@ def evaluate_run(
     qd, rd = qrels._data, run._data
     qids, empty, no_rel = _query_set(qd, queries_without_relevant)
     id_join = _join_query_ids(qd, rd, getattr(run, "name", None), allow_id_mismatch)
-    missing = [q for q in qids if q not in rd or not len(rd[q])]
-    if queries_missing_from_run == "exclude" and missing:
-        if len(missing) == len(qids):
-            raise InputError(f"no query of the qrels is ranked by the run (queries_missing_from_run='exclude',"
-                             f" trec_eval without -c): qrels query ids [{_examples(qids, 3)}]")
-        qids = [q for q in qids if q not in set(missing)]
+    qids, missing = _without_missing(qids, rd, queries_missing_from_run)
     unjudged = _check_overlap(qrels, run, qids, allow_unjudged, allow_id_mismatch, id_join)
     ctx = Ranked(qd, run, qids, level)
     values = {str(m): _compute(ctx, m) for m in mlist}
@@ -750,11 +743,7 @@ def evaluate_run(
         "num_queries_in_qrels": len(qd),
         "num_queries_averaged": len(qids),
         "num_queries_without_relevant": len(no_rel),
-        "num_queries_missing_from_run": len(missing),
-        "queries_missing_from_run": missing[:1000],
-        "num_run_queries_without_qrels": sum(1 for q in rd if q not in qd),
-        "allow_id_mismatch": bool(allow_id_mismatch),
-        "id_join": id_join,
+        **_join_policy(qrels, run, missing, id_join, allow_id_mismatch),
         "num_queries_skipped_no_judgments": len(empty),
         "queries_skipped_no_judgments": empty,
         "allow_unjudged": bool(allow_unjudged),
@@ -765,6 +754,38 @@ def evaluate_run(
     if ties:
         policy["tied_groups"] = ties
     return MetricsResult(tuple(qids), values, policy)
+
+
+def _without_missing(qids: list[str], rd: Mapping, mode: str) -> tuple[list[str], list[str]]:
+    """``(query set, queries of the qrels missing from the run)``: a query the run does not hold,
+    or holds with an empty ranking, is missing; with ``mode == "exclude"`` it leaves the query set.
+
+    Raises:
+        InputError: ``"exclude"`` and every query is missing.
+    """
+    missing = [q for q in qids if q not in rd or not len(rd[q])]
+    if mode == "exclude" and missing:
+        if len(missing) == len(qids):
+            raise InputError(f"no query of the qrels is ranked by the run (queries_missing_from_run='exclude',"
+                             f" trec_eval without -c): qrels query ids [{_examples(qids, 3)}]")
+        qids = [q for q in qids if q not in set(missing)]
+    return qids, missing
+
+
+def _join_policy(qrels: Qrels, run: Run, missing: list[str], id_join: dict, allow_id_mismatch: bool) -> dict:
+    """The policy entries of the joins (issue 34.1) and of the skipped comment lines (34.3): the
+    queries missing from the run (counted and named), the run's queries without qrels, the id
+    joins (:mod:`vdr.metrics.idjoin`) and the ``#`` lines of each file."""
+    return {
+        "num_queries_missing_from_run": len(missing),
+        "queries_missing_from_run": missing[:1000],
+        "num_run_queries_without_qrels": sum(1 for q in run._data if q not in qrels._data),
+        "allow_id_mismatch": bool(allow_id_mismatch),
+        "id_join": id_join,
+        "comment_lines": {"policy": "lines whose first character is '#' are skipped, as trec_eval 10 does",
+                          "qrels": len(qrels.comment_lines), "qrels_lines": list(qrels.comment_lines[:1000]),
+                          "run": len(run.comment_lines), "run_lines": list(run.comment_lines[:1000])},
+    }
 
 
 def _join_query_ids(qd: Mapping, rd: Mapping, name: str | None, allow_id_mismatch: bool) -> dict:

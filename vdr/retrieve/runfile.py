@@ -106,7 +106,9 @@ class RunFileBackend:
             "num_run_queries_ignored": sum(1 for q in run if q not in queries), "depth": depth, "id_join": join,
             **({"id_mapping": mapping.to_json()} if mapping else {}),
         }
-        return Run.from_checked(out, self.name)
+        res = Run.from_checked(out, self.name)
+        res._comments = self._runs[key].comment_lines  # counted in the metrics' policy (issue 34.3)
+        return res
 
 
 
