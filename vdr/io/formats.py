@@ -79,10 +79,24 @@ def _qrels_format(path: Path, fmt: str) -> str:
     return "trec"
 
 
+#: the grades vdr reads: 64-bit signed integers (issue 34.4); every gain is exact or scaled exactly over this range
+GRADE_MIN, GRADE_MAX = -(2**63), 2**63 - 1
+
+
+def grade_range_message(g: int, qid: str, did: str) -> str:
+    """The one line refusing grade ``g`` of ``(qid, did)`` outside ``GRADE_MIN..GRADE_MAX``."""
+    shown = str(g) if len(str(g)) <= 30 else f"{str(g)[:12]}...({len(str(g))} digits)"
+    return (f"grade {shown} of query {qid!r}, corpus id {did!r} is outside the 64-bit range vdr reads grades in"
+            f" ({GRADE_MIN}..{GRADE_MAX})")
+
+
 def _parse_grade(text: str, path: Path, line: int, qid: str, did: str) -> int:
     t = text.strip()
     if _INT_RE.fullmatch(t):
-        return int(t)
+        g = int(t)
+        if not GRADE_MIN <= g <= GRADE_MAX:
+            raise InputError(grade_range_message(g, qid, did), path=path, line=line, id=did)
+        return g
     raise InputError(f"grade {text!r} of query {qid!r}, corpus id {did!r} is not an integer", path=path, line=line)
 
 

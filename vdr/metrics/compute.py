@@ -354,6 +354,33 @@ def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[s
 # engine
 
 
+def _grades(qd: Mapping, qids: Sequence[str], n_lines: int) -> np.ndarray:
+    """The grades of the qrels lines of ``qids``, in order: int64 ``(n_lines,)``.
+
+    Raises:
+        InputError: a grade outside the 64-bit range, naming the query and corpus id (issue 34.4).
+    """
+    try:
+        return np.fromiter(chain.from_iterable(qd[q].values() for q in qids), dtype=np.int64, count=n_lines)
+    except OverflowError:
+        from ..io.formats import GRADE_MAX, GRADE_MIN, grade_range_message
+
+        q, d, g = next((q, d, g) for q in qids for d, g in qd[q].items() if not GRADE_MIN <= g <= GRADE_MAX)
+        raise InputError(grade_range_message(g, q, d), id=d) from None
+
+
+def _exp_gain(g: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The exponential gain ``2^g - 1`` of grades ``g`` (int64), each divided by ``2^top`` (``top``:
+    the highest grade of the line's query, int64, same shape): ``2^(g - top) - 2^-top``, float64.
+
+    nDCG is a ratio of two sums of one query's gains, so the common factor ``2^-top`` cancels; a
+    power of two scales a float exactly, so for grades up to 1000 the values are bit-identical to the
+    unscaled ``2^g - 1``, and for any larger grade they stay finite (the unscaled gain overflows to
+    inf and inf / inf is NaN; issue 34.4). The difference ``g - top`` is taken in int64, exactly.
+    """
+    return np.exp2((g - top).astype(np.float64)) - np.exp2(-top.astype(np.float64))
+
+
 def _first_greater(M: np.ndarray, rows: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Batched binary search: for each i, the first column j with ``M[rows[i], j] > s[i]`` (rows ascending)."""
     L = M.shape[1]
@@ -453,7 +480,7 @@ class Ranked:
         qlens = np.fromiter((len(qd[q]) for q in qids), dtype=np.int64, count=nq)
         n_lines = int(qlens.sum())
         q_all = np.repeat(np.arange(nq), qlens)
-        g_all = np.fromiter(chain.from_iterable(qd[q].values() for q in qids), dtype=np.int64, count=n_lines)
+        g_all = _grades(qd, qids, n_lines)
         s_all = np.fromiter(
             chain.from_iterable(map(rq.get, qd[q], repeat(math.nan)) for q, rq in zip(qids, runs)), dtype=np.float64, count=n_lines
         )
@@ -572,7 +599,7 @@ class Ranked:
         0 where the ideal DCG is 0. Discount 1/log2(rank + 1) (Jarvelin & Kekalainen 2002)."""
         jq, jg, nq = self.jq, self.jg, self.nq
         jdisc = 1.0 / np.log2(self.jr + 1.0)
-        jgain = np.where(jg > 0, jg, 0).astype(np.float64) if gain == "linear" else np.where(jg > 0, np.exp2(jg.astype(np.float64)) - 1.0, 0.0)
+        jgain = np.where(jg > 0, jg, 0).astype(np.float64) if gain == "linear" else np.where(jg > 0, _exp_gain(jg, self.max_grade[jq]), 0.0)
         k = np.inf if k is None else k
         inK = self.jr <= k
         dcg = self.count(inK, jq, jgain * jdisc)
@@ -581,7 +608,7 @@ class Ranked:
             pq_s, pg_s = self._pq[order], self._pg[order]
             pos_in_q = np.arange(len(pq_s)) - np.searchsorted(pq_s, np.arange(nq))[pq_s]
             idisc = 1.0 / np.log2(pos_in_q + 2.0)
-            pgain = pg_s.astype(np.float64) if gain == "linear" else np.exp2(pg_s.astype(np.float64)) - 1.0
+            pgain = pg_s.astype(np.float64) if gain == "linear" else _exp_gain(pg_s, self.max_grade[pq_s])
             idcg = self.count(pos_in_q < k, pq_s, pgain * idisc)
         else:  # ideal from the retrieved top-k gains, sorted descending
             sel = np.nonzero(inK & (jg > 0))[0]
