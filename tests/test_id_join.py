@@ -177,3 +177,22 @@ def test_evaluate_queries_and_qrels_pairs_stop(tmp_path, capsys):
     assert rc == 2 and "'q1' (queries) ~ 'Q1' (qrels) [letter case]" in err and "qrels.tsv" in err
     with pytest.raises(InputError, match="2 query ids of the queries match"):
         vdr.evaluate(folder, out=tmp_path / "res2", backends="lexical", progress=False, cache_dir=False)
+
+
+# ------------------------------------------------------------------------------------------ issue 34.13
+
+
+@pytest.mark.parametrize("missing, flag", [("qrels.tsv", "--qrels"), ("queries.jsonl", "--queries")])
+def test_a_missing_default_file_names_the_option_and_where_vdr_looked(tmp_path, capsys, missing, flag):
+    texts, queries, qrels = make_passages(n_per_topic=4)
+    folder = write_corpus(tmp_path / "c", texts, queries, qrels)
+    for name in ("qrels.tsv", "queries.jsonl"):
+        (tmp_path / name).write_bytes((folder / name).read_bytes())
+    (folder / missing).unlink()
+    given = ["--queries", tmp_path / "queries.jsonl"] if missing == "qrels.tsv" else ["--qrels", tmp_path / "qrels.tsv"]
+    rc, _, err = cli(capsys, "evaluate", folder, *FAST, *given, "--out", tmp_path / "res")
+    assert rc == 2 and err.count("\n") == 1 and "file not found" not in err
+    assert f"error: {flag} is missing: give {flag} FILE (vdr looked for {missing} in the corpus folder {folder} and found none)" in err
+    given_too = ["--queries", tmp_path / "queries.jsonl", "--qrels", tmp_path / "qrels.tsv"]
+    rc, _, err = cli(capsys, "evaluate", folder, *FAST, *given_too, "--out", tmp_path / "res")
+    assert rc == 0, err
