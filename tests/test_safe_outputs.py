@@ -109,13 +109,19 @@ def test_rerun_removes_stale_files_of_earlier_runs(corpus, ext_run, tmp_path, ca
     for name, text in {"report.html": "old", "report.md": "old", "judge/rcp.json": "{}", "judge/cache.jsonl": "{}\n"}.items():
         (out / name).parent.mkdir(exist_ok=True)
         (out / name).write_text(text)
-    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # same experiment, fewer backends
+    before = snapshot(out)
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # same experiment, fewer backends: refused (issue 34.2)
+    assert rc == 2 and "this run would drop results the folder holds: 1 run(s) backend/variant other/original" in err
+    assert snapshot(out) == before
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out, "--overwrite")
     assert rc == 0, err
     files = sorted(snapshot(out))
-    assert files == [LOCK_FILE, "judge/cache.jsonl", "per_query.csv", "results.json", "runs/lexical.original.trec", "timing.json"]
+    assert files == [LOCK_FILE, "judge/cache.jsonl", "per_query.csv", "report.html", "report.md", "results.json",
+                     "runs/lexical.original.trec", "timing.json"]
     doc = json.loads((out / "results.json").read_text())
     assert [r["backend"] for r in doc["runs"]] == ["lexical"]
     assert (out / "judge/cache.jsonl").read_text() == "{}\n"  # the judge's answer cache is kept
+    assert (out / "report.html").read_text() != "old" and "other" not in (out / "report.md").read_text()  # rewritten
 
 
 def test_other_experiment_refused_unless_overwrite(corpus, tmp_path, capsys, monkeypatch):

@@ -702,6 +702,9 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
             st.unit = inputs.corpus.kind
             fields = _query_fields(inputs, o)  # --group-by: a missing field fails here, before any search
+        held = _held(out) if folder is not None else None  # what the folder holds now (we hold its lock)
+        planned = {(b, v) for b in [*plan.wanted, "macro"] for v in inputs.variants}  # a superset of what this run writes
+        _check_nothing_lost(out, held, planned, _group_by(o), o.overwrite)  # before any search
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         specs = _specs(plan, inputs, o, encoder=encoder, runs=runs, out=out)
@@ -716,6 +719,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             config = _config(inputs, plan, ran, o, encoder=encoder, cache_dir=cache)
             config[RELATIVE_INPUTS] = relative_inputs(config, out)
         _warn_duplicates(inputs.variants)
+        _check_nothing_lost(out, held, {(r.backend, r.variant) for r in run_results}, _group_by(o), o.overwrite)
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
             comparisons=comparisons, skipped=skipped, variants=inputs.variants,
@@ -723,7 +727,62 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             query_fields=fields,
         )
         _write(results, folder, timer)
+    _rewrite_report(out, held)
     return results
+
+
+def _held(out: Path) -> dict | None:
+    """What the results folder ``out`` holds (issue 34.2): ``{"runs": {(backend, variant)}, "group_by":
+    [field], "report": bool}`` read from its ``results.json``; ``None`` when it holds none (or one
+    vdr cannot read: :class:`~vdr.io.outdir.ResultsFolder` refused it already unless ``overwrite``)."""
+    f = out / "results.json"
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        runs = {(str(r["backend"]), str(r["variant"])) for r in doc["runs"]}
+        group_by = [str(g) for g in (doc.get("config") or {}).get("group_by") or ()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return {"runs": runs, "group_by": group_by, "report": (out / "report.html").is_file()}
+
+
+def _check_nothing_lost(out: Path, held: dict | None, written: set, group_by: Sequence[str], overwrite: bool) -> None:
+    """Refuse a run that would drop results the folder holds (issue 34.2): a backend x variant run or
+    a ``--group-by`` breakdown of the folder that this run does not write again.
+
+    Args:
+        out: the results folder; held: :func:`_held`'s answer; written: the ``(backend, variant)``
+            runs this run writes (or a superset, before the search); group_by: this run's fields;
+        overwrite: replace whatever the folder holds.
+
+    Raises:
+        InputError: naming every run and breakdown that would be lost, with the two ways out.
+    """
+    if held is None or overwrite:
+        return
+    runs = sorted(held["runs"] - set(written))
+    groups = [g for g in held["group_by"] if g not in set(group_by)]
+    if not runs and not groups:
+        return
+    lost = ([f"{len(runs)} run(s) backend/variant " + ", ".join(f"{b}/{v}" for b, v in runs)] if runs else []) + (
+        [f"the --group-by breakdown(s) {', '.join(groups)}"] if groups else [])
+    raise InputError("this run would drop results the folder holds: " + "; ".join(lost) + ". Evaluate them again"
+                     " (the same --backend, --run, --rewrites and --group-by as before, plus the new ones) or give"
+                     " --overwrite to replace the folder's results, or choose another --out", path=out)
+
+
+def _rewrite_report(out: Path, held: dict | None) -> None:
+    """Rewrite ``report.html`` (and its pages) when the folder held one before this run: a report
+    made before it would describe other results (issue 34.2). A failure is a warning naming the
+    command that rebuilds it, never silent."""
+    if not held or not held["report"]:
+        return
+    from ..report.render import report
+
+    try:
+        report(out)
+    except Exception as e:  # the results are written; the report is secondary, but never silently stale
+        warnings.warn(f"{out}: the report of the earlier run was removed (it described other results) and could not"
+                      f" be rewritten ({e}); run `vdr report {out}`", VdrWarning, stacklevel=3)
 
 
 def _query_fields(inputs: Inputs, o: "EvaluateOptions") -> dict[str, dict[str, str]]:
