@@ -196,3 +196,20 @@ def test_a_missing_default_file_names_the_option_and_where_vdr_looked(tmp_path, 
     given_too = ["--queries", tmp_path / "queries.jsonl", "--qrels", tmp_path / "qrels.tsv"]
     rc, _, err = cli(capsys, "evaluate", folder, *FAST, *given_too, "--out", tmp_path / "res")
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("rename, reason", [(lambda q: "q0" + q[1:], "zero padding"), (lambda q: q.upper(), "letter case"),
+                                            (lambda q: q + " ", "surrounding whitespace")])
+def test_rewrites_name_their_likely_partners(corpus, tmp_path, capsys, rename, reason):
+    """A rewrite file must hold the originals' ids exactly (AlignmentError); the ids that match only
+    after normalisation are named with their partner."""
+    from vdr.io.formats import load_queries, load_rewrites
+
+    originals = load_queries(corpus / "queries.jsonl")
+    p = tmp_path / "rw.jsonl"
+    p.write_text("".join(json.dumps({"_id": rename(q) if q in ("q1", "q2") else q, "text": "x"}) + "\n" for q in originals.ids()))
+    with pytest.raises(InputError, match=rf"2 of them match only after normalisation: '{rename('q1')}' \(variant\) ~ 'q1'"
+                                         rf" \(originals\) \[{reason}\]"):
+        load_rewrites(p, originals, "rw")
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--rewrites", f"rw={p}", "--out", tmp_path / "res")
+    assert rc == 2 and f"[{reason}]" in err and "Traceback" not in err

@@ -633,6 +633,12 @@ def load_rewrites(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
         if extra:
             shown = ", ".join(f"{q!r} ({variant.where(q)})" for q in extra[:10])
             parts.append(f"{len(extra)} id(s) not among the originals: {shown}{' ...' if len(extra) > 10 else ''}")
+        if missing and extra:  # likely partners (issue 34.1; vdr.metrics.idjoin)
+            from ..metrics.idjoin import join_ids
+
+            j = join_ids(extra, missing, what="query ids", left="variant", right="originals")
+            if j.pairs:
+                parts.append(f"{len(j.pairs)} of them match only after normalisation: {j.pairs_text()}")
         raise AlignmentError(f"rewrite variant {name!r} does not match the original queries: " + "; ".join(parts), path=path)
     return variant
 
