@@ -186,7 +186,7 @@ def test_interrupt_leaves_the_folder_unchanged_exit_130(corpus, ext_run, tmp_pat
             raise KeyboardInterrupt
 
         monkeypatch.setattr(Results, "save", save_then_interrupt)
-    res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--out", str(out)])
+    res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--run", f"other={ext_run}", "--out", str(out)])  # nothing dropped
     assert res.exit_code == 130
     assert res.stderr == f"interrupted; {out} unchanged\n"
     assert snapshot(out) == before
@@ -195,7 +195,7 @@ def test_interrupt_leaves_the_folder_unchanged_exit_130(corpus, ext_run, tmp_pat
     res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--out", str(fresh)])
     assert res.exit_code == 130 and not fresh.exists()
     # and main() (the console script) exits 130 with the same line
-    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--run", f"other={ext_run}", "--out", out)
     assert rc == 130 and err == f"interrupted; {out} unchanged\n"
 
 
