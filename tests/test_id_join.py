@@ -1,5 +1,5 @@
 """Ids that half-join (issue 34.1): every place where a run meets qrels or queries names the ids
-that do not join and their likely partners (vdr.metrics.idjoin); pairs stop the command (exit 2)
+that do not join and their likely partners (vdr.io.idjoin); pairs stop the command (exit 2)
 unless --allow-id-mismatch; results.json records the join and never contradicts itself."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from cli_helpers import cli
 from rewards_fixtures import make_passages, write_corpus
 from vdr.errors import InputError
 from vdr.metrics import evaluate_run
-from vdr.metrics.idjoin import IdJoinWarning, IdMismatchError, id_key, join_ids
+from vdr.io.idjoin import IdJoinWarning, IdMismatchError, id_key, join_ids
 
 FAST = ["--backend", "lexical", "-q", "--no-cache"]
 

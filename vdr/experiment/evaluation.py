@@ -323,7 +323,7 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
     (see :func:`vdr.metrics.evaluate_run`). The query ids' join is recorded in each run's policy; it
     was warned about once, queries against qrels in :func:`~vdr.experiment.inputs.load_inputs` and
     run files against queries by the run backend (:mod:`vdr.retrieve.runfile`)."""
-    from ..metrics.idjoin import IdJoinWarning
+    from ..io.idjoin import IdJoinWarning
 
     results: list[RunResult] = []
     for b in order:

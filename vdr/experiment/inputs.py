@@ -57,7 +57,7 @@ class InputSettings:
             trec_eval, and are reported.
         allow_id_mismatch: evaluate query ids (of the queries, the qrels, ``--run`` files) that match
             the other file's only after normalisation (``q1`` / ``q01``, case, whitespace, NFC, a
-            known prefix; :mod:`vdr.metrics.idjoin`) as written; default ``False``: an error naming the pairs.
+            known prefix; :mod:`vdr.io.idjoin`) as written; default ``False``: an error naming the pairs.
     """
 
     queries: str | Path | None = None
@@ -98,7 +98,7 @@ class Inputs:
             ``{"qrels": record, "rewrites": {name: record}}`` (:meth:`~vdr.io.turn_ids.IdMapping.to_json`),
             recorded under ``config.id_mapping``; empty when nothing was mapped.
         id_join: ``{"queries_qrels": record}``: how the query ids of the queries file and of the qrels
-            join (:func:`vdr.metrics.idjoin.check_id_join`), recorded under ``config.id_join``.
+            join (:func:`vdr.io.idjoin.check_id_join`), recorded under ``config.id_join``.
     """
 
     corpus: Corpus
@@ -464,7 +464,7 @@ def _default_file(given, corpus_dir: Path, name: str, flag: str) -> Path:
 
 
 def join_queries_qrels(queries: QuerySet, qrels: Qrels, qrels_path: str | Path, *, allow_id_mismatch: bool = False) -> dict:
-    """How the query ids of the queries file and of the qrels join (:mod:`vdr.metrics.idjoin`):
+    """How the query ids of the queries file and of the qrels join (:mod:`vdr.io.idjoin`):
     qrels ids without a query text that match a query id only after normalisation stop the
     evaluation (unless ``allow_id_mismatch``); queries without judgments are warned about (they
     are searched but never averaged).
@@ -475,7 +475,7 @@ def join_queries_qrels(queries: QuerySet, qrels: Qrels, qrels_path: str | Path, 
     Raises:
         IdMismatchError: likely pairs (named), unless ``allow_id_mismatch``.
     """
-    from ..metrics.idjoin import check_id_join, join_ids
+    from ..io.idjoin import check_id_join, join_ids
 
     j = join_ids(queries.ids(), (q for q in qrels if len(qrels[q])), what="query ids", left="queries", right="qrels")
     return check_id_join(j, allow_id_mismatch=allow_id_mismatch, path=qrels_path, stacklevel=4)

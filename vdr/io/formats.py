@@ -633,8 +633,8 @@ def load_rewrites(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
         if extra:
             shown = ", ".join(f"{q!r} ({variant.where(q)})" for q in extra[:10])
             parts.append(f"{len(extra)} id(s) not among the originals: {shown}{' ...' if len(extra) > 10 else ''}")
-        if missing and extra:  # likely partners (issue 34.1; vdr.metrics.idjoin)
-            from ..metrics.idjoin import join_ids
+        if missing and extra:  # likely partners (issue 34.1; vdr.io.idjoin)
+            from .idjoin import join_ids
 
             j = join_ids(extra, missing, what="query ids", left="variant", right="originals")
             if j.pairs:

@@ -732,7 +732,7 @@ def evaluate_run(
             the queries of both the qrels and the run) leaves it out. Either way it is counted in ``policy``.
             An empty ranking counts as missing (a TREC file cannot hold one).
         allow_id_mismatch: evaluate ids that match the qrels' only after normalisation (``q1`` / ``q01``,
-            :mod:`vdr.metrics.idjoin`) as written; non-joining ids are always named in ``policy["id_join"]``.
+            :mod:`vdr.io.idjoin`) as written; non-joining ids are always named in ``policy["id_join"]``.
 
     Returns:
         :class:`MetricsResult` with one float64 value per evaluated query and metric.
@@ -802,7 +802,7 @@ def _without_missing(qids: list[str], rd: Mapping, mode: str) -> tuple[list[str]
 def _join_policy(qrels: Qrels, run: Run, missing: list[str], id_join: dict, allow_id_mismatch: bool) -> dict:
     """The policy entries of the joins (issue 34.1) and of the skipped comment lines (34.3): the
     queries missing from the run (counted and named), the run's queries without qrels, the id
-    joins (:mod:`vdr.metrics.idjoin`) and the ``#`` lines of each file."""
+    joins (:mod:`vdr.io.idjoin`) and the ``#`` lines of each file."""
     return {
         "num_queries_missing_from_run": len(missing),
         "queries_missing_from_run": missing[:1000],
@@ -816,13 +816,13 @@ def _join_policy(qrels: Qrels, run: Run, missing: list[str], id_join: dict, allo
 
 
 def _join_query_ids(qd: Mapping, rd: Mapping, name: str | None, allow_id_mismatch: bool) -> dict:
-    """:func:`vdr.metrics.idjoin.check_id_join` of the run's query ids (those with a ranking) and
+    """:func:`vdr.io.idjoin.check_id_join` of the run's query ids (those with a ranking) and
     the qrels' (those with a judgment): ``{"query_ids": record}``.
 
     Raises:
         IdMismatchError: likely pairs, unless ``allow_id_mismatch``.
     """
-    from .idjoin import check_id_join, join_ids
+    from ..io.idjoin import check_id_join, join_ids
 
     side = f"run {name!r}" if name else "run"
     j = join_ids((q for q in rd if len(rd[q])), (q for q in qd if len(qd[q])), what="query ids", left=side, right="qrels")
@@ -834,7 +834,7 @@ def _check_overlap(qrels, run, qids: list[str], allow_unjudged: bool, allow_id_m
     chance predicts, retrieved only unjudged pages), by the corpus-id join of those queries (``id_join["corpus_ids"]``):
     a run page id that matches a qrels page id of the same query only after normalisation stops
     the evaluation, unless ``allow_id_mismatch``."""
-    from .idjoin import IdJoin, check_id_join, join_ids
+    from ..io.idjoin import IdJoin, check_id_join, join_ids
 
     qd, rd = qrels._data, run._data
     hit = [q for q in qids if q in rd and len(rd[q])]

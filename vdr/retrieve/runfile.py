@@ -29,7 +29,7 @@ class RunFileBackend:
     Args:
         name: the backend's name in results (letters, digits, ``_ . -``: it names files).
         allow_id_mismatch: search query ids of the file that match the query set's only after
-            normalisation (``q1`` / ``q01``; :mod:`vdr.metrics.idjoin`) as written; default ``False``:
+            normalisation (``q1`` / ``q01``; :mod:`vdr.io.idjoin`) as written; default ``False``:
             :meth:`search` raises naming the pairs.
         path: a TREC (``qid Q0 docid rank score tag``) or JSON (``{qid: {docid: score}}``) run, or
             ``{variant: path}`` with one run per query variant.
@@ -40,7 +40,7 @@ class RunFileBackend:
             pages and the corpus ids not in the corpus (count, first 10); ``searches``: per variant
             ``{"num_queries", "num_queries_missing" (count), "queries_missing" (first 20),
             "num_run_queries_ignored", "depth", "id_join"}`` (the join of the file's query ids with
-            the variant's, :func:`vdr.metrics.idjoin.check_id_join`), and ``id_mapping`` when the file's query ids use the
+            the variant's, :func:`vdr.io.idjoin.check_id_join`), and ``id_mapping`` when the file's query ids use the
             other turn-id scheme and were mapped onto the variant's (:mod:`vdr.io.turn_ids`).
 
     Raises:
@@ -114,10 +114,10 @@ class RunFileBackend:
 
 
 def _join(run: Run, qids: list[str], backend: RunFileBackend, key: str) -> dict:
-    """:func:`vdr.metrics.idjoin.check_id_join` of the run file's query ids (with a ranking) and the
+    """:func:`vdr.io.idjoin.check_id_join` of the run file's query ids (with a ranking) and the
     variant's query ids: pairs stop the evaluation unless ``backend.allow_id_mismatch``; the other
     non-joining ids are warned about. Returns the record."""
-    from ..metrics.idjoin import check_id_join, join_ids
+    from ..io.idjoin import check_id_join, join_ids
 
     j = join_ids((q for q in run if len(run[q])), qids, what="query ids", left=f"run file of {backend.name!r}", right="queries")
     return check_id_join(j, allow_id_mismatch=backend.allow_id_mismatch, path=backend._files[key], stacklevel=5)

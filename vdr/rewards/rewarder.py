@@ -403,7 +403,7 @@ class Rewarder:
         ids = [q if type(q) is str else to_id(q, what="query id") for q in query_ids]
         unknown = [q for q in ids if q not in self.qrels]
         if unknown:
-            from ..metrics.idjoin import join_ids
+            from ..io.idjoin import join_ids
 
             j = join_ids(unknown, (q for q in self.qrels if q not in set(unknown)), what="query ids", left="request", right="qrels")
             hint = f"{len(j.pairs)} match a qrels query id only after normalisation: {j.pairs_text()}" if j.pairs else ""

@@ -8,7 +8,7 @@ files against the qrels) and the rewards all call :func:`check_id_join`. It comp
 * pairs an id of one side with one of the other when both have the same :func:`id_key`: equal
   after Unicode NFC, surrounding whitespace, letter case, zero padding of digit runs (``q1`` and
   ``q01``) and a known prefix (ConvSearch-R1's ``topiocqa-dev_``, ``QReCC-Test_``, ...;
-  :data:`vdr.io.turn_ids.PREFIXES`);
+  :data:`PREFIXES`);
 * raises :class:`IdMismatchError` (an :class:`~vdr.errors.InputError`: exit 2 in the CLI) naming
   the pairs, unless ``allow_id_mismatch`` (``--allow-id-mismatch``);
 * warns (:class:`IdJoinWarning`, a :class:`~vdr.errors.VdrWarning`) about the other non-joining ids;
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import InputError, VdrWarning
 
-__all__ = ["IdJoin", "IdMismatchError", "IdJoinWarning", "id_key", "join_ids", "check_id_join", "SHOWN"]
+__all__ = ["PREFIXES", "IdJoin", "IdMismatchError", "IdJoinWarning", "id_key", "join_ids", "check_id_join", "SHOWN"]
 
 #: how many ids of each kind a message names (results.json names up to :data:`RECORDED`)
 SHOWN = 10
@@ -46,9 +46,17 @@ class IdJoinWarning(VdrWarning):
     """Ids of one side that the other side lacks, with no likely partner."""
 
 
-def _prefixes() -> tuple[str, ...]:
-    from ..io.turn_ids import PREFIXES
+#: ConvSearch-R1's id prefix of each (benchmark, split), exactly as its preprocessing writes it (re-exported as
+#: :data:`vdr.io.turn_ids.PREFIXES`, whose id schemes use it; defined here so that the join check imports no reader)
+PREFIXES: dict[tuple[str, str], str] = {
+    ("topiocqa", "dev"): "topiocqa-dev",  # preprocess/topiocqa/preprocess.py: f"topiocqa-dev_{conv_id}_{turn_id}"
+    ("topiocqa", "train"): "topiocqa-train",
+    ("qrecc", "test"): "QReCC-Test",  # preprocess/qrecc/preprocess_v3.py: "{}_{}_{}".format("QReCC-Test", ...)
+    ("qrecc", "train"): "QReCC-Train",
+}
 
+
+def _prefixes() -> tuple[str, ...]:
     return tuple(sorted({p.casefold() + "_" for p in PREFIXES.values()}, key=len, reverse=True))
 
 
