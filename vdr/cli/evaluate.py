@@ -308,7 +308,9 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
         rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
     ("overwrite", bool, lambda: typer.Option(
         False, "--overwrite/--no-overwrite",
-        rich_help_panel=common.PANEL_RUN, help="Replace another experiment's results in --out and write beside files vdr did not write (never deleted); both are refused otherwise.")),
+        rich_help_panel=common.PANEL_RUN, help="Replace another experiment's results in --out, or results of this one that the run"
+        " would drop (backend x variant runs, --group-by breakdowns), and write beside files vdr did not write (never deleted);"
+        " all are refused otherwise.")),
     ("protocol", Optional[Protocol], lambda: typer.Option(
         None, "--protocol",
         rich_help_panel=common.PANEL_STATS, help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),

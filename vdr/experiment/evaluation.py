@@ -613,8 +613,10 @@ class RunSettings:
     Attributes:
         progress: show progress bars.
         overwrite: replace the results of another experiment (another corpus, queries, qrels or
-            dataset) in ``out``, and write beside files vdr did not write (never deleted); without
-            it both are refused before any work. The folder is locked for the run (a second run
+            dataset) in ``out``, or results of this experiment that the run would drop (a backend x
+            variant run or a ``--group-by`` breakdown the folder holds and this run does not write
+            again; issue 34.2), and write beside files vdr did not write (never deleted); without
+            it all are refused before any search. The folder is locked for the run (a second run
             into it fails at once); results are staged and replace the folder's vdr entries at the
             end (stale runs and reports of earlier runs removed), so an interrupted run leaves it
             unchanged (:mod:`vdr.io.outdir`).
@@ -727,7 +729,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             query_fields=fields,
         )
         _write(results, folder, timer)
-    _rewrite_report(out, held)
+        _rewrite_report(out, held)  # under the folder's lock
     return results
 
 
