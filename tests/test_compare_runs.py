@@ -201,6 +201,8 @@ def test_a_failing_run_is_named_with_its_file(files, tmp_path, capsys):
     other_d = tmp_path / "bad_docs.trec"  # right queries, no judged page: an id mismatch
     other_d.write_text("q1 Q0 D-1 1 2.0 c\nq2 Q0 D-3 1 1.0 c\n", encoding="utf-8")
     rc, _, err = cli(capsys, "compare", q, other_d, a)  # the failing run is the baseline, named by its file stem
+    assert err.startswith("warning: 2 query ids of the qrels are not in the run 'bad_docs': 'q3', 'q4'\n")  # issue 34.1
+    err = err.split("\n", 1)[1]
     assert rc == 2 and err.count("\n") == 1 and err.startswith(f"error: {other_d.resolve()}: run 'bad_docs': no retrieved page of any query"), err
     with pytest.raises(vdr.InputError) as e:  # in-memory runs: the name, no path
         vdr.compare(q, {"a": a, "mem": {"x1": {"d1": 1.0}}})

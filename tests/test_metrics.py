@@ -357,11 +357,11 @@ def test_no_judged_page_at_all_is_an_error():
     from vdr.metrics import check_judged_overlap
 
     with pytest.raises(InputError) as e:
-        ev({"q1": {"p01": 1}}, {"q1": {"p1": 0.9}}, ["ndcg@3"])
+        ev({"q1": {"doc-a": 1}}, {"q1": {"a": 0.9}}, ["ndcg@3"])
     msg = str(e.value)
-    assert "'p1'" in msg and "'p01'" in msg and "--allow-unjudged" in msg and "format" in msg
+    assert "'a'" in msg and "'doc-a'" in msg and "--allow-unjudged" in msg and "format" in msg
     with pytest.warns(vdr.errors.VdrWarning, match="1 of 1 queries retrieved only pages without a qrels line"):
-        r = ev({"q1": {"p01": 1}}, {"q1": {"p1": 0.9}}, ["ndcg@3"], allow_unjudged=True)
+        r = ev({"q1": {"doc-a": 1}}, {"q1": {"a": 0.9}}, ["ndcg@3"], allow_unjudged=True)
     assert r.aggregate["ndcg@3"] == 0.0 and r.policy["queries_all_unjudged"] == ["q1"] and r.policy["allow_unjudged"] is True
     # query ids that never match: named too
     with pytest.raises(InputError, match=r"no page for any of the 1 qrels queries: run query ids \['1'\], qrels query ids \['q1'\]"):
@@ -388,7 +388,7 @@ def test_some_unjudged_queries_are_listed_not_warned():
     assert "queries whose retrieved pages all lack a qrels line: 2 ('q2', 'q3')" in r.table()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a fully judged run: no warning
-        assert ev(qrels, {"q1": {"a": 1.0}, "q2": {"b": 1.0}}, ["ndcg@3"]).policy["queries_all_unjudged"] == []
+        assert ev(qrels, {"q1": {"a": 1.0}, "q2": {"b": 1.0}, "q3": {"c": 1.0}}, ["ndcg@3"]).policy["queries_all_unjudged"] == []
 
 
 def test_judged_hits_far_below_chance_warn():
@@ -400,9 +400,13 @@ def test_judged_hits_far_below_chance_warn():
            for i in range(10)}
     n_seen = len({d for q in run.values() for d in q} | {d for q in qrels.values() for d in q})
     expected = 10 * (1 - (1 - 10 / n_seen) ** 10)
+    with pytest.raises(vdr.errors.InputError, match=r"90 corpus ids of the run match corpus ids of the qrels only after"
+                       r" normalisation .*'q1: d010' \(run\) ~ 'q1: d10' \(qrels\) \[zero padding\]"):
+        ev(qrels, run, ["ndcg@3"])  # issue 34.1: the likely partners are named
     with pytest.warns(vdr.errors.VdrWarning, match=rf"9 of 10 queries retrieved only pages without a qrels line .*1 queries"
                       rf" retrieved a judged page where a random ranking of the same depth would give about {expected:.1f}"):
-        r = ev(qrels, run, ["ndcg@3"])
+        r = ev(qrels, run, ["ndcg@3"], allow_id_mismatch=True)
+    assert r.policy["id_join"]["corpus_ids"]["num_pairs"] == 90
     assert n_seen == 190 and round(expected, 1) == 4.2 and r.policy["num_queries_all_unjudged"] == 9
 
 
@@ -489,7 +493,8 @@ PYTREC = {
 def test_against_pytrec_eval(pytrec_eval, data, k, level):
     qrels, run = data
     # random runs may share no id with the qrels (an id-format mismatch to vdr): scored anyway, as pytrec_eval does
-    ours = ev(qrels, run, [t.format(k=k) for t in PYTREC] + ["mrr", "map", f"mrr@{k}"], relevance_level=level, allow_unjudged=True)
+    ours = ev(qrels, run, [t.format(k=k) for t in PYTREC] + ["mrr", "map", f"mrr@{k}"], relevance_level=level, allow_unjudged=True,
+              allow_id_mismatch=True)  # pytrec_eval compares ids as written
     measures = {f"ndcg_cut.{k}", f"P.{k}", f"recall.{k}", f"success.{k}", f"map_cut.{k}", "recip_rank", "map"}
     ref = pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=level).evaluate(run)
     top = vdr.Run(run).top_k(k).to_dict() if run else {}

@@ -194,6 +194,10 @@ def test_bad_input_is_refused(world):
     with pytest.raises(UnknownQueryError) as e:
         rw.score(["q0", "nope", "q1", "nope2"], ["a", "b", "c", "d"])
     assert e.value.ids == ["nope", "nope2"] and "'nope'" in str(e.value)
+    for asked, reason in (("q01", "zero padding"), ("Q3", "letter case"), (" q4", "surrounding whitespace")):  # issue 34.1
+        with pytest.raises(UnknownQueryError, match=rf"1 match a qrels query id only after normalisation: '{asked}' \(request\)"
+                                                    rf" ~ '{asked.strip().lower().replace('q0', 'q')}' \(qrels\) \[{reason}\]"):
+            rw.score(["q0", asked], ["a", "b"])
     with pytest.raises(InputError, match="2 query ids but 1 rewrites"):
         rw.score(["q0", "q1"], ["a"])
     with pytest.raises(InputError, match="string or null"):

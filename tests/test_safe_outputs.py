@@ -109,13 +109,19 @@ def test_rerun_removes_stale_files_of_earlier_runs(corpus, ext_run, tmp_path, ca
     for name, text in {"report.html": "old", "report.md": "old", "judge/rcp.json": "{}", "judge/cache.jsonl": "{}\n"}.items():
         (out / name).parent.mkdir(exist_ok=True)
         (out / name).write_text(text)
-    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # same experiment, fewer backends
+    before = snapshot(out)
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # same experiment, fewer backends: refused (issue 34.2)
+    assert rc == 2 and "this run would drop results the folder holds: 1 run(s) backend/variant other/original" in err
+    assert snapshot(out) == before
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out, "--overwrite")
     assert rc == 0, err
     files = sorted(snapshot(out))
-    assert files == [LOCK_FILE, "judge/cache.jsonl", "per_query.csv", "results.json", "runs/lexical.original.trec", "timing.json"]
+    assert files == [LOCK_FILE, "judge/cache.jsonl", "per_query.csv", "report.html", "report.md", "results.json",
+                     "runs/lexical.original.trec", "timing.json"]
     doc = json.loads((out / "results.json").read_text())
     assert [r["backend"] for r in doc["runs"]] == ["lexical"]
     assert (out / "judge/cache.jsonl").read_text() == "{}\n"  # the judge's answer cache is kept
+    assert (out / "report.html").read_text() != "old" and "other" not in (out / "report.md").read_text()  # rewritten
 
 
 def test_other_experiment_refused_unless_overwrite(corpus, tmp_path, capsys, monkeypatch):
@@ -180,7 +186,7 @@ def test_interrupt_leaves_the_folder_unchanged_exit_130(corpus, ext_run, tmp_pat
             raise KeyboardInterrupt
 
         monkeypatch.setattr(Results, "save", save_then_interrupt)
-    res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--out", str(out)])
+    res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--run", f"other={ext_run}", "--out", str(out)])  # nothing dropped
     assert res.exit_code == 130
     assert res.stderr == f"interrupted; {out} unchanged\n"
     assert snapshot(out) == before
@@ -189,7 +195,7 @@ def test_interrupt_leaves_the_folder_unchanged_exit_130(corpus, ext_run, tmp_pat
     res = CliRunner().invoke(app, ["evaluate", str(corpus), *FAST, "--out", str(fresh)])
     assert res.exit_code == 130 and not fresh.exists()
     # and main() (the console script) exits 130 with the same line
-    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--run", f"other={ext_run}", "--out", out)
     assert rc == 130 and err == f"interrupted; {out} unchanged\n"
 
 

@@ -140,12 +140,19 @@ def _to_grade(value: object, qid: str, did: str) -> int:
 class _IdMapping(Mapping):
     """Read-only ``{str id: read-only {str id: value}}`` mapping shared by Qrels and Run."""
 
-    __slots__ = ("_data", "_name")
+    __slots__ = ("_data", "_name", "_comments")
 
     @property
     def name(self) -> str | None:
         """Optional label: the run tag, or the file the qrels came from."""
         return self._name
+
+    @property
+    def comment_lines(self) -> tuple[int, ...]:
+        """The 1-based numbers of the lines of the TREC file this was read from that were skipped
+        as comments (first character ``#``, as trec_eval 10); ``()`` for other sources. The metrics
+        record their count in the policy (issue 34.3)."""
+        return getattr(self, "_comments", ())
 
     def __getitem__(self, key: str) -> Mapping:
         return MappingProxyType(self._data[key])
@@ -304,7 +311,9 @@ class Run(_IdMapping):
     def renamed(self, name: str | None) -> "Run":
         """The same run (the rankings are shared, not copied) under another ``name``, the name that
         warnings and errors about the run use (e.g. ``"lexical/keywords"``)."""
-        return Run.from_checked(self._data, name=name)
+        out = Run.from_checked(self._data, name=name)
+        out._comments = self.comment_lines
+        return out
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
         """All scores as one float64 array in query order, each query's start offset, and each query's
@@ -364,7 +373,9 @@ class Run(_IdMapping):
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        return Run.from_checked({q: dict(self.ranked(q)[:k]) for q in self._data}, self.name)
+        out = Run.from_checked({q: dict(self.ranked(q)[:k]) for q in self._data}, self.name)
+        out._comments = self.comment_lines
+        return out
 
     def __repr__(self) -> str:
         return f"Run({len(self)} queries, {self.num_entries()} scored pages{', ' + repr(self.name) if self.name else ''})"

@@ -113,6 +113,8 @@ def _evaluation_kwargs(values: dict) -> dict:
     }
 
 
+ID_HELP = ("Evaluate ids that match the qrels' only after normalisation (q1 vs q01, case, whitespace, NFC, a known prefix)"
+           " as written (by default an error naming the pairs).")
 _MetricsFormat = Enum("MetricsFormat", {"table": "table", "trec_eval": "trec_eval"}, type=str)
 
 
@@ -141,6 +143,7 @@ def metrics_command(
         False, "--allow-unjudged/--refuse-unjudged",
         rich_help_panel=common.PANEL_STATS, help="Score a run even when none of its retrieved pages has a qrels line (by default an error: an id-format mismatch).",
     ),
+    allow_id_mismatch: bool = typer.Option(False, "--allow-id-mismatch/--refuse-id-mismatch", rich_help_panel=common.PANEL_STATS, help=ID_HELP),
     fmt: _MetricsFormat = typer.Option(
         "table", "--format", rich_help_panel=common.PANEL_RUN,
         help="table: vdr's table; trec_eval: trec_eval's own lines, measure<TAB>query|all<TAB>value (without -m: trec_eval's"
@@ -186,6 +189,7 @@ def metrics_command(
         queries_missing_from_run="zero" if complete else "exclude",
         depth=depth,
         allow_unjudged=allow_unjudged,
+        allow_id_mismatch=allow_id_mismatch,
         json_path=json_out,
         per_query_path=per_query,
     )
@@ -315,13 +319,19 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
         rich_help_panel=common.PANEL_STATS, help="Table's first column and the metric of the change columns (default ndcg@3; e.g. nDCG@5, nDCG@10, RR@3).")),
     ("overwrite", bool, lambda: typer.Option(
         False, "--overwrite/--no-overwrite",
-        rich_help_panel=common.PANEL_RUN, help="Replace another experiment's results in --out and write beside files vdr did not write (never deleted); both are refused otherwise.")),
+        rich_help_panel=common.PANEL_RUN, help="Replace another experiment's results in --out, or results of this one that the run"
+        " would drop (backend x variant runs, --group-by breakdowns), and write beside files vdr did not write (never deleted);"
+        " all are refused otherwise.")),
     ("protocol", Optional[Protocol], lambda: typer.Option(
         None, "--protocol",
         rich_help_panel=common.PANEL_STATS, help="convsearch: MRR@3, NDCG@3, R@10, R@100 and, labelled, ConvSearch-R1's paper-compatible rr_full.")),
     ("group_by", Optional[list[str]], _STORY_OPTIONS["group_by"]),
     ("groups", Optional[Path], _STORY_OPTIONS["groups"]),
     ("alpha", float, _STORY_OPTIONS["alpha"]),
+    ("allow_id_mismatch", bool, lambda: typer.Option(
+        False, "--allow-id-mismatch/--refuse-id-mismatch", rich_help_panel=common.PANEL_INPUTS,
+        help="Evaluate query ids (queries, qrels, --run files) that match only after normalisation (q1 vs q01, case, whitespace,"
+             " NFC, a known prefix) as written (by default an error naming the pairs).")),
     ("drop_missing_judged", bool, lambda: typer.Option(
         False, "--drop-missing-judged/--keep-missing-judged",
         rich_help_panel=common.PANEL_INPUTS, help="Passage corpora: drop judgments of passages absent from the collection or empty (default: kept in the"
@@ -364,6 +374,7 @@ def evaluate_command(**o: Any) -> None:
         primary_metric=o["primary_metric"],
         overwrite=o["overwrite"],
         drop_missing_judged=o["drop_missing_judged"],
+        allow_id_mismatch=o["allow_id_mismatch"],
         protocol=o["protocol"],
         backend_options=backend_options or None,
         group_by=tuple(o["group_by"] or ()),
@@ -425,6 +436,7 @@ def compare_command(
         False, "--exclude-queries-without-relevant/--keep-all-queries", rich_help_panel=common.PANEL_STATS, help="Leave out queries whose qrels hold no grade > 0 (default: they count as 0)."),
     allow_unjudged: bool = typer.Option(
         False, "--allow-unjudged/--refuse-unjudged", rich_help_panel=common.PANEL_STATS, help="Score a run none of whose retrieved pages has a qrels line (by default an error: an id mismatch)."),
+    allow_id_mismatch: bool = typer.Option(False, "--allow-id-mismatch/--refuse-id-mismatch", rich_help_panel=common.PANEL_STATS, help=ID_HELP),
     seed: int = typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap."),
     n_permutations: int = typer.Option(10_000, "--permutations", rich_help_panel=common.PANEL_STATS, help="Random sign assignments of the randomization test (exact for <= 16 queries)."),
     n_bootstrap: int = typer.Option(10_000, "--bootstrap", rich_help_panel=common.PANEL_STATS, help="Bootstrap resamples of the 95% CI."),
@@ -447,7 +459,7 @@ def compare_command(
     res = compare_runs(
         qrels, parse_run_items(runs), baseline=baseline, metrics=metric or None, primary_metric=primary_metric, k=k,
         relevance_level=relevance_level, queries_without_relevant="exclude" if exclude_no_relevant else "zero",
-        allow_unjudged=allow_unjudged, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, out=out,
+        allow_unjudged=allow_unjudged, allow_id_mismatch=allow_id_mismatch, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, out=out,
         overwrite=overwrite, report=write_report, pairs=str(getattr(pairs, "value", pairs)), alpha=alpha, group_by=tuple(group_by or ()),
         groups=groups, queries=queries, corpus_dir=corpus,
     )

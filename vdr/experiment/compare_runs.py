@@ -115,7 +115,8 @@ class CompareOptions:
         primary_metric: the table's first column and the metric of its change columns (default
             ``ndcg@3``, or the first of ``metrics``); added to the evaluated metrics when missing.
         k: cutoffs of the default metrics (default :data:`vdr.metrics.EVALUATE_CUTOFFS`, 3, 5, 10).
-        relevance_level, queries_without_relevant, allow_unjudged: see :func:`vdr.metrics.evaluate_run`.
+        relevance_level, queries_without_relevant, allow_unjudged, allow_id_mismatch: see
+            :func:`vdr.metrics.evaluate_run`.
         n_permutations, n_bootstrap, seed: see :func:`vdr.stats.compare_variants`.
         out: a results folder to write (``results.json``, ``per_query.csv``, ``runs/<name>.trec``,
             with ``report`` also ``report.html`` and ``report.md``); taken before any work like
@@ -143,6 +144,7 @@ class CompareOptions:
     relevance_level: int = 1
     queries_without_relevant: str = "zero"
     allow_unjudged: bool = False
+    allow_id_mismatch: bool = False
     n_permutations: int = 10_000
     n_bootstrap: int = 10_000
     seed: int = 0
@@ -176,7 +178,7 @@ def compare_runs(
         options: a :class:`CompareOptions` (default: all defaults).
         **kwargs: any field of :class:`CompareOptions` (``baseline``, ``metrics``,
             ``primary_metric``, ``k``, ``relevance_level``, ``queries_without_relevant``,
-            ``allow_unjudged``, ``n_permutations``, ``n_bootstrap``, ``seed``, ``out``,
+            ``allow_unjudged``, ``allow_id_mismatch``, ``n_permutations``, ``n_bootstrap``, ``seed``, ``out``,
             ``overwrite``, ``report``, ``pairs``, ``alpha``, ``group_by``, ``groups``, ``queries``,
             ``corpus_dir``: documented there, with their defaults); they override ``options``'
             fields.
@@ -257,7 +259,7 @@ def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
         run = named[n][0].renamed(n)
         try:
             m = evaluate_run(q, run, plan, relevance_level=o.relevance_level, queries_without_relevant=o.queries_without_relevant,
-                             allow_unjudged=o.allow_unjudged)
+                             allow_unjudged=o.allow_unjudged, allow_id_mismatch=o.allow_id_mismatch)
         except InputError as e:  # name the run and its file: "which of my runs?" (the message alone names neither)
             raise InputError(f"run {n!r}: {e}", path=named[n][1], id=e.id) from None
         results.append(RunResult(RUNS_BACKEND, n, f"runs/{n}.trec", m, ranking=run))

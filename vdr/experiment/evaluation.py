@@ -190,7 +190,8 @@ def _specs(plan: _Plan, inputs: Inputs, o: "EvaluateOptions", *, encoder, runs, 
     specs = []
     for name in plan.wanted:
         factory = "run" if name in runs else "mteb" if name == "multimodal" and o.engine == "mteb" else name
-        opts = {"path": _variant_files(name, runs[name], inputs)} if name in runs else dict(defaults.get(name, {}))
+        opts = ({"path": _variant_files(name, runs[name], inputs), "allow_id_mismatch": o.allow_id_mismatch} if name in runs
+                else dict(defaults.get(name, {})))
         opts.update(dict((backend_options or {}).get(name, {})))
         specs.append(_Spec(name, factory, opts))
     order = {b: i for i, b in enumerate(BACKENDS)}
@@ -316,10 +317,14 @@ def _run_backends(specs: list[_Spec], inputs: Inputs, *, depth: int, cache_dir: 
 
 
 def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, plan: _Plan,
-             settings: MetricSettings, run_names: Collection[str] = ()) -> list[RunResult]:
+             settings: MetricSettings, run_names: Collection[str] = (), allow_id_mismatch: bool = False) -> list[RunResult]:
     """Evaluate each run (named ``backend/variant`` in its warnings); add the labelled macro rows when
     ``settings.macro_average``. ``settings.queries_without_relevant``: ``"zero"`` or ``"exclude"``
-    (see :func:`vdr.metrics.evaluate_run`)."""
+    (see :func:`vdr.metrics.evaluate_run`). The query ids' join is recorded in each run's policy; it
+    was warned about once, queries against qrels in :func:`~vdr.experiment.inputs.load_inputs` and
+    run files against queries by the run backend (:mod:`vdr.retrieve.runfile`)."""
+    from ..io.idjoin import IdJoinWarning
+
     results: list[RunResult] = []
     for b in order:
         for name, run in runs[b].items():
@@ -327,8 +332,11 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
             # refused; a run file of another system gets vdr metrics' and vdr compare's check (issue 25.4)
             run = run.renamed(f"{b}/{name}")
             try:
-                res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=settings.relevance_level,
-                                   allow_unjudged=b not in run_names, queries_without_relevant=settings.queries_without_relevant)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", IdJoinWarning)
+                    res = evaluate_run(inputs.qrels, run, plan.metrics, relevance_level=settings.relevance_level,
+                                       allow_unjudged=b not in run_names, queries_without_relevant=settings.queries_without_relevant,
+                                       allow_id_mismatch=allow_id_mismatch)
             except InputError as e:
                 raise InputError(f"--run {b} (variant {name}): {e}") from None
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
@@ -392,6 +400,7 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "Evaluat
         **({"concat": inputs.concat} if inputs.concat else {}),
         **({"same_texts": inputs.same_texts} if inputs.same_texts else {}),
         **({"id_mapping": inputs.id_mapping} if inputs.id_mapping else {}),
+        **({"id_join": inputs.id_join} if inputs.id_join else {}),
         "alpha": o.alpha,
         **({"group_by": _group_by(o)} if _group_by(o) else {}),
         **({"groups": str(Path(o.groups).resolve())} if o.groups is not None else {}),
@@ -604,8 +613,10 @@ class RunSettings:
     Attributes:
         progress: show progress bars.
         overwrite: replace the results of another experiment (another corpus, queries, qrels or
-            dataset) in ``out``, and write beside files vdr did not write (never deleted); without
-            it both are refused before any work. The folder is locked for the run (a second run
+            dataset) in ``out``, or results of this experiment that the run would drop (a backend x
+            variant run or a ``--group-by`` breakdown the folder holds and this run does not write
+            again; issue 34.2), and write beside files vdr did not write (never deleted); without
+            it all are refused before any search. The folder is locked for the run (a second run
             into it fails at once); results are staged and replace the folder's vdr entries at the
             end (stale runs and reports of earlier runs removed), so an interrupted run leaves it
             unchanged (:mod:`vdr.io.outdir`).
@@ -693,6 +704,9 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             st.count, st.note = len(inputs.corpus), f"; {len(inputs.qrels)} judged queries, variants {', '.join(inputs.variants)}"
             st.unit = inputs.corpus.kind
             fields = _query_fields(inputs, o)  # --group-by: a missing field fails here, before any search
+        held = _held(out) if folder is not None else None  # what the folder holds now (we hold its lock)
+        planned = {(b, v) for b in [*plan.wanted, "macro"] for v in inputs.variants}  # a superset of what this run writes
+        _check_nothing_lost(out, held, planned, _group_by(o), o.overwrite)  # before any search
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         specs = _specs(plan, inputs, o, encoder=encoder, runs=runs, out=out)
@@ -709,6 +723,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             config.update(_language_config(fields, inputs.qrels, config.get("group_by") or []))
             config.update(_graded_gain(run_results, inputs.qrels, o.metrics, config["primary_metric"]))
         _warn_duplicates(inputs.variants)
+        _check_nothing_lost(out, held, {(r.backend, r.variant) for r in run_results}, _group_by(o), o.overwrite)
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
             comparisons=comparisons, skipped=skipped, variants=inputs.variants,
@@ -716,7 +731,62 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             query_fields=fields,
         )
         _write(results, folder, timer)
+        _rewrite_report(out, held)  # under the folder's lock
     return results
+
+
+def _held(out: Path) -> dict | None:
+    """What the results folder ``out`` holds (issue 34.2): ``{"runs": {(backend, variant)}, "group_by":
+    [field], "report": bool}`` read from its ``results.json``; ``None`` when it holds none (or one
+    vdr cannot read: :class:`~vdr.io.outdir.ResultsFolder` refused it already unless ``overwrite``)."""
+    f = out / "results.json"
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        runs = {(str(r["backend"]), str(r["variant"])) for r in doc["runs"]}
+        group_by = [str(g) for g in (doc.get("config") or {}).get("group_by") or ()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return {"runs": runs, "group_by": group_by, "report": (out / "report.html").is_file()}
+
+
+def _check_nothing_lost(out: Path, held: dict | None, written: set, group_by: Sequence[str], overwrite: bool) -> None:
+    """Refuse a run that would drop results the folder holds (issue 34.2): a backend x variant run or
+    a ``--group-by`` breakdown of the folder that this run does not write again.
+
+    Args:
+        out: the results folder; held: :func:`_held`'s answer; written: the ``(backend, variant)``
+            runs this run writes (or a superset, before the search); group_by: this run's fields;
+        overwrite: replace whatever the folder holds.
+
+    Raises:
+        InputError: naming every run and breakdown that would be lost, with the two ways out.
+    """
+    if held is None or overwrite:
+        return
+    runs = sorted(held["runs"] - set(written))
+    groups = [g for g in held["group_by"] if g not in set(group_by)]
+    if not runs and not groups:
+        return
+    lost = ([f"{len(runs)} run(s) backend/variant " + ", ".join(f"{b}/{v}" for b, v in runs)] if runs else []) + (
+        [f"the --group-by breakdown(s) {', '.join(groups)}"] if groups else [])
+    raise InputError("this run would drop results the folder holds: " + "; ".join(lost) + ". Evaluate them again"
+                     " (the same --backend, --run, --rewrites and --group-by as before, plus the new ones) or give"
+                     " --overwrite to replace the folder's results, or choose another --out", path=out)
+
+
+def _rewrite_report(out: Path, held: dict | None) -> None:
+    """Rewrite ``report.html`` (and its pages) when the folder held one before this run: a report
+    made before it would describe other results (issue 34.2). A failure is a warning naming the
+    command that rebuilds it, never silent."""
+    if not held or not held["report"]:
+        return
+    from ..report.render import report
+
+    try:
+        report(out)
+    except Exception as e:  # the results are written; the report is secondary, but never silently stale
+        warnings.warn(f"{out}: the report of the earlier run was removed (it described other results) and could not"
+                      f" be rewritten ({e}); run `vdr report {out}`", VdrWarning, stacklevel=3)
 
 
 def _query_fields(inputs: Inputs, o: "EvaluateOptions") -> dict[str, dict[str, str]]:
@@ -784,7 +854,7 @@ def _score(run_map, order, inputs, plan, skipped, timer: "_Timer", o: "EvaluateO
         InputError: no backend ran (each skipped backend's reason named).
     """
     with timer.stage("metrics", unit="run") as st:
-        run_results = _metrics(run_map, order, inputs, plan, o.metrics, run_names=set(o.runs or {}))
+        run_results = _metrics(run_map, order, inputs, plan, o.metrics, run_names=set(o.runs or {}), allow_id_mismatch=o.allow_id_mismatch)
         st.count = len(run_results)
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))

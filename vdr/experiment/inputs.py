@@ -55,6 +55,9 @@ class InputSettings:
             from the collection or empty (labelled in ``config.judged_passages``). Default
             ``False``: they stay relevant-but-unretrievable and count in IDCG and recall, as in
             trec_eval, and are reported.
+        allow_id_mismatch: evaluate query ids (of the queries, the qrels, ``--run`` files) that match
+            the other file's only after normalisation (``q1`` / ``q01``, case, whitespace, NFC, a
+            known prefix; :mod:`vdr.io.idjoin`) as written; default ``False``: an error naming the pairs.
     """
 
     queries: str | Path | None = None
@@ -67,7 +70,7 @@ class InputSettings:
     concat: bool | None = None
     concat_max_tokens: int | None = DEFAULT_MAX_QUERY_TOKENS
     drop_missing_judged: bool = False
-
+    allow_id_mismatch: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ class Inputs:
             (ConvSearch-R1's ``<prefix>_<conv>_<turn>`` <-> ``<conv>_<turn>``, :mod:`vdr.io.turn_ids`):
             ``{"qrels": record, "rewrites": {name: record}}`` (:meth:`~vdr.io.turn_ids.IdMapping.to_json`),
             recorded under ``config.id_mapping``; empty when nothing was mapped.
+        id_join: ``{"queries_qrels": record}``: how the query ids of the queries file and of the qrels
+            join (:func:`vdr.io.idjoin.check_id_join`), recorded under ``config.id_join``.
     """
 
     corpus: Corpus
@@ -107,6 +112,7 @@ class Inputs:
     concat: dict = field(default_factory=dict)
     same_texts: dict = field(default_factory=dict)
     id_mapping: dict = field(default_factory=dict)
+    id_join: dict = field(default_factory=dict)
 
 
 def same_text_variants(variants: Mapping[str, QuerySet]) -> dict[str, str]:
@@ -386,13 +392,35 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
         raise InputError("no corpus: give CORPUS_DIR or --vidore DATASET")
     corpus_dir = Path(corpus_dir)
     corpus = load_corpus(corpus_dir)
-    queries_path = Path(queries) if queries is not None else corpus_dir / "queries.jsonl"
-    qrels_path = Path(qrels) if qrels is not None else corpus_dir / "qrels.tsv"
+    queries_path = _default_file(queries, corpus_dir, "queries.jsonl", "--queries")
+    qrels_path = _default_file(qrels, corpus_dir, "qrels.tsv", "--qrels")
     originals = load_queries(queries_path)
-    qrels_obj, qrels_mapping = remap_qrels(load_qrels(qrels_path), originals.queries, path=qrels_path)
+    loaded = load_qrels(qrels_path)
+    qrels_obj, qrels_mapping = remap_qrels(loaded, originals.queries, path=qrels_path)
+    qrels_obj._comments = loaded.comment_lines  # counted in the metrics' policy (issue 34.3)
     if qrels_mapping:
         mapping_note(qrels_mapping)
+    id_join = join_queries_qrels(originals, qrels_obj, qrels_path, allow_id_mismatch=o.allow_id_mismatch)
     check_inputs(corpus, originals, qrels_obj, qrels_path)
+    qrels_obj, judged = _judged_passages(corpus, qrels_obj, qrels_path, drop_missing_judged)
+    variants = build_variants(originals, {}, concat=concat, concat_max_tokens=concat_max_tokens)
+    rewritten, rewrite_mappings = _rewrite_variants(originals, dict(rewrites))
+    variants.update(rewritten)
+    concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
+    same = same_text_variants(variants)
+    variants = {n: qs for n, qs in variants.items() if n not in same}
+    id_mapping = {**({"qrels": qrels_mapping.to_json()} if qrels_mapping else {}), **({"rewrites": rewrite_mappings} if rewrite_mappings else {})}
+    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same, id_mapping,
+                  {"queries_qrels": id_join})
+
+
+def _judged_passages(corpus, qrels_obj: Qrels, qrels_path: Path, drop_missing_judged: bool) -> tuple[Qrels, dict]:
+    """Passage corpora: the judged passages missing from the collection or empty (reported, or
+    dropped with ``drop_missing_judged``); ``(qrels, record for config.judged_passages)``.
+
+    Raises:
+        InputError: ``drop_missing_judged`` on a page corpus, or leaving no judged query.
+    """
     judged: dict = {}
     if corpus.kind == "passage":
         judged = judged_problems(corpus, qrels_obj, qrels_path, warn=not drop_missing_judged)
@@ -413,15 +441,41 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
                 warnings.warn(f"{qrels_path}: --drop-missing-judged removed {dropped['judgments_dropped']} judgment(s) of"
                               f" {judged['missing_count']} missing and {judged['empty_count']} empty passage(s) and"
                               f" {len(dropped['queries_dropped'])} query(ies) left without judgments (not trec_eval's"
-                              " denominators)", VdrWarning, stacklevel=2)
+                              " denominators)", VdrWarning, stacklevel=3)
         judged.pop("_ids")
     elif drop_missing_judged:
         raise InputError("--drop-missing-judged applies to passage corpora only (page corpora keep failed pages as unretrievable)")
-    variants = build_variants(originals, {}, concat=concat, concat_max_tokens=concat_max_tokens)
-    rewritten, rewrite_mappings = _rewrite_variants(originals, dict(rewrites))
-    variants.update(rewritten)
-    concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
-    same = same_text_variants(variants)
-    variants = {n: qs for n, qs in variants.items() if n not in same}
-    id_mapping = {**({"qrels": qrels_mapping.to_json()} if qrels_mapping else {}), **({"rewrites": rewrite_mappings} if rewrite_mappings else {})}
-    return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same, id_mapping)
+    return qrels_obj, judged
+
+
+def _default_file(given, corpus_dir: Path, name: str, flag: str) -> Path:
+    """The file given, or ``corpus_dir/name`` when it exists (issue 34.13).
+
+    Raises:
+        InputError: no file given and none in the corpus folder: names the option and where vdr looked.
+    """
+    if given is not None:
+        return Path(given)
+    path = corpus_dir / name
+    if not path.exists():
+        raise InputError(f"{flag} is missing: give {flag} FILE (vdr looked for {name} in the corpus folder {corpus_dir}"
+                         " and found none)")
+    return path
+
+
+def join_queries_qrels(queries: QuerySet, qrels: Qrels, qrels_path: str | Path, *, allow_id_mismatch: bool = False) -> dict:
+    """How the query ids of the queries file and of the qrels join (:mod:`vdr.io.idjoin`):
+    qrels ids without a query text that match a query id only after normalisation stop the
+    evaluation (unless ``allow_id_mismatch``); queries without judgments are warned about (they
+    are searched but never averaged).
+
+    Returns:
+        the record for ``config.id_mapping.id_join.queries_qrels``.
+
+    Raises:
+        IdMismatchError: likely pairs (named), unless ``allow_id_mismatch``.
+    """
+    from ..io.idjoin import check_id_join, join_ids
+
+    j = join_ids(queries.ids(), (q for q in qrels if len(qrels[q])), what="query ids", left="queries", right="qrels")
+    return check_id_join(j, allow_id_mismatch=allow_id_mismatch, path=qrels_path, stacklevel=4)

@@ -80,10 +80,24 @@ def _qrels_format(path: Path, fmt: str) -> str:
     return "trec"
 
 
+#: the grades vdr reads: 64-bit signed integers (issue 34.4); every gain is exact or scaled exactly over this range
+GRADE_MIN, GRADE_MAX = -(2**63), 2**63 - 1
+
+
+def grade_range_message(g: int, qid: str, did: str) -> str:
+    """The one line refusing grade ``g`` of ``(qid, did)`` outside ``GRADE_MIN..GRADE_MAX``."""
+    shown = str(g) if len(str(g)) <= 30 else f"{str(g)[:12]}...({len(str(g))} digits)"
+    return (f"grade {shown} of query {qid!r}, corpus id {did!r} is outside the 64-bit range vdr reads grades in"
+            f" ({GRADE_MIN}..{GRADE_MAX})")
+
+
 def _parse_grade(text: str, path: Path, line: int, qid: str, did: str) -> int:
     t = text.strip()
     if _INT_RE.fullmatch(t):
-        return int(t)
+        g = int(t)
+        if not GRADE_MIN <= g <= GRADE_MAX:
+            raise InputError(grade_range_message(g, qid, did), path=path, line=line, id=did)
+        return g
     raise InputError(f"grade {text!r} of query {qid!r}, corpus id {did!r} is not an integer", path=path, line=line)
 
 
@@ -121,12 +135,12 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
     out: dict[str, dict[str, int]] = {}
     seen_at: dict[tuple[str, str], int] = {}
     header_done = fmt != "beir"
-    comments = 0
+    comments: list[int] = []
     for no, line in read_lines(path):
         if not line.strip():
             continue
         if fmt == "trec" and line.startswith("#"):  # trec_eval 10: a line whose first character is '#' is a comment
-            comments += 1
+            comments.append(no)
             continue
         if fmt == "beir":
             fields = line.split("\t")
@@ -161,8 +175,10 @@ def load_qrels(path: str | Path, format: Format = "auto") -> Qrels:
         out.setdefault(qid, {})[did] = g
     if fmt == "beir" and not header_done:
         raise InputError("empty BEIR qrels file (no header)", path=path)
-    _log_comments(path, comments)
-    return Qrels.from_checked(out, name=path.name)
+    _warn_comments(path, comments)
+    q = Qrels.from_checked(out, name=path.name)
+    q._comments = tuple(comments)
+    return q
 
 
 def _check_run_fields(fields: list[str], line: str, path: Path, no: int) -> None:
@@ -223,10 +239,10 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
     tag: str | None = None
     dups = 0
     first_dup: tuple[int, str, str] | None = None
-    trailing, trailing_first, comments = 0, None, 0
+    trailing, trailing_first, comments = 0, None, []
     for no, line in read_lines(path):
         if line.startswith("#"):  # trec_eval 10: a line whose first character is '#' is a comment
-            comments += 1
+            comments.append(no)
             continue
         fields = line.split()
         if not fields:
@@ -265,16 +281,24 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
             VdrWarning,
             stacklevel=2,
         )
-    _log_comments(path, comments)
-    return Run.from_checked(out, name=tag)
+    _warn_comments(path, comments)
+    run = Run.from_checked(out, name=tag)
+    run._comments = tuple(comments)
+    return run
 
 
-def _log_comments(path: Path, count: int) -> None:
-    """Say (log level INFO, logger ``vdr``) how many comment lines a TREC file had; trec_eval 10
-    skips every line whose first character is ``#`` (``formats.c``: "Lines starting with '#' are
-    ignored"); a ``#`` later in a line (an id such as ``doc.pdf#3``) is an ordinary character."""
-    if count:
-        logging.getLogger("vdr").info("%s: skipped %d comment line(s) starting with '#', as trec_eval does", path, count)
+def _warn_comments(path: Path, lines: list[int]) -> None:
+    """Warn (:class:`~vdr.errors.VdrWarning`) about the comment lines a TREC file had, naming their
+    numbers (the first 20) and showing none of the data they might hold; trec_eval 10 skips every
+    line whose first character is ``#`` (``formats.c``: "Lines starting with '#' are ignored"),
+    and so does vdr; a ``#`` later in a line (an id such as ``doc.pdf#3``) is an ordinary
+    character. The count is recorded in the metrics' policy (``comment_lines``; issue 34.3)."""
+    if lines:
+        shown = ", ".join(map(str, lines[:20])) + (f", ... ({len(lines) - 20} more)" if len(lines) > 20 else "")
+        msg = (f"{path}: skipped {len(lines)} comment line(s) starting with '#', as trec_eval does (line {shown});"
+               " a data line whose query id starts with '#' is dropped too")
+        logging.getLogger("vdr").info(msg)
+        warnings.warn(msg, VdrWarning, stacklevel=3)
 
 
 class _DuplicateKey(Exception):
@@ -614,6 +638,12 @@ def load_rewrites(path: str | Path, originals: QuerySet, name: str) -> QuerySet:
         if extra:
             shown = ", ".join(f"{q!r} ({variant.where(q)})" for q in extra[:10])
             parts.append(f"{len(extra)} id(s) not among the originals: {shown}{' ...' if len(extra) > 10 else ''}")
+        if missing and extra:  # likely partners (issue 34.1; vdr.io.idjoin)
+            from .idjoin import join_ids
+
+            j = join_ids(extra, missing, what="query ids", left="variant", right="originals")
+            if j.pairs:
+                parts.append(f"{len(j.pairs)} of them match only after normalisation: {j.pairs_text()}")
         raise AlignmentError(f"rewrite variant {name!r} does not match the original queries: " + "; ".join(parts), path=path)
     return variant
 

@@ -43,6 +43,7 @@ from typing import NamedTuple, TypeVar
 
 from ..errors import AlignmentError, InputError, VdrWarning
 from ..types import Qrels, QuerySet, Run
+from .idjoin import PREFIXES  # ConvSearch-R1's prefix of each (benchmark, split); defined there, the join check strips them
 
 __all__ = ["ID_SCHEMES", "DEFAULT_ID_SCHEME", "PREFIXES", "SPLITS", "EVAL_SPLITS", "TurnKey", "IdMapping", "check_scheme",
            "prefix_of", "turn_id", "parse_turn_id", "map_turn_ids", "remap_qrels", "remap_run", "remap_queries",
@@ -51,13 +52,6 @@ __all__ = ["ID_SCHEMES", "DEFAULT_ID_SCHEME", "PREFIXES", "SPLITS", "EVAL_SPLITS
 #: the id schemes of ``vdr convert topiocqa|qrecc --id-scheme``
 ID_SCHEMES = ("convsearch", "conv_turn")
 DEFAULT_ID_SCHEME = "convsearch"
-#: ConvSearch-R1's id prefix of each (benchmark, split), exactly as its preprocessing writes it
-PREFIXES: dict[tuple[str, str], str] = {
-    ("topiocqa", "dev"): "topiocqa-dev",  # preprocess/topiocqa/preprocess.py: f"topiocqa-dev_{conv_id}_{turn_id}"
-    ("topiocqa", "train"): "topiocqa-train",
-    ("qrecc", "test"): "QReCC-Test",  # preprocess/qrecc/preprocess_v3.py: "{}_{}_{}".format("QReCC-Test", ...)
-    ("qrecc", "train"): "QReCC-Train",
-}
 #: the splits of each benchmark, and the one evaluated by default
 SPLITS = {"topiocqa": ("dev", "train"), "qrecc": ("test", "train")}
 EVAL_SPLITS = {"topiocqa": "dev", "qrecc": "test"}

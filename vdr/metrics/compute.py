@@ -354,6 +354,33 @@ def _check_corpus_overlap(qd: Mapping, qids: list[str], corpus_ids: Collection[s
 # engine
 
 
+def _grades(qd: Mapping, qids: Sequence[str], n_lines: int) -> np.ndarray:
+    """The grades of the qrels lines of ``qids``, in order: int64 ``(n_lines,)``.
+
+    Raises:
+        InputError: a grade outside the 64-bit range, naming the query and corpus id (issue 34.4).
+    """
+    try:
+        return np.fromiter(chain.from_iterable(qd[q].values() for q in qids), dtype=np.int64, count=n_lines)
+    except OverflowError:
+        from ..io.formats import GRADE_MAX, GRADE_MIN, grade_range_message
+
+        q, d, g = next((q, d, g) for q in qids for d, g in qd[q].items() if not GRADE_MIN <= g <= GRADE_MAX)
+        raise InputError(grade_range_message(g, q, d), id=d) from None
+
+
+def _exp_gain(g: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The exponential gain ``2^g - 1`` of grades ``g`` (int64), each divided by ``2^top`` (``top``:
+    the highest grade of the line's query, int64, same shape): ``2^(g - top) - 2^-top``, float64.
+
+    nDCG is a ratio of two sums of one query's gains, so the common factor ``2^-top`` cancels; a
+    power of two scales a float exactly, so for grades up to 1000 the values are bit-identical to the
+    unscaled ``2^g - 1``, and for any larger grade they stay finite (the unscaled gain overflows to
+    inf and inf / inf is NaN; issue 34.4). The difference ``g - top`` is taken in int64, exactly.
+    """
+    return np.exp2((g - top).astype(np.float64)) - np.exp2(-top.astype(np.float64))
+
+
 def _first_greater(M: np.ndarray, rows: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Batched binary search: for each i, the first column j with ``M[rows[i], j] > s[i]`` (rows ascending)."""
     L = M.shape[1]
@@ -453,7 +480,7 @@ class Ranked:
         qlens = np.fromiter((len(qd[q]) for q in qids), dtype=np.int64, count=nq)
         n_lines = int(qlens.sum())
         q_all = np.repeat(np.arange(nq), qlens)
-        g_all = np.fromiter(chain.from_iterable(qd[q].values() for q in qids), dtype=np.int64, count=n_lines)
+        g_all = _grades(qd, qids, n_lines)
         s_all = np.fromiter(
             chain.from_iterable(map(rq.get, qd[q], repeat(math.nan)) for q, rq in zip(qids, runs)), dtype=np.float64, count=n_lines
         )
@@ -572,7 +599,7 @@ class Ranked:
         0 where the ideal DCG is 0. Discount 1/log2(rank + 1) (Jarvelin & Kekalainen 2002)."""
         jq, jg, nq = self.jq, self.jg, self.nq
         jdisc = 1.0 / np.log2(self.jr + 1.0)
-        jgain = np.where(jg > 0, jg, 0).astype(np.float64) if gain == "linear" else np.where(jg > 0, np.exp2(jg.astype(np.float64)) - 1.0, 0.0)
+        jgain = np.where(jg > 0, jg, 0).astype(np.float64) if gain == "linear" else np.where(jg > 0, _exp_gain(jg, self.max_grade[jq]), 0.0)
         k = np.inf if k is None else k
         inK = self.jr <= k
         dcg = self.count(inK, jq, jgain * jdisc)
@@ -581,7 +608,7 @@ class Ranked:
             pq_s, pg_s = self._pq[order], self._pg[order]
             pos_in_q = np.arange(len(pq_s)) - np.searchsorted(pq_s, np.arange(nq))[pq_s]
             idisc = 1.0 / np.log2(pos_in_q + 2.0)
-            pgain = pg_s.astype(np.float64) if gain == "linear" else np.exp2(pg_s.astype(np.float64)) - 1.0
+            pgain = pg_s.astype(np.float64) if gain == "linear" else _exp_gain(pg_s, self.max_grade[pq_s])
             idcg = self.count(pos_in_q < k, pq_s, pgain * idisc)
         else:  # ideal from the retrieved top-k gains, sorted descending
             sel = np.nonzero(inK & (jg > 0))[0]
@@ -683,6 +710,7 @@ def evaluate_run(
     queries_without_relevant: Literal["zero", "exclude"] = "zero",
     allow_unjudged: bool = False,
     queries_missing_from_run: Literal["zero", "exclude"] = "zero",
+    allow_id_mismatch: bool = False,
 ) -> MetricsResult:
     """Compute per-query metrics of ``run`` against ``qrels`` (trec_eval semantics, see module doc).
 
@@ -702,6 +730,9 @@ def evaluate_run(
         queries_missing_from_run: ``"zero"`` (default, trec_eval ``-c``) scores a query of the qrels
             that the run does not rank 0 on every metric; ``"exclude"`` (trec_eval without ``-c``:
             the queries of both the qrels and the run) leaves it out. Either way it is counted in ``policy``.
+            An empty ranking counts as missing (a TREC file cannot hold one).
+        allow_id_mismatch: evaluate ids that match the qrels' only after normalisation (``q1`` / ``q01``,
+            :mod:`vdr.io.idjoin`) as written; non-joining ids are always named in ``policy["id_join"]``.
 
     Returns:
         :class:`MetricsResult` with one float64 value per evaluated query and metric.
@@ -709,6 +740,7 @@ def evaluate_run(
     Raises:
         InputError: unknown metric names, bad ids/grades/scores in dict input, a bad policy, a
             query set that is empty, or no judged overlap at all (unless ``allow_unjudged``).
+        IdMismatchError: (an InputError) ids matching only after normalisation, named (unless ``allow_id_mismatch``).
     """
     if not isinstance(qrels, Qrels):
         qrels = Qrels(qrels)
@@ -721,13 +753,9 @@ def evaluate_run(
     level = _check_policy(relevance_level, queries_without_relevant, queries_missing_from_run)
     qd, rd = qrels._data, run._data
     qids, empty, no_rel = _query_set(qd, queries_without_relevant)
-    missing = [q for q in qids if q not in rd]
-    if queries_missing_from_run == "exclude" and missing:
-        if len(missing) == len(qids):
-            raise InputError(f"no query of the qrels is ranked by the run (queries_missing_from_run='exclude',"
-                             f" trec_eval without -c): qrels query ids [{_examples(qids, 3)}]")
-        qids = [q for q in qids if q not in set(missing)]
-    unjudged = check_judged_overlap(qrels, run, allow_unjudged=allow_unjudged, query_ids=qids)
+    id_join = _join_query_ids(qd, rd, getattr(run, "name", None), allow_id_mismatch)
+    qids, missing = _without_missing(qids, rd, queries_missing_from_run)
+    unjudged = _check_overlap(qrels, run, qids, allow_unjudged, allow_id_mismatch, id_join)
     ctx = Ranked(qd, run, qids, level)
     values = {str(m): _compute(ctx, m) for m in mlist}
 
@@ -742,8 +770,7 @@ def evaluate_run(
         "num_queries_in_qrels": len(qd),
         "num_queries_averaged": len(qids),
         "num_queries_without_relevant": len(no_rel),
-        "num_queries_missing_from_run": len(missing),
-        "num_run_queries_without_qrels": sum(1 for q in rd if q not in qd),
+        **_join_policy(qrels, run, missing, id_join, allow_id_mismatch),
         "num_queries_skipped_no_judgments": len(empty),
         "queries_skipped_no_judgments": empty,
         "allow_unjudged": bool(allow_unjudged),
@@ -756,13 +783,79 @@ def evaluate_run(
     return MetricsResult(tuple(qids), values, policy)
 
 
+def _without_missing(qids: list[str], rd: Mapping, mode: str) -> tuple[list[str], list[str]]:
+    """``(query set, queries of the qrels missing from the run)``: a query the run does not hold,
+    or holds with an empty ranking, is missing; with ``mode == "exclude"`` it leaves the query set.
+
+    Raises:
+        InputError: ``"exclude"`` and every query is missing.
+    """
+    missing = [q for q in qids if q not in rd or not len(rd[q])]
+    if mode == "exclude" and missing:
+        if len(missing) == len(qids):
+            raise InputError(f"no query of the qrels is ranked by the run (queries_missing_from_run='exclude',"
+                             f" trec_eval without -c): qrels query ids [{_examples(qids, 3)}]")
+        qids = [q for q in qids if q not in set(missing)]
+    return qids, missing
+
+
+def _join_policy(qrels: Qrels, run: Run, missing: list[str], id_join: dict, allow_id_mismatch: bool) -> dict:
+    """The policy entries of the joins (issue 34.1) and of the skipped comment lines (34.3): the
+    queries missing from the run (counted and named), the run's queries without qrels, the id
+    joins (:mod:`vdr.io.idjoin`) and the ``#`` lines of each file."""
+    return {
+        "num_queries_missing_from_run": len(missing),
+        "queries_missing_from_run": missing[:1000],
+        "num_run_queries_without_qrels": sum(1 for q in run._data if q not in qrels._data),
+        "allow_id_mismatch": bool(allow_id_mismatch),
+        "id_join": id_join,
+        "comment_lines": {"policy": "lines whose first character is '#' are skipped, as trec_eval 10 does",
+                          "qrels": len(qrels.comment_lines), "qrels_lines": list(qrels.comment_lines[:1000]),
+                          "run": len(run.comment_lines), "run_lines": list(run.comment_lines[:1000])},
+    }
+
+
+def _join_query_ids(qd: Mapping, rd: Mapping, name: str | None, allow_id_mismatch: bool) -> dict:
+    """:func:`vdr.io.idjoin.check_id_join` of the run's query ids (those with a ranking) and
+    the qrels' (those with a judgment): ``{"query_ids": record}``.
+
+    Raises:
+        IdMismatchError: likely pairs, unless ``allow_id_mismatch``.
+    """
+    from ..io.idjoin import check_id_join, join_ids
+
+    side = f"run {name!r}" if name else "run"
+    j = join_ids((q for q in rd if len(rd[q])), (q for q in qd if len(qd[q])), what="query ids", left=side, right="qrels")
+    return {"query_ids": check_id_join(j, allow_id_mismatch=allow_id_mismatch, stacklevel=5)}
+
+
+def _check_overlap(qrels, run, qids: list[str], allow_unjudged: bool, allow_id_mismatch: bool, id_join: dict) -> list[str]:
+    """:func:`check_judged_overlap`, preceded, when it would refuse or warn (every query, or fewer than
+    chance predicts, retrieved only unjudged pages), by the corpus-id join of those queries (``id_join["corpus_ids"]``):
+    a run page id that matches a qrels page id of the same query only after normalisation stops
+    the evaluation, unless ``allow_id_mismatch``."""
+    from ..io.idjoin import IdJoin, check_id_join, join_ids
+
+    qd, rd = qrels._data, run._data
+    hit = [q for q in qids if q in rd and len(rd[q])]
+    disjoint = [q for q in hit if qd[q].keys().isdisjoint(rd[q].keys())]
+    if disjoint and (len(disjoint) == len(hit) or len(hit) - len(disjoint) < 0.5 * _expected_judged_hits(qd, rd, hit)):
+        pairs: list = []
+        for q in disjoint:
+            pairs += [(f"{q}: {a}", f"{q}: {b}", r) for a, b, r in join_ids(rd[q], qd[q], what="", left="", right="").pairs]
+        side = f"run {run.name!r}" if getattr(run, "name", None) else "run"
+        j = IdJoin("corpus ids", side, "qrels", [a for a, _, _ in pairs], [b for _, b, _ in pairs], pairs)
+        id_join["corpus_ids"] = check_id_join(j, allow_id_mismatch=allow_id_mismatch, warn_unpaired=False, stacklevel=5)
+    return check_judged_overlap(qrels, run, allow_unjudged=allow_unjudged, query_ids=qids)
+
+
 @dataclass(frozen=True)
 class MetricsOptions:
     """The keyword options of :func:`metrics` (``vdr.metrics(qrels, run, k, names, **options)``).
 
     Attributes:
-        relevance_level, queries_without_relevant, allow_unjudged, queries_missing_from_run: see
-            :func:`evaluate_run`.
+        relevance_level, queries_without_relevant, allow_unjudged, queries_missing_from_run,
+            allow_id_mismatch: see :func:`evaluate_run`.
         depth: if given, only each query's ``depth`` best pages are evaluated (trec_eval ``-M``:
             the rest of the ranking is discarded before any metric is computed).
         json_path: if given, write ``{"aggregate", "per_query", "num_queries", "policy"}`` there.
@@ -776,6 +869,7 @@ class MetricsOptions:
     per_query_path: str | Path | None = None
     queries_missing_from_run: Literal["zero", "exclude"] = "zero"
     depth: int | None = None
+    allow_id_mismatch: bool = False
 
 
 def metrics(
@@ -829,7 +923,7 @@ def metrics(
     res = evaluate_run(
         qrels, run, plan,
         relevance_level=o.relevance_level, queries_without_relevant=o.queries_without_relevant, allow_unjudged=o.allow_unjudged,
-        queries_missing_from_run=o.queries_missing_from_run,
+        queries_missing_from_run=o.queries_missing_from_run, allow_id_mismatch=o.allow_id_mismatch,
     )
     if o.depth is not None:
         res.policy["depth"] = int(o.depth)

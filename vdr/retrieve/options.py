@@ -328,6 +328,8 @@ class RunOptions:
     label: ClassVar[str] = "run"
 
     path: Path | Mapping[str, Any] | None = option(None, "A run file, or {variant: run file} (required)")
+    allow_id_mismatch: bool = option(False, "Evaluate query ids that match the queries' only after normalisation as written"
+                                            " (default: an error naming the pairs; vdr.io.idjoin)")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ class RunFileBackend:
 
     Args:
         name: the backend's name in results (letters, digits, ``_ . -``: it names files).
+        allow_id_mismatch: search query ids of the file that match the query set's only after
+            normalisation (``q1`` / ``q01``; :mod:`vdr.io.idjoin`) as written; default ``False``:
+            :meth:`search` raises naming the pairs.
         path: a TREC (``qid Q0 docid rank score tag``) or JSON (``{qid: {docid: score}}``) run, or
             ``{variant: path}`` with one run per query variant.
 
@@ -36,15 +39,17 @@ class RunFileBackend:
         report: ``page_forward_passes`` 0; ``index``: per file the number of queries and scored
             pages and the corpus ids not in the corpus (count, first 10); ``searches``: per variant
             ``{"num_queries", "num_queries_missing" (count), "queries_missing" (first 20),
-            "num_run_queries_ignored", "depth"}``, and ``id_mapping`` when the file's query ids use the
+            "num_run_queries_ignored", "depth", "id_join"}`` (the join of the file's query ids with
+            the variant's, :func:`vdr.io.idjoin.check_id_join`), and ``id_mapping`` when the file's query ids use the
             other turn-id scheme and were mapped onto the variant's (:mod:`vdr.io.turn_ids`).
 
     Raises:
         InputError: a malformed or missing file (file, line and id named; raised by :meth:`index`).
     """
 
-    def __init__(self, name: str, path: str | Path | Mapping[str, str | Path]) -> None:
+    def __init__(self, name: str, path: str | Path | Mapping[str, str | Path], *, allow_id_mismatch: bool = False) -> None:
         self.name = name
+        self.allow_id_mismatch = bool(allow_id_mismatch)
         files = {"*": path} if isinstance(path, (str, Path)) else dict(path)
         if not files:
             raise InputError(f"run backend {name!r}: no run file given")
@@ -77,6 +82,8 @@ class RunFileBackend:
 
         Raises:
             InputError: :meth:`index` was not called; no run file for this variant; bad ``depth``.
+            IdMismatchError: query ids of the file that match the variant's only after normalisation
+                (unless ``allow_id_mismatch``).
         """
         if self._runs is None:
             raise InputError(f"run backend {self.name!r}: call index(corpus) first")
@@ -91,16 +98,29 @@ class RunFileBackend:
             self._noted.add(key)
             mapping_note(mapping)
         qids = list(queries)
-        missing = [q for q in qids if q not in run]
+        join = _join(run, qids, self, key)
+        missing = [q for q in qids if q not in run or not len(run[q])]
         out = {q: dict(run.ranked(q)[:depth]) if q in run else {} for q in qids}
         self.report["searches"][variant] = {
             "num_queries": len(qids), "num_queries_missing": len(missing), "queries_missing": missing[:20],
-            "num_run_queries_ignored": sum(1 for q in run if q not in queries), "depth": depth,
+            "num_run_queries_ignored": sum(1 for q in run if q not in queries), "depth": depth, "id_join": join,
             **({"id_mapping": mapping.to_json()} if mapping else {}),
         }
-        return Run.from_checked(out, self.name)
+        res = Run.from_checked(out, self.name)
+        res._comments = self._runs[key].comment_lines  # counted in the metrics' policy (issue 34.3)
+        return res
 
 
+
+
+def _join(run: Run, qids: list[str], backend: RunFileBackend, key: str) -> dict:
+    """:func:`vdr.io.idjoin.check_id_join` of the run file's query ids (with a ranking) and the
+    variant's query ids: pairs stop the evaluation unless ``backend.allow_id_mismatch``; the other
+    non-joining ids are warned about. Returns the record."""
+    from ..io.idjoin import check_id_join, join_ids
+
+    j = join_ids((q for q in run if len(run[q])), qids, what="query ids", left=f"run file of {backend.name!r}", right="queries")
+    return check_id_join(j, allow_id_mismatch=backend.allow_id_mismatch, path=backend._files[key], stacklevel=5)
 
 
 def build(ctx: BuildContext) -> RunFileBackend:
@@ -113,7 +133,7 @@ def build(ctx: BuildContext) -> RunFileBackend:
     o = check_options(RunOptions, ctx.options, backend=ctx.name)
     if o.path is None:
         raise InputError(f"run backend {ctx.name!r} needs the option path (a run file or {{variant: run file}})")
-    return RunFileBackend(ctx.name, o.path)
+    return RunFileBackend(ctx.name, o.path, allow_id_mismatch=o.allow_id_mismatch)
 
 
 build.Options = RunOptions

@@ -95,11 +95,11 @@ class RewardError(VdrError):
 class UnknownQueryError(InputError):
     """Query ids without qrels. Attributes: ``ids`` (all of them, in input order, deduplicated)."""
 
-    def __init__(self, ids: Sequence[str]) -> None:
+    def __init__(self, ids: Sequence[str], hint: str = "") -> None:
         self.ids = list(dict.fromkeys(ids))
         shown = ", ".join(repr(i) for i in self.ids[:20])
         more = f" (and {len(self.ids) - 20} more)" if len(self.ids) > 20 else ""
-        super().__init__(f"{len(self.ids)} unknown query id(s) (not in the qrels): {shown}{more}")
+        super().__init__(f"{len(self.ids)} unknown query id(s) (not in the qrels): {shown}{more}" + (f"; {hint}" if hint else ""))
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,7 +403,11 @@ class Rewarder:
         ids = [q if type(q) is str else to_id(q, what="query id") for q in query_ids]
         unknown = [q for q in ids if q not in self.qrels]
         if unknown:
-            raise UnknownQueryError(unknown)
+            from ..io.idjoin import join_ids
+
+            j = join_ids(unknown, (q for q in self.qrels if q not in set(unknown)), what="query ids", left="request", right="qrels")
+            hint = f"{len(j.pairs)} match a qrels query id only after normalisation: {j.pairs_text()}" if j.pairs else ""
+            raise UnknownQueryError(unknown, hint)
         return ids
 
     def score(self, query_ids: Sequence[object], rewrites: Sequence[str | None], metric: str | None = None) -> list[float]:
@@ -537,7 +541,8 @@ class Rewarder:
         # a rewrite that retrieves no judged page earns 0: expected in training, neither an id-format error nor a warning
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", VdrWarning)
-            res = evaluate_run(pos_qrels, pos_run, [*asked, _BEST_RANK], relevance_level=self.relevance_level, allow_unjudged=True)
+            res = evaluate_run(pos_qrels, pos_run, [*asked, _BEST_RANK], relevance_level=self.relevance_level, allow_unjudged=True,
+                               allow_id_mismatch=True)  # ids are positions here; the request's ids were joined in check_ids
         order = np.array([int(k) for k in res.query_ids], dtype=np.int64)
         cols: dict[str, np.ndarray] = {}
         for m, v in res.values.items():
