@@ -204,7 +204,7 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
 
     Returns:
         :class:`~vdr.types.Run` with string ids and ``float`` scores; ``run.name`` is the tag of
-        the first line (TREC) or the file name (JSON).
+        the last line (TREC; as trec_eval's ``runid``) or the file name (JSON).
 
     Raises:
         InputError: missing file, bad encoding, a line without 6 fields, a score that is not a
@@ -237,8 +237,7 @@ def load_run(path: str | Path, format: Format = "auto") -> Run:
                 trailing_first = no
         qid, _, did, _, score, t = fields[:6]
         s = _parse_score(score, path, no, qid, did)
-        if tag is None:
-            tag = t
+        tag = t  # trec_eval keeps the tag of the LAST line (get_trec_results.c)
         row = out.get(qid)
         if row is None:
             out[qid] = row = {}

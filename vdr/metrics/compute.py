@@ -217,12 +217,20 @@ def _mean(v: np.ndarray, family) -> float:
     ``sum`` families (trec_eval's ``all`` line for counts); the geometric mean of max(v, 1e-5) for
     ``gmean`` families (trec_eval's ``gm_map``); NaN when there are no values."""
     if family is not None and family.kind == "sum":
-        return float(v.sum()) if len(v) else math.nan
+        return _seq_sum(v) if len(v) else math.nan
     if family is not None and family.kind == "gmean":
-        return float(np.exp(np.log(np.where(v > MIN_GEO_MEAN, v, MIN_GEO_MEAN)).mean())) if len(v) else math.nan
+        return float(np.exp(_seq_sum(np.log(np.where(v > MIN_GEO_MEAN, v, MIN_GEO_MEAN))) / len(v))) if len(v) else math.nan
     if family is not None and family.kind == "run_mean":
         v = v[~np.isnan(v)]
-    return float(v.mean()) if len(v) else math.nan
+    return _seq_sum(v) / len(v) if len(v) else math.nan
+
+
+def _seq_sum(v: np.ndarray) -> float:
+    """The sum of float64 ``v`` added one value after the other, in order, as trec_eval's ``all`` line adds
+    the queries (``te_acc_meas_s``: ``accum += value``, queries by id). numpy's ``sum`` and ``mean`` add
+    pairwise, and Python's ``sum`` compensates (3.12): either can round a mean on a 5th-decimal tie the
+    other way (issue 34). ``np.add.accumulate`` adds sequentially."""
+    return float(np.add.accumulate(np.asarray(v, dtype=np.float64))[-1])
 
 
 def _examples(ids: Sequence[str], n: int = 5) -> str:
