@@ -177,7 +177,52 @@ def test_runid_is_the_last_lines_tag(tmp_path, capsys):
 
 
 def test_cutoffs_print_sorted(tmp_path, capsys):
-    """trec_eval sorts a measure's cutoffs (-m P.10,5 prints P_5 then P_10); vdr does so across -m options too."""
+    """trec_eval sorts a measure's cutoffs (-m P.10,5 prints P_5 then P_10, above). Given two -m for one measure,
+    trec_eval 10.0 keeps the first only (-m P.10 -m ndcg_cut.3 -m P.5 prints P_10 and ndcg_cut_3); vdr prints
+    every cutoff asked for, sorted (a deliberate difference: nothing asked for is dropped)."""
     q, r = _write(tmp_path, ["q1 0 a 1"], ["q1 Q0 a 1 2.0 t"])
     names = [ln.split("\t")[0].strip() for ln in _trec(capsys, q, r, "-m", "P.10", "-m", "ndcg_cut.3", "-m", "P.5")]
     assert names == ["P_5", "P_10", "ndcg_cut_3"]
+
+
+def test_runid_and_relstring_print_only_what_was_asked(tmp_path, capsys):
+    """trec_eval -m runid (with or without -q) prints the runid line alone; -q -m relstring.2 only the relstring lines;
+    -m relstring.2 without -q prints nothing (trec_eval 10.0, on these files)."""
+    q, r = _write(tmp_path, ["q1 0 a 1", "q1 0 b 0", "q2 0 c 2"],
+                  ["q1 Q0 a 1 3.0 sys", "q1 Q0 x 2 2.0 sys", "q1 Q0 b 3 1.0 sys", "q2 Q0 c 1 1.0 sys"])
+    assert _trec(capsys, q, r, "-m", "runid") == ["runid                 \tall\tsys"]
+    assert _trec(capsys, q, r, "-m", "runid", "-Q") == ["runid                 \tall\tsys"]
+    assert _trec(capsys, q, r, "-m", "relstring.2", "-Q") == ["relstring_2           \tq1\t'1-'",
+                                                              "relstring_2           \tq2\t'2'"]
+    assert _trec(capsys, q, r, "-m", "relstring.2") == []
+
+
+@pytest.mark.skipif(SHARED is None, reason="../shared/trec_eval_ref (trec_eval's test inputs) is absent")
+def test_relstring_alone_on_trec_eval_inputs(capsys):
+    """trec_eval -q -m relstring.5 qrels.test results.test (trec_eval 10.0)."""
+    assert _trec(capsys, SHARED / "qrels.test", SHARED / "results.test", "-m", "relstring.5", "-Q") == [
+        "relstring_5           \t301\t'00000'", "relstring_5           \t302\t'11011'", "relstring_5           \t303\t'00000'"]
+
+
+def test_several_runs_in_one_call(tmp_path, capsys):
+    q, r1 = _write(tmp_path, ["q1 0 a 1", "q2 0 b 1"], ["q1 Q0 a 1 2.0 one", "q2 Q0 x 1 2.0 one"])
+    r2 = tmp_path / "run2.txt"
+    r2.write_text("q1 Q0 a 1 2.0 two\nq2 Q0 b 1 2.0 two\n")
+    both = _trec(capsys, q, r1, r2, "-m", "runid", "-m", "P.1", "-Q")
+    assert both == _trec(capsys, q, r1, "-m", "runid", "-m", "P.1", "-Q") + _trec(capsys, q, r2, "-m", "runid", "-m", "P.1", "-Q")
+    assert both[2:4] == ["runid                 \tall\tone", "P_1                   \tall\t0.5000"]
+    assert both[-2:] == ["runid                 \tall\ttwo", "P_1                   \tall\t1.0000"]
+    code, out, _ = cli(capsys, "metrics", q, r1, r2, "-m", "P@1")
+    assert code == 0 and out.index(f"{r1}:") < out.index("0.5000") < out.index(f"{r2}:") < out.index("1.0000")
+    code, _, err = cli(capsys, "metrics", q, r1, r2, "--json", tmp_path / "out.json")
+    assert code == 2 and "2 runs were given" in err and not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.skipif(SHARED is None, reason="../shared/trec_eval_ref (trec_eval's test inputs) is absent")
+def test_num_rel_with_c_and_l_says_how_it_differs(capsys):
+    """trec_eval -c -l 2 -m num_rel qrels.rel_level results.test prints 559 (the qrels' grades > 0, -l ignored);
+    trec_eval -l 2 -m num_rel prints 97. vdr prints 97 (the sum of its per-query lines) and says why on stderr."""
+    code, out, err = cli(capsys, "metrics", SHARED / "qrels.rel_level", SHARED / "results.test", "-c", "-l", "2",
+                         "-m", "num_rel", "--format", "trec_eval")
+    assert code == 0 and out.splitlines() == ["num_rel               \tall\t97"]
+    assert "trec_eval -c prints the qrels' pages of grade > 0 there, ignoring -l" in err
