@@ -226,3 +226,52 @@ def test_num_rel_with_c_and_l_says_how_it_differs(capsys):
                          "-m", "num_rel", "--format", "trec_eval")
     assert code == 0 and out.splitlines() == ["num_rel               \tall\t97"]
     assert "trec_eval -c prints the qrels' pages of grade > 0 there, ignoring -l" in err
+
+
+@pytest.mark.parametrize("text", [
+    "q1 Q0 a 1 2.5 t1\nq1 Q0 b 2 1.5 t1\nq2 Q0 a 1 0.5 t2\n",  # plain: read in bulk
+    "q1 Q0 a 1 2.5 t1\n\nq2\tQ0  a 1 -3e-2 t2\nq1 Q0 b 2 1 t3",  # blank line, tab, double space, no final newline
+    "q1 Q0 a 1 2.5 t1\nq2 Q0 a 1 0.5 t2\nq1 Q0 b 2 1.5 t1\n",  # a query's lines apart
+    "q1 Q0 a 1 2.5 t1\r\nq1 Q0 b 2 1.5 t1\r\n",  # CRLF: the line-by-line reader
+    "\ufeffq1 Q0 a 1 2.5 t1\n",  # BOM
+    "q1 Q0 a 1 2.5 t1\nq1 Q0 a 2 3.5 t1\n",  # duplicate pair: the line-by-line reader keeps 3.5 and warns
+    "# comment\nq1 Q0 a 1 2.5 t1\n",  # a comment line: the line-by-line reader
+    "q1 Q0 é 1 2.5 t1\n",  # non-ASCII id
+    "q1 Q0 a 1 1_0 t1\n",  # a score float() reads but the reader refuses
+])
+def test_bulk_run_reader_gives_what_the_line_reader_gives(tmp_path, text, monkeypatch):
+    from vdr.io import formats
+
+    path = tmp_path / "run.txt"
+    path.write_text(text, encoding="utf-8")
+
+    def read():
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            try:
+                run = formats.load_run(path)
+            except InputError as e:
+                return ("error", str(e)), [str(x.message) for x in w]
+        return ({q: dict(run[q]) for q in run}, run.name), [str(x.message) for x in w]
+
+    bulk = read()
+    monkeypatch.setattr(formats, "_plain_trec_run", lambda p: None)
+    assert bulk == read()
+
+
+def test_bulk_reader_values(tmp_path):
+    from vdr.io import formats
+
+    path = tmp_path / "run.txt"
+    path.write_text("q1 Q0 a 1 2.5 t1\n\nq2\tQ0  a 1 -3e-2 t2\nq1 Q0 b 2 1 t3")
+    run = formats._plain_trec_run(path)
+    assert {q: dict(run[q]) for q in run} == {"q1": {"a": 2.5, "b": 1.0}, "q2": {"a": -0.03}} and run.name == "t3"
+    path.write_text("q1 Q0 a 1 2.5 t1\nq1 Q0 a 1 3.5\n")  # 5 fields on a line
+    assert formats._plain_trec_run(path) is None
+    path.write_text("q1 0 a 1\nq1 0 b 0\nq2 0 c 2\n")
+    qrels = formats._plain_trec_qrels(path)
+    assert {q: dict(qrels[q]) for q in qrels} == {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}} and qrels == formats.load_qrels(path)
+    path.write_text("q1 0 a 1\nq1 0 a 2\n")  # a duplicate judgment: the line reader refuses it, naming both lines
+    assert formats._plain_trec_qrels(path) is None
+    with pytest.raises(InputError, match="duplicate judgment"):
+        formats.load_qrels(path)

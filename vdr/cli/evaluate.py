@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -215,16 +216,21 @@ def _evaluate_runs(qrels: Path, runs: list[Path], options: dict, printing: _Prin
             and any(n.family == "num_rel" for n in _parsed(options["metric_names"]))):
         typer.echo(f"note: num_rel's 'all' line is the sum of the queries' num_rel at -l {options['relevance_level']};"
                    " trec_eval -c prints the qrels' pages of grade > 0 there, ignoring -l", err=True)
-    qrels_data = load_qrels(qrels)
-    for path in runs:
-        run_data = load_run(path)
-        res = metrics(qrels_data, run_data, **options)
-        if printing.only_extras:
-            res = dataclasses.replace(res, values={})
-        if len(runs) > 1 and not printing.trec:
-            typer.echo(f"{path}:")
-        _print_metrics(res, printing.trec, (qrels_data, run_data, path), printing.extras, each_query=printing.each_query,
-                       depth=options["depth"])
+    gc.disable()  # millions of ids and scores, no reference cycles: the cyclic collector would only rescan them
+    try:
+        qrels_data = load_qrels(qrels)
+        for path in runs:
+            run_data = load_run(path)
+            res = metrics(qrels_data, run_data, **options)
+            if printing.only_extras:
+                res = dataclasses.replace(res, values={})
+            if len(runs) > 1 and not printing.trec:
+                typer.echo(f"{path}:")
+            _print_metrics(res, printing.trec, (qrels_data, run_data, path), printing.extras,
+                           each_query=printing.each_query, depth=options["depth"])
+            del run_data, res
+    finally:
+        gc.enable()
 
 
 def _parsed(names: list) -> list:

@@ -207,6 +207,13 @@ def _trec_sort_key(col: tuple) -> tuple:
     return rank, float(param) if rank < len(TREC_ORDER) else 0.0, i
 
 
+def _texts(values: np.ndarray, kind: str) -> list[str]:
+    """Per-query ``values`` as trec_eval prints them (:func:`_value`), all at once."""
+    if kind == "sum":
+        return [str(int(v)) for v in values.tolist()]
+    return [f"{v:6.4f}" for v in values.tolist()]
+
+
 def _value(v: float, kind: str) -> str:
     """A value as trec_eval prints it: ``%ld`` for counts (kind ``sum``), else ``%6.4f``."""
     return str(int(v)) if kind == "sum" else f"{v:6.4f}"
@@ -238,17 +245,16 @@ def format_trec_eval(
     lines = []
     rel_rank = _RANK["relstring"]
     if per_query:
+        # per measure, parsed once: its padded name, whether it comes after relstring, its values as text
+        shown = [(f"{name:<22}", rank > rel_rank, _texts(res.values[n], kinds[n])) for (rank, name), _, n in cols
+                 if parse_metric(n).family not in _SUMMARY_ONLY]
+        after = next((i for i, c in enumerate(shown) if c[1]), len(shown))
+        rel_name = f"{relstring_name:<22}"
         for qi, q in enumerate(res.query_ids):
-            done_rel = relstring is None
-            for (rank, name), _, n in cols:
-                if not done_rel and rank > rel_rank:
-                    lines.append(f"{relstring_name:<22}\t{q}\t'{relstring.get(q, '')}'")
-                    done_rel = True
-                if parse_metric(n).family in _SUMMARY_ONLY:
-                    continue
-                lines.append(f"{name:<22}\t{q}\t{_value(float(res.values[n][qi]), kinds[n])}")
-            if not done_rel:
-                lines.append(f"{relstring_name:<22}\t{q}\t'{relstring.get(q, '')}'")
+            lines += [f"{name}\t{q}\t{vals[qi]}" for name, _, vals in shown[:after]]
+            if relstring is not None:
+                lines.append(f"{rel_name}\t{q}\t'{relstring.get(q, '')}'")
+            lines += [f"{name}\t{q}\t{vals[qi]}" for name, _, vals in shown[after:]]
     if runid is not None:
         lines.append(f"{'runid':<22}\tall\t{runid}")
     agg = res.aggregate
