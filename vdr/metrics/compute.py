@@ -485,7 +485,8 @@ class Ranked:
         self._flat = flat
         jr, tied = _ranks(flat, self._starts, self._lens, self.jq, js)
         if tied.any():
-            _break_ties(jr, tied, _Lines(self.jq, js, j_idx, np.cumsum(qlens) - qlens), qd, qids, runs)
+            _break_ties(jr, tied, _Lines(self.jq, js, j_idx, np.cumsum(qlens) - qlens), qd, qids,
+                        (runs, flat, self._starts))
         self.jr = jr
         self.num_retrieved = self._lens
         self.pos_grades = self._pg
@@ -618,7 +619,7 @@ class _Lines:
 
 
 def _break_ties(jr: np.ndarray, tied: np.ndarray, lines: _Lines, qd: Mapping[str, Mapping[str, int]], qids: Sequence[str],
-                runs: Sequence[Mapping[str, float]]) -> None:
+                ranking: tuple) -> None:
     """trec_eval breaks score ties by corpus id, descending: add to each tied entry's rank (in place)
     the number of pages with the same score and a greater corpus id.
 
@@ -628,19 +629,23 @@ def _break_ties(jr: np.ndarray, tied: np.ndarray, lines: _Lines, qd: Mapping[str
         lines: the judged lines (:class:`_Lines`).
         qd: the qrels ``{query_id: {corpus_id: grade}}`` (lines in file order).
         qids: the query set, in the order of the query indexes.
-        runs: per query index, its ranking ``{corpus_id: score}``.
+        ranking: ``(runs, flat, starts)``: per query index its ranking ``{corpus_id: score}``, and the run's
+            columns (:meth:`vdr.types.Run.columns`: all scores, float64, in the rankings' order, and each query
+            index's start in them, int64 ``(nq,)``).
     """
+    runs, flat, starts = ranking
     jq, js, j_idx, q_first = lines.jq, lines.js, lines.j_idx, lines.q_first
     by_query: dict[int, list[int]] = {}
     for t in np.nonzero(tied)[0].tolist():
         by_query.setdefault(int(jq[t]), []).append(t)
     for i, ts in by_query.items():
         want = {float(js[t]) for t in ts}
+        scores = flat[starts[i]: starts[i] + len(runs[i])]  # the query's scores, in its ranking's order
+        hit = np.flatnonzero(np.isin(scores, np.fromiter(want, dtype=np.float64, count=len(want))))
+        keys = list(runs[i])
         groups: dict[float, list[str]] = {}
-        for d, v in runs[i].items():
-            fv = float(v)
-            if fv in want:
-                groups.setdefault(fv, []).append(d)
+        for j, fv in zip(hit.tolist(), scores[hit].tolist()):
+            groups.setdefault(fv, []).append(keys[j])
         ids = list(qd[qids[i]])
         for t in ts:
             d = ids[int(j_idx[t] - q_first[i])]
