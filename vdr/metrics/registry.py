@@ -931,11 +931,19 @@ _EXTRA_SPELLINGS = {
     "judged_ret": ["Judged@k (ir_measures, capital J)"],
     "hole_corpus": ["hole_at_k (MTEB)"],
     "ndcg_exp": ["nDCG(dcg=exp-log2)@k (ir_measures)"],
-    "iprec_at_recall": ["iprec_at_recall_0.00 ... iprec_at_recall_1.00"],
-    "rprec_mult": ["rprec_mult_0.20 ... rprec_mult_2.00", "Rprec_mult_0.20 (trec_eval)"],
-    "rbp_graded": ["trec_eval's rbp (in --format trec_eval and -m all_trec; the spelling rbp is ir_measures' RBP)"],
+    "iprec_at_recall": ["iprec_at_recall_0.00 ... iprec_at_recall_1.00", "iprec_at_recall.0.5,0.25 (trec_eval -m)",
+                        "IPrec@0.5 (ir_measures)"],
+    "rprec_mult": ["rprec_mult_0.20 ... rprec_mult_2.00", "Rprec_mult_0.20 (trec_eval)", "Rprec_mult.0.5,1.5 (trec_eval -m)"],
+    "set_f": ["set_F.x / set_F_x (trec_eval: beta x)", "SetF(beta=x) (ir_measures)"],
+    "rbp_graded": ["trec_eval's rbp (in --format trec_eval and -m all_trec; the spelling rbp is ir_measures' RBP)",
+                   "rbp.p=X (trec_eval -m: trec_eval's rbp with persistence X)"],
     "set_relative_p": ["SetP(relative=True) (ir_measures)"],
 }
+
+
+def _param_label(family: str, param: str) -> str:
+    """``rel=N``, ``p=X`` or ``beta=X``: how the help writes parameter ``param`` of ``family``."""
+    return "rel=N" if param == "rel" else f"{P_NAMES.get(family, param)}=X"
 
 
 def describe_metrics() -> str:
@@ -961,7 +969,7 @@ def describe_metrics() -> str:
             f"{f.pattern}  (also: {', '.join(also) or '-'})\n"
             f"    {f.definition}\n"
             f"    trec_eval: {f.trec_eval or '-'}; ir_measures: {f.ir_measures or '-'}; reference: {f.reference}"
-            + (f"; parameters: {', '.join(f'{a}=' + ('N' if a == 'rel' else 'X') for a in params)}" if params else "")
+            + (f"; parameters: {', '.join(_param_label(f.name, a) for a in params)}" if params else "")
             + ("; a count per query (aggregate: mean; total in the policy)" if f.kind == "count" else "")
             + ("; a count per query (aggregate: SUM over the queries, as trec_eval's all line)" if f.kind == "sum" else "")
             + ("; averaged over the queries present in the run only (paper-compatible)" if f.kind == "run_mean" else "")
@@ -971,8 +979,12 @@ def describe_metrics() -> str:
         "\nNames are case-insensitive (nDCG@10 = ndcg@10) except Judged@k, which is ir_measures' judged_ret@k (vdr's"
         " judged@k divides by k); NAME_k and NAME.k (trec_eval, pytrec_eval) and NAME_at_k (MTEB) are accepted for"
         " every name, except hole_at_k, which is MTEB's hole_corpus@k (vdr's hole@k uses the query's own qrels and"
-        " counts empty slots); trec_eval's lists (P.5,10) name several metrics; ir_measures' parameters: rel=N (this"
-        " metric's relevance level: P(rel=2)@5), p=X (RBP(p=0.9)), dcg=exp-log2 (nDCG: ndcg_exp). The output always uses"
+        " counts empty slots); trec_eval's -m parameters are read as trec_eval reads them: cutoff lists sorted (P.10,5 ="
+        " P_5 and P_10; P.5.5 = P_5, as its atol), recall levels and multiples of R (iprec_at_recall..25 = 0.25,"
+        " Rprec_mult.0.5,1.5), set_F.x's beta, rbp.p=X; a parameter trec_eval's measure does not take (map.5) is"
+        " refused. ir_measures' parameters: rel=N (this"
+        " metric's relevance level: P(rel=2)@5), p=X (RBP(p=0.9)), beta=X (SetF), cutoff=k (P(cutoff=5) = P@5),"
+        " judged_only=False, dcg=exp-log2 (nDCG: ndcg_exp); IPrec@0.5, SetRelP, P_5,10 and bare Judged as ir_measures. The output always uses"
         " the first name of the row, with its parameters: precision(rel=2)@5. trec_eval's bare names stand for its default"
         " parameters (P: P_5 ... P_1000; also recall, ndcg_cut, map_cut, relative_P, success, unj, iprec_at_recall,"
         " Rprec_mult) and its nicknames all_trec, official and set for its sets of measures (vdr metrics --format trec_eval"
