@@ -275,3 +275,22 @@ def test_bulk_reader_values(tmp_path):
     assert formats._plain_trec_qrels(path) is None
     with pytest.raises(InputError, match="duplicate judgment"):
         formats.load_qrels(path)
+
+
+@pytest.mark.crosscheck
+@pytest.mark.skipif(SHARED is None, reason="../shared/trec_eval_ref (trec_eval's test inputs) is absent")
+def test_ir_measures_spellings_against_ir_measures():
+    """ir_measures' own values (ir_measures.calc_aggregate; 0.4.3 gave IPrec@0.5 0.21843, SetRelP 0.59971,
+    Judged 0.492, SetF(beta=2.0) 0.14472) equal vdr's for the same spellings, on trec_eval's test inputs."""
+    ir_measures = pytest.importorskip("ir_measures")
+    names = ["IPrec@0.5", "SetRelP", "Judged", "Judged@10", "P(rel=1)@5", "SetF(beta=2.0)", "P(cutoff=5)"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qrels = list(ir_measures.read_trec_qrels(str(SHARED / "qrels.test")))
+        run = list(ir_measures.read_trec_run(str(SHARED / "results.test")))
+        agg = ir_measures.calc_aggregate([ir_measures.parse_measure(n) for n in names], qrels, run)
+        res = evaluate_run(load_qrels(SHARED / "qrels.test"), load_run(SHARED / "results.test"), names,
+                           queries_missing_from_run="exclude")
+    for n in names:
+        assert res.aggregate[str(parse_metric(n))] == pytest.approx(agg[ir_measures.parse_measure(n)], abs=1e-12), n
+    assert res.aggregate["judged_ret"] == pytest.approx(0.492) and res.aggregate["set_f(beta=2)"] == pytest.approx(0.1447165, abs=1e-6)
