@@ -239,10 +239,24 @@ def _fields_per_line(data: bytes, width: int) -> bool:
     return bool(np.all((counts == width) | (counts == 0)))
 
 
+def _block_starts(qids: list[str]) -> list[int]:
+    """The positions where a new query id starts in ``qids``, then ``len(qids)``: ``[0, ..., len(qids)]``.
+    Found with C-level list scans (``list.index``, ``list.count``) when each query's lines are adjacent (the
+    usual file); otherwise with a Python loop over the ids."""
+    cuts, at = [], 0
+    for q in dict.fromkeys(qids):
+        at = qids.index(q, at)
+        cuts.append(at)
+    cuts.append(len(qids))
+    if all(qids[a:b].count(qids[a]) == b - a for a, b in zip(cuts[:-1], cuts[1:])):
+        return cuts
+    return [0, *[i for i, (a, b) in enumerate(zip(qids, qids[1:]), 1) if a != b], len(qids)]
+
+
 def _group(qids: list[str], dids: list[str], values: list) -> dict[str, dict[str, object]] | None:
     """``{qid: {did: value}}`` from three parallel columns (a query's lines need not be adjacent), or ``None``
     when a (qid, did) pair occurs twice (the line-by-line readers report it)."""
-    cuts = [0, *[i for i, (a, b) in enumerate(zip(qids, qids[1:]), 1) if a != b], len(qids)]
+    cuts = _block_starts(qids)
     out: dict[str, dict[str, object]] = {}
     for a, b in zip(cuts[:-1], cuts[1:]):
         row = dict(zip(dids[a:b], values[a:b]))
