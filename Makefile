@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/rasterize.py
 	$(PY) benchmarks/maxsim.py
 	$(PY) benchmarks/rerun.py
+	$(PY) benchmarks/trec_eval_cli.py  # needs TREC_EVAL=/path/to/trec_eval (trec_eval 10 built from source); else prints "skipped"
 
 sysdeps:
 	@missing=""; for p in $(APT_PACKAGES); do \

@@ -139,3 +139,27 @@ def test_gpu_check_small_on_the_cpu_times_colpali_engines_readme_loop() -> None:
     assert enc["vs_colpali_readme_loop"] == pytest.approx(enc["pages_per_s"] / enc["colpali_readme_loop"]["pages_per_s"], rel=1e-2)
     agree = enc["vectors_vs_readme_loop"]
     assert agree["same_token_counts"] and agree["pages"] == 2 and agree["max_abs_diff"] <= 1e-5 and agree["min_token_cosine"] > 0.9999
+
+
+@pytest.mark.slow
+def test_trec_eval_cli_benchmark_small(tmp_path) -> None:
+    """benchmarks/trec_eval_cli.py on 2 small runs: without a trec_eval binary one JSON line saying "skipped";
+    with one (TREC_EVAL), the lines agree and the ratio is vdr_s / trec_eval_s."""
+    import os
+
+    script = SCRIPT.parent / "trec_eval_cli.py"
+    small = ["--runs", "2", "--queries", "5", "--depth", "50"]
+    env = {k: v for k, v in os.environ.items() if k != "TREC_EVAL"}
+    proc = subprocess.run([sys.executable, str(script), *small], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["benchmark"] == "trec_eval_cli" and res["runs"] == 2 and "trec_eval binary" in res["skipped"]
+    binary = os.environ.get("TREC_EVAL")
+    if not binary or not Path(binary).exists():
+        pytest.skip("TREC_EVAL (a trec_eval 10 binary) not set: the timed comparison was not run")
+    proc = subprocess.run([sys.executable, str(script), *small, "--trec-eval", binary], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["differing_lines"] == 0 and res["lines"] > 2 * 5 * 90
+    assert res["ratio"] == pytest.approx(res["vdr_s"] / res["trec_eval_s"], rel=1e-3)

@@ -333,7 +333,7 @@ def test_unknown_metric_did_you_mean_cli(capsys):
     assert rc == 2 and out == ""
     assert err.strip() == (
         "error: unknown metric 'hits@10' (did you mean 'hit@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k],"
-        " rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret@k, hole@k, hole_corpus@k, ties@k,"
+        " rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret[@k], hole@k, hole_corpus@k, ties@k,"
         " rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k],"
         " err[@k], rbp[@k], ndcg_rel[@k], rndcg[@k], g[@k], bing[@k], rbp_graded[@k], rbp_resid[@k], unj@k, relative_p@k,"
         " rprec_mult_X, set_p[@k], set_recall[@k], set_relative_p[@k], set_map[@k], set_f[@k], utility[@k],"

@@ -20,6 +20,7 @@ from shared_data import shared_path
 import vdr
 from vdr.errors import InputError
 from vdr.metrics import MetricPlan, describe_metrics, evaluate_run, parse_metric, parse_metrics
+from vdr.metrics.registry import Metric
 
 FIXTURE = Path(__file__).parent / "data" / "ir_measures_0.4.3.json"
 
@@ -395,8 +396,11 @@ def test_trec_eval_names_nicknames_and_bare_names():
         parse_metric("ndcg_cut")  # trec_eval's -m ndcg_cut is the nine default cutoffs, not the whole-list ndcg
     with pytest.raises(InputError, match="multiple of R"):
         parse_metric("Rprec_mult@3")
-    with pytest.raises(InputError, match="beta"):
-        parse_metric("SetF(beta=0.5)")
+    # set_F's parameter is beta in trec_eval (set_F.2) and ir_measures (SetF(beta=2)), never a cutoff
+    assert parse_metric("SetF(beta=0.5)") == parse_metric("set_F.0.5") == Metric("set_f", p=0.5)
+    assert parse_metric("set_F_2") == Metric("set_f", p=2.0) and parse_metric("set_f@2") == Metric("set_f", 2)
+    with pytest.raises(InputError, match="beta must be >= 0"):
+        parse_metric("SetF(beta=-1)")
 
 
 def test_format_trec_eval_names_order_and_formats():

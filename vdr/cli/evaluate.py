@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -121,7 +123,8 @@ _MetricsFormat = Enum("MetricsFormat", {"table": "table", "trec_eval": "trec_eva
 @common.command("metrics")
 def metrics_command(
     qrels: Path = typer.Argument(..., help="Qrels file: TREC (qid 0 docid grade), BEIR TSV (query-id/corpus-id/score header) or JSON."),
-    run: Path = typer.Argument(..., help="Run file: TREC (qid Q0 docid rank score tag) or JSON."),
+    run: list[Path] = typer.Argument(..., help="Run file(s): TREC (qid Q0 docid rank score tag) or JSON; several runs"
+                                     " are evaluated one after the other against the qrels, read once."),
     k: str = typer.Option(cutoffs_text(METRICS_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Comma-separated cutoffs for the default metric families and ties@k."),
     metric: Optional[list[str]] = typer.Option(None, "--metric", "-m", rich_help_panel=common.PANEL_STATS, help=metric_help()),
     relevance_level: int = typer.Option(1, "--relevance-level", "-l", rich_help_panel=common.PANEL_STATS, help="Minimum grade counted as relevant (binary metrics; trec_eval -l)."),
@@ -162,8 +165,6 @@ def metrics_command(
     """Evaluate a run against qrels and print a table (trec_eval semantics; see vdr.metrics)."""
     from .. import distributed as D
     from ..errors import InputError
-    from ..io.formats import load_qrels, load_run
-    from ..metrics import metrics
     from ..metrics.trec_eval import split_trec_names
 
     if not D.is_main():
@@ -175,28 +176,77 @@ def metrics_command(
                          " (per-query values of the table: --per-query FILE.csv)")
     if trec and not metric:
         names, extras = split_trec_names(["official"])
+    only_extras = trec and bool(metric) and not names  # -m runid, -m relstring.N: only what was asked
     if complete is None:
         complete = not trec  # trec_eval averages over the queries of both files unless -c
-    _check_outputs({"--json": json_out, "--per-query": per_query}, (qrels, run))
-    qrels_data, run_data = load_qrels(qrels), load_run(run)
-    res = metrics(
-        qrels_data,
-        run_data,
-        k=k,
-        metric_names=names or None,
-        relevance_level=relevance_level,
-        queries_without_relevant="exclude" if exclude_no_relevant else "zero",
-        queries_missing_from_run="zero" if complete else "exclude",
-        depth=depth,
-        allow_unjudged=allow_unjudged,
-        allow_id_mismatch=allow_id_mismatch,
-        json_path=json_out,
-        per_query_path=per_query,
-    )
-    _print_metrics(res, trec, (qrels_data, run_data, run), extras, each_query=each_query, depth=depth)
+    if len(run) > 1 and (json_out is not None or per_query is not None):
+        raise InputError(f"--json and --per-query write one run's values; {len(run)} runs were given: evaluate them one"
+                         " at a time to write files")
+    _check_outputs({"--json": json_out, "--per-query": per_query}, (qrels, *run))
+    options = dict(k=k, metric_names=["num_q"] if only_extras else (names or None), relevance_level=relevance_level,
+                   queries_without_relevant="exclude" if exclude_no_relevant else "zero",
+                   queries_missing_from_run="zero" if complete else "exclude", depth=depth, allow_unjudged=allow_unjudged,
+                   allow_id_mismatch=allow_id_mismatch,
+                   json_path=json_out, per_query_path=per_query)
+    _evaluate_runs(qrels, run, options, _Printing(trec, extras, each_query, only_extras))
     for p in (json_out, per_query):
         if p is not None:
             typer.echo(f"wrote {p}", err=trec)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Printing:
+    """How ``vdr metrics`` prints: ``trec`` (trec_eval's lines), its non-numeric measures (``extras``: a
+    :class:`~vdr.metrics.trec_eval.TrecExtras`), ``each_query`` (trec_eval -q) and ``only_extras`` (only
+    runid / relstring were asked: no metric line is printed)."""
+
+    trec: bool
+    extras: Any
+    each_query: bool
+    only_extras: bool
+
+
+def _evaluate_runs(qrels: Path, runs: list[Path], options: dict, printing: _Printing) -> None:
+    """Evaluate each run of ``runs`` against ``qrels`` (read once) with :func:`vdr.metrics.metrics`'s keyword
+    ``options`` and print each result in turn (trec_eval's lines run after run, as trec_eval called once per run;
+    the table headed by the run's path when there are several).
+
+    Raises:
+        InputError: from reading the files or evaluating (naming the file)."""
+    from ..io.formats import load_qrels, load_run
+    from ..metrics import metrics
+
+    if (printing.trec and options["queries_missing_from_run"] == "zero" and options["relevance_level"] != 1
+            and any(n.family == "num_rel" for n in _parsed(options["metric_names"]))):
+        typer.echo(f"note: num_rel's 'all' line is the sum of the queries' num_rel at -l {options['relevance_level']};"
+                   " trec_eval -c prints the qrels' pages of grade > 0 there, ignoring -l", err=True)
+    gc.disable()  # millions of ids and scores, no reference cycles: the cyclic collector would only rescan them
+    try:
+        qrels_data = load_qrels(qrels)
+        for path in runs:
+            run_data = load_run(path)
+            res = metrics(qrels_data, run_data, **options)
+            if printing.only_extras:
+                res = dataclasses.replace(res, values={})
+            if len(runs) > 1 and not printing.trec:
+                typer.echo(f"{path}:")
+            _print_metrics(res, printing.trec, (qrels_data, run_data, path), printing.extras,
+                           each_query=printing.each_query, depth=options["depth"])
+            del run_data, res
+    finally:
+        gc.enable()
+
+
+def _parsed(names: list) -> list:
+    """The metrics ``names`` (``-m`` values without runid/relstring) stand for; ``[]`` when none parse
+    (the evaluation reports the error)."""
+    from ..errors import InputError
+    from ..metrics.registry import parse_metrics
+
+    try:
+        return parse_metrics(names) if names else []
+    except InputError:
+        return []
 
 
 def _check_outputs(outputs: dict, inputs: tuple) -> None:
@@ -230,8 +280,10 @@ def _print_metrics(res, trec: bool, inputs: tuple, extras, *, each_query: bool, 
     qrels_data, run_data, run = inputs
     shown = run_data if depth is None else run_data.top_k(depth)
     rel = relstrings(qrels_data, shown, res.query_ids, extras.relstring) if extras.relstring is not None and each_query else None
-    typer.echo(format_trec_eval(res, per_query=each_query, runid=(run_data.name or run.name) if extras.runid else None,
-                                relstring=rel, relstring_name=extras.relstring_name))
+    text = format_trec_eval(res, per_query=each_query, runid=(run_data.name or run.name) if extras.runid else None,
+                            relstring=rel, relstring_name=extras.relstring_name)
+    if text:  # trec_eval prints nothing for -m relstring.N without -q
+        typer.echo(text)
 
 
 # ---------------------------------------------------------------------------------- verdicts and groups

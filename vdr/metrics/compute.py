@@ -217,12 +217,20 @@ def _mean(v: np.ndarray, family) -> float:
     ``sum`` families (trec_eval's ``all`` line for counts); the geometric mean of max(v, 1e-5) for
     ``gmean`` families (trec_eval's ``gm_map``); NaN when there are no values."""
     if family is not None and family.kind == "sum":
-        return float(v.sum()) if len(v) else math.nan
+        return _seq_sum(v) if len(v) else math.nan
     if family is not None and family.kind == "gmean":
-        return float(np.exp(np.log(np.where(v > MIN_GEO_MEAN, v, MIN_GEO_MEAN)).mean())) if len(v) else math.nan
+        return float(np.exp(_seq_sum(np.log(np.where(v > MIN_GEO_MEAN, v, MIN_GEO_MEAN))) / len(v))) if len(v) else math.nan
     if family is not None and family.kind == "run_mean":
         v = v[~np.isnan(v)]
-    return float(v.mean()) if len(v) else math.nan
+    return _seq_sum(v) / len(v) if len(v) else math.nan
+
+
+def _seq_sum(v: np.ndarray) -> float:
+    """The sum of float64 ``v`` added one value after the other, in order, as trec_eval's ``all`` line adds
+    the queries (``te_acc_meas_s``: ``accum += value``, queries by id). numpy's ``sum`` and ``mean`` add
+    pairwise, and Python's ``sum`` compensates (3.12): either can round a mean on a 5th-decimal tie the
+    other way (issue 34). ``np.add.accumulate`` adds sequentially."""
+    return float(np.add.accumulate(np.asarray(v, dtype=np.float64))[-1])
 
 
 def _examples(ids: Sequence[str], n: int = 5) -> str:
@@ -504,7 +512,8 @@ class Ranked:
         self._flat = flat
         jr, tied = _ranks(flat, self._starts, self._lens, self.jq, js)
         if tied.any():
-            _break_ties(jr, tied, _Lines(self.jq, js, j_idx, np.cumsum(qlens) - qlens), qd, qids, runs)
+            _break_ties(jr, tied, _Lines(self.jq, js, j_idx, np.cumsum(qlens) - qlens), qd, qids,
+                        (runs, flat, self._starts))
         self.jr = jr
         self.num_retrieved = self._lens
         self.pos_grades = self._pg
@@ -637,7 +646,7 @@ class _Lines:
 
 
 def _break_ties(jr: np.ndarray, tied: np.ndarray, lines: _Lines, qd: Mapping[str, Mapping[str, int]], qids: Sequence[str],
-                runs: Sequence[Mapping[str, float]]) -> None:
+                ranking: tuple) -> None:
     """trec_eval breaks score ties by corpus id, descending: add to each tied entry's rank (in place)
     the number of pages with the same score and a greater corpus id.
 
@@ -647,19 +656,23 @@ def _break_ties(jr: np.ndarray, tied: np.ndarray, lines: _Lines, qd: Mapping[str
         lines: the judged lines (:class:`_Lines`).
         qd: the qrels ``{query_id: {corpus_id: grade}}`` (lines in file order).
         qids: the query set, in the order of the query indexes.
-        runs: per query index, its ranking ``{corpus_id: score}``.
+        ranking: ``(runs, flat, starts)``: per query index its ranking ``{corpus_id: score}``, and the run's
+            columns (:meth:`vdr.types.Run.columns`: all scores, float64, in the rankings' order, and each query
+            index's start in them, int64 ``(nq,)``).
     """
+    runs, flat, starts = ranking
     jq, js, j_idx, q_first = lines.jq, lines.js, lines.j_idx, lines.q_first
     by_query: dict[int, list[int]] = {}
     for t in np.nonzero(tied)[0].tolist():
         by_query.setdefault(int(jq[t]), []).append(t)
     for i, ts in by_query.items():
         want = {float(js[t]) for t in ts}
+        scores = flat[starts[i]: starts[i] + len(runs[i])]  # the query's scores, in its ranking's order
+        hit = np.flatnonzero(np.isin(scores, np.fromiter(want, dtype=np.float64, count=len(want))))
+        keys = list(runs[i])
         groups: dict[float, list[str]] = {}
-        for d, v in runs[i].items():
-            fv = float(v)
-            if fv in want:
-                groups.setdefault(fv, []).append(d)
+        for j, fv in zip(hit.tolist(), scores[hit].tolist()):
+            groups.setdefault(fv, []).append(keys[j])
         ids = list(qd[qids[i]])
         for t in ts:
             d = ids[int(j_idx[t] - q_first[i])]

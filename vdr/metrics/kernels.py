@@ -217,10 +217,14 @@ def _suffix_max_precision(ctx: "Ranked", k: int | None) -> tuple[np.ndarray, np.
     if len(q) == 0:
         return q, q, prec
     j = np.arange(len(q)) - np.searchsorted(q, q) + 1
-    # suffix maximum within each query: reversed running maximum, groups kept apart by an offset
-    off = (ctx.nq - q) * 2.0
-    smax = np.maximum.accumulate((prec + off)[::-1])[::-1] - off
-    return q, j, smax
+    # suffix maximum within each query, exactly: a reversed running maximum over integer keys (the
+    # query's block, then the precision's rank among the distinct precisions), mapped back to the
+    # precision itself. Adding and removing a float offset instead turned 0.1 into 0.09999999999999964
+    # and printed trec_eval's half-way values one digit low (issue 34).
+    uniq, rank = np.unique(prec, return_inverse=True)
+    block = (ctx.nq - q).astype(np.int64) * len(uniq)
+    key = np.maximum.accumulate((block + rank.reshape(-1))[::-1])[::-1]
+    return q, j, uniq[key - block]
 
 
 def _iprec(ctx: "Ranked", k: int | None, levels: tuple[float, ...]) -> np.ndarray:
@@ -476,13 +480,18 @@ def set_map(ctx: "Ranked", k: int | None) -> np.ndarray:
     return np.where((n > 0) & (R > 0), a * a / np.maximum(n * R, 1.0), 0.0)
 
 
-def set_f(ctx: "Ranked", k: int | None) -> np.ndarray:
-    """trec_eval ``set_F`` (beta 1): ``2 P R / (P + R)`` of set precision P and set recall R; 0 when
-    nothing relevant is retrieved."""
+def set_f(ctx: "Ranked", k: int | None, p: float | None = None) -> np.ndarray:
+    """trec_eval ``set_F.x`` (``m_set_F.c``): ``(x + 1) P R / (x P + R)`` of set precision P and set
+    recall R, x = ``p`` (trec_eval's and ir_measures' ``beta``; 1 when ``None``: ``2 P R / (P + R)``);
+    0 when nothing relevant is retrieved. float64 ``(n_queries,)``.
+
+    trec_eval uses x as written (not squared): ``set_F.2`` is ``3 P R / (2 P + R)``; ir_measures'
+    ``SetF(beta=2)`` passes beta to trec_eval unchanged, so both mean this value."""
     a, n, R = _set_counts(ctx, k)
+    x = 1.0 if p is None else float(p)
     with np.errstate(invalid="ignore", divide="ignore"):
         P, Rc = a / n, a / R
-        return np.where(a > 0, 2.0 * P * Rc / (P + Rc), 0.0)
+        return np.where(a > 0, (x + 1.0) * P * Rc / (x * P + Rc), 0.0)
 
 
 def utility(ctx: "Ranked", k: int | None) -> np.ndarray:

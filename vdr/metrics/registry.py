@@ -222,10 +222,10 @@ METRICS: dict[str, Family] = {
             (), K.judged, role="diagnostic",
         ),
         Family(
-            "judged_ret", True,
+            "judged_ret", False,
             "pages in the top k that have any qrels line for the query / min(k, pages retrieved); 0 for a query"
             " with nothing retrieved: ir_measures' Judged@k (spelled with a capital J: 'Judged@10'; vdr's own"
-            " lowercase 'judged@10' divides by k)",
+            " lowercase 'judged@10' divides by k); without @k (ir_measures' bare Judged) the whole ranking",
             None, "Judged@k", "ir_measures 0.4 Judged@k (providers/judged_provider.py; MacAvaney, Macdonald & Ounis 2022, ECIR)",
             (), K.judged_ret, role="diagnostic",
         ),
@@ -277,9 +277,10 @@ METRICS: dict[str, Family] = {
             "iprec_at_recall", False,
             "interpolated precision at recall level R (0.00, 0.10, ..., 1.00): the highest precision at any rank"
             " at or below the one where round(R * relevant) relevant pages are retrieved; 0 when that many are never"
-            " retrieved. Written as trec_eval does, iprec_at_recall_0.10 (ir_measures' IPrec@0.1 spelling is not accepted)",
+            " retrieved. Written iprec_at_recall_0.10 (trec_eval's output), iprec_at_recall.0.1 (its -m) or IPrec@0.1"
+            " (ir_measures)",
             "iprec_at_recall_0.10 (levels 0.00 ... 1.00)", None, "trec_eval m_iprec_at_recall.c (standard recall-precision graph)",
-            (), K.iprec_at_recall, accepts=("rel", "p"),
+            ("iprec",), K.iprec_at_recall, accepts=("rel", "p"),
         ),
         Family(
             "11pt_avg", False,
@@ -387,7 +388,7 @@ METRICS: dict[str, Family] = {
         ),
         Family(
             "set_relative_p", False, "relative set precision: relevant retrieved / min(retrieved, R)",
-            "set_relative_P", "SetP(relative=True)", "trec_eval m_set_rel_P.c", (), K.set_relative_precision,
+            "set_relative_P", "SetP(relative=True)", "trec_eval m_set_rel_P.c", ("setrelp",), K.set_relative_precision,
             accepts=("rel",),
         ),
         Family(
@@ -395,8 +396,12 @@ METRICS: dict[str, Family] = {
             "set_map", "SetAP", "trec_eval m_set_map.c", ("setap",), K.set_map, accepts=("rel",),
         ),
         Family(
-            "set_f", False, "set F1: 2 * P * R / (P + R) of set precision and set recall; 0 when nothing relevant is retrieved",
-            "set_F", "SetF", "trec_eval m_set_F.c (van Rijsbergen 1979, beta 1)", ("setf",), K.set_f, accepts=("rel",),
+            "set_f", False,
+            "set F: (x + 1) * P * R / (x * P + R) of set precision P and set recall R, x = beta (1 unless given:"
+            " 2PR / (P + R)); 0 when nothing relevant is retrieved. beta is trec_eval's set_F.x parameter, used as"
+            " written (not squared), as trec_eval and ir_measures' SetF(beta=x) do",
+            "set_F (set_F.x: beta x)", "SetF", "trec_eval m_set_F.c (van Rijsbergen 1979)", ("setf",), K.set_f,
+            accepts=("rel", "p"),
         ),
         Family(
             "utility", False,
@@ -450,12 +455,17 @@ _NAME_RE = re.compile(r"^([a-z0-9][a-z0-9_\-]*?)(?:\(([^()]*)\))?(?:(@|_at_|_|\.
 # trec_eval's interpolated precision and precision at multiples of R: iprec_at_recall_0.10,
 # Rprec_mult_0.20, with optional parameters
 _IPREC_RE = re.compile(r"^(iprec_at_recall|rprec_mult)_(\d+(?:\.\d+)?)(?:\(([^()]*)\))?$", re.IGNORECASE)
-# trec_eval's list of cutoffs: P.5,10 and ndcg_cut.5,10 (several metrics)
+# ir_measures' interpolated precision: IPrec@0.5, IPrec(rel=2)@0.5
+_IPREC_AT_RE = re.compile(r"^iprec(?:\(([^()]*)\))?@(\d*\.?\d+)$", re.IGNORECASE)
+# trec_eval's list of cutoffs: P.5,10 and ndcg_cut.5,10 (several metrics); ir_measures' P_5,10
 _LIST_RE = re.compile(r"^(.*?)\.(\d+(?:\s*,\s*\d+)+)$")
+_ULIST_RE = re.compile(r"^(.*?)_(\d+(?:\s*,\s*\d+)+)$")
 #: RBP's persistence when none is given (ir_measures' default).
 RBP_DEFAULT_P = 0.8
 #: The families taking a real parameter ``p``, with its default (a name giving it is written without it).
-DEFAULT_P = {"rbp": RBP_DEFAULT_P, "rbp_graded": K.TREC_RBP_P, "rbp_resid": K.TREC_RBP_P}
+DEFAULT_P = {"rbp": RBP_DEFAULT_P, "rbp_graded": K.TREC_RBP_P, "rbp_resid": K.TREC_RBP_P, "set_f": 1.0}
+#: The name of the real parameter ``p`` where the family's tools call it otherwise (set_F's beta).
+P_NAMES = {"set_f": "beta"}
 #: trec_eval's families written NAME_X with a real parameter X (the recall level, the multiple of R),
 #: with the letter their pattern uses.
 LEVEL_FAMILIES = {"iprec_at_recall": "R", "rprec_mult": "X"}
@@ -469,7 +479,7 @@ RECALL_LEVELS = tuple(i / 10 for i in range(11))
 _DCG_FAMILY = {"log2": "ndcg", "exp-log2": "ndcg_exp"}
 # the parameters some families take beyond their Family.accepts (for the error message)
 _EXTRA_PARAMS = {"ndcg": ", dcg=log2|exp-log2", "ndcg_exp": ", dcg=log2|exp-log2", "ndcg_run": ", dcg=log2|exp-log2",
-                 "set_p": ", relative=true|false", "set_relative_p": ", relative=true|false", "set_f": ", beta=1"}
+                 "set_p": ", relative=true|false", "set_relative_p": ", relative=true|false"}
 
 
 # trec_eval's measure names that, given without a parameter, stand for its default parameters
@@ -530,7 +540,7 @@ class Metric:
         if self.family in LEVEL_FAMILIES:
             base, params = f"{self.family}_{self.p:.2f}", []
         else:
-            base, params = self.family, ([] if self.p is None else [f"p={self.p:g}"])
+            base, params = self.family, ([] if self.p is None else [f"{P_NAMES.get(self.family, 'p')}={self.p:g}"])
         if self.rel is not None:
             params.insert(0, f"rel={self.rel}")
         out = base + (f"({','.join(params)})" if params else "")
@@ -576,16 +586,32 @@ def _did_you_mean(base: str, k: str | None) -> str:
     return f" (did you mean {' or '.join(repr(n) for n in names)}?)"
 
 
-def _is_one(text: str) -> bool:
-    """Whether ``text`` is the number 1 (``"1"``, ``"1.0"``)."""
+def _param_value(name: str, key: str, val: str):
+    """The value of parameter ``key`` of metric ``name``: an int (rel, cutoff), a bool (judged_only), else a float.
+
+    Raises:
+        InputError: a value of the wrong type, naming the metric and the parameter."""
     try:
-        return float(text) == 1.0
+        if key in ("rel", "cutoff"):
+            return int(val)
+        if key == "judged_only":
+            if val.lower() not in ("true", "false"):
+                raise ValueError(val)
+            return val.lower() == "true"
+        return float(val)
     except ValueError:
-        return False
+        kind = {"rel": "an integer", "cutoff": "an integer", "judged_only": "True or False"}.get(key, "a number")
+        raise InputError(f"metric {name!r}: {key} must be {kind}, got {val!r}") from None
 
 
 def _parse_params(name: str, fam: str, text: str | None) -> tuple[str, dict]:
-    """The family and ``{"rel": int, "p": float}`` given by ir_measures' ``(key=value,...)`` syntax."""
+    """The family and ``{"rel": int, "p": float, "cutoff": int, "judged_only": bool}`` given by ir_measures'
+    ``(key=value,...)`` syntax (``P(rel=2)@5``, ``RBP(p=0.9)``, ``SetF(beta=2)``, ``P(cutoff=5)``,
+    ``nDCG(judged_only=True)``).
+
+    Raises:
+        InputError: a parameter the family does not take (never reinterpreted), a value of the wrong type,
+            RBP's p outside (0, 1), set_F's beta < 0."""
     out: dict = {}
     if text is None:
         return fam, out
@@ -600,18 +626,96 @@ def _parse_params(name: str, fam: str, text: str | None) -> tuple[str, dict]:
         if key == "relative" and fam in ("set_p", "set_relative_p") and val.lower() in ("true", "false"):
             fam = "set_relative_p" if val.lower() == "true" else "set_p"  # ir_measures: SetP(relative=True)
             continue
-        if key == "beta" and fam == "set_f" and _is_one(val):  # ir_measures' SetF(beta=1), trec_eval's default
-            continue
-        if not eq or key not in METRICS[fam].accepts:
-            acc = ", ".join(f"{a}=..." for a in METRICS[fam].accepts) + _EXTRA_PARAMS.get(fam, "")
-            raise InputError(f"metric {name!r}: parameter {item!r} is not accepted; {fam} accepts: {acc or 'no parameters'}")
-        try:
-            out[key] = int(val) if key == "rel" else float(val)
-        except ValueError:
-            raise InputError(f"metric {name!r}: {key} must be {'an integer' if key == 'rel' else 'a number'}, got {val!r}") from None
-    if fam in DEFAULT_P and "p" in out and not 0 < out["p"] < 1:
+        if key == "beta" and fam == "set_f":  # ir_measures' SetF(beta=x): trec_eval's set_F.x
+            key = "p"
+        if key == "judged_only" and eq:  # ir_measures' judged_only: trec_eval -J (unjudged pages removed first)
+            if _param_value(name, key, val):
+                raise InputError(f"metric {name!r}: judged_only=True (trec_eval -J: unjudged pages removed from the"
+                                 " ranking first) is not supported; evaluate a run filtered to the judged pages instead")
+            continue  # judged_only=False: ir_measures' default
+        if not eq or (key not in METRICS[fam].accepts and key != "cutoff"):
+            acc = ", ".join(f"{P_NAMES.get(fam, a) if a == 'p' else a}=..." for a in METRICS[fam].accepts)
+            acc += _EXTRA_PARAMS.get(fam, "") + ", cutoff=k, judged_only=False"
+            raise InputError(f"metric {name!r}: parameter {item!r} is not accepted; {fam} accepts: {acc.lstrip(', ')}")
+        out[key] = _param_value(name, key, val)
+    if fam in ("rbp", "rbp_graded", "rbp_resid") and "p" in out and not 0 < out["p"] < 1:
         raise InputError(f"metric {name!r}: RBP's persistence p must be in (0, 1), got {out['p']!r}")
+    if fam == "set_f" and "p" in out and not out["p"] >= 0:
+        raise InputError(f"metric {name!r}: set_F's beta must be >= 0, got {out['p']!r}")
     return fam, out
+
+
+def _level(name: str, fam: str, level: float) -> float:
+    """``level`` checked as a recall level (iprec_at_recall, in [0, 1]) or a multiple of R (rprec_mult, > 0).
+
+    Raises:
+        InputError: out of range, naming the metric."""
+    if fam == "iprec_at_recall" and not 0 <= level <= 1:
+        raise InputError(f"metric {name!r}: the recall level must be in [0, 1]")
+    if fam == "rprec_mult" and not level > 0:
+        raise InputError(f"metric {name!r}: the multiple of R must be > 0")
+    return level
+
+
+# trec_eval's measures with parameters after a dot (-m P.5,10), by how trec_eval reads them (meas_init.c):
+# integer cutoffs (atol each, sorted; 0 and duplicates refused), real cutoffs (atof each, sorted), one real
+# parameter (set_F's beta) and name=value pairs (rbp.p=0.95). Keys: trec_eval's names, lowercase.
+_TREC_LONG_CUTS = {"p": "precision", "recall": "recall", "ndcg_cut": "ndcg", "map_cut": "map", "relative_p": "relative_p",
+                   "success": "hit", "unj": "unj"}
+_TREC_REAL_CUTS = {"iprec_at_recall": "iprec_at_recall", "rprec_mult": "rprec_mult"}
+_TREC_PAIRS = {"rbp": "rbp_graded", "rbp_resid": "rbp_resid"}
+# trec_eval's measures without parameters (trec_eval ignores one given, or refuses it): vdr refuses it
+_TREC_NO_PARAMS = ("map", "recip_rank", "rprec", "bpref", "infap", "gm_map", "gm_bpref", "set_p", "set_recall",
+                   "set_relative_p", "set_map", "num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret",
+                   "bing", "g", "ndcg", "ndcg_rel", "rndcg", "11pt_avg", "utility")
+_TREC_DOTTED_RE = re.compile(r"^([a-z0-9_]+?)\.(.*)$", re.IGNORECASE)
+_INT_RE = re.compile(r"^\s*(\d+)(?:\.\d*)?\s*$")  # atol reads the digits: P.5.5 is P_5
+_REAL_RE = re.compile(r"^\s*(\d+\.?\d*|\.\d+)\s*$")  # atof: iprec_at_recall..25 is 0.25
+
+
+def _trec_dotted(name: str, text: str) -> list[Metric] | None:
+    """trec_eval's ``ROOT.PARAMS`` spelling read as trec_eval 10 reads it, or ``None`` when ``text`` is not one.
+
+    ``P.10,5`` -> precision@5, precision@10 (sorted, as trec_eval); ``P.5.5`` -> precision@5 (atol);
+    ``iprec_at_recall..25`` -> iprec_at_recall_0.25; ``Rprec_mult.2`` -> rprec_mult_2.00; ``set_F.2`` -> set_f
+    with beta 2; ``rbp.p=0.95`` -> rbp_graded with p 0.95 (trec_eval's rbp).
+
+    Raises:
+        InputError: a parameter trec_eval would refuse (a zero or duplicate cutoff, a malformed pair) or
+            ignore (``map.5``: vdr refuses rather than print map), or one that is not a number."""
+    m = _TREC_DOTTED_RE.match(text)
+    root = m.group(1).lower() if m else ""
+    if root not in (*_TREC_LONG_CUTS, *_TREC_REAL_CUTS, *_TREC_PAIRS, "set_f", *_TREC_NO_PARAMS):
+        return None
+    rest = m.group(2)
+    if root in _TREC_NO_PARAMS:
+        raise InputError(f"metric {name!r}: trec_eval's {m.group(1)} takes no parameter (trec_eval would ignore or"
+                         f" refuse {rest!r}); vdr refuses it. A cutoff is written {_ALIASES.get(root, root)}@k")
+    if root == "set_f":
+        if not _REAL_RE.match(rest):
+            raise InputError(f"metric {name!r}: set_F takes one parameter, beta (a number >= 0): set_F.2")
+        x = float(rest)
+        return [Metric("set_f", p=None if x == 1.0 else x)]
+    if root in _TREC_PAIRS:
+        key, eq, val = rest.partition("=")
+        if key.strip() != "p" or not _REAL_RE.match(val) or not 0 < float(val) < 1:
+            raise InputError(f"metric {name!r}: trec_eval's {m.group(1)} takes p=X, the persistence in (0, 1): rbp.p=0.95")
+        p = float(val)
+        return [Metric(_TREC_PAIRS[root], p=None if p == DEFAULT_P[_TREC_PAIRS[root]] else p)]
+    pat = _INT_RE if root in _TREC_LONG_CUTS else _REAL_RE
+    found = [pat.match(x) for x in rest.split(",")]
+    if not all(found):
+        bad = next(x for x, f in zip(rest.split(","), found) if not f)
+        raise InputError(f"metric {name!r}: {bad!r} is not a {'cutoff' if pat is _INT_RE else 'number'}; trec_eval"
+                         f" writes {m.group(1)}.5,10")
+    vals = sorted(int(f.group(1)) if pat is _INT_RE else float(f.group(1)) for f in found)
+    if len(set(vals)) < len(vals) or (pat is _INT_RE and vals[0] < 1):
+        raise InputError(f"metric {name!r}: {'duplicate' if len(set(vals)) < len(vals) else 'zero'} cutoffs"
+                         " (trec_eval refuses them too)")
+    if root in _TREC_LONG_CUTS:
+        return [Metric(_TREC_LONG_CUTS[root], v) for v in vals]
+    fam = _TREC_REAL_CUTS[root]
+    return [Metric(fam, p=_level(name, fam, v)) for v in vals]
 
 
 def parse_metric(name: str | Metric) -> Metric:
@@ -639,25 +743,24 @@ def parse_metric(name: str | Metric) -> Metric:
     >>> parse_metric("ndgc@10")
     Traceback (most recent call last):
     ...
-    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret@k, hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k], ndcg_rel[@k], rndcg[@k], g[@k], bing[@k], rbp_graded[@k], rbp_resid[@k], unj@k, relative_p@k, rprec_mult_X, set_p[@k], set_recall[@k], set_relative_p[@k], set_map[@k], set_f[@k], utility[@k], num_nonrel_judged_ret[@k], num_q[@k], gm_map[@k], gm_bpref[@k]
+    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret[@k], hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k], ndcg_rel[@k], rndcg[@k], g[@k], bing[@k], rbp_graded[@k], rbp_resid[@k], unj@k, relative_p@k, rprec_mult_X, set_p[@k], set_recall[@k], set_relative_p[@k], set_map[@k], set_f[@k], utility[@k], num_nonrel_judged_ret[@k], num_q[@k], gm_map[@k], gm_bpref[@k]
     """
     if isinstance(name, Metric):
         return name
     if not isinstance(name, str):
         raise InputError(f"a metric name must be a string like 'ndcg@10', got {type(name).__name__} {name!r}")
     text = name.strip()
-    if _LIST_RE.match(text):
+    dotted = _trec_dotted(name, text)
+    if dotted is not None and len(dotted) == 1:
+        return dotted[0]
+    if dotted is not None or _LIST_RE.match(text) or _ULIST_RE.match(text):
         raise InputError(f"{name!r} names several metrics (trec_eval's list syntax): give it where a list of metrics is"
                          " taken (vdr metrics -m, MetricPlan.parse, parse_metrics)")
-    ip = _IPREC_RE.match(text)
-    if ip:
-        fam, level = ip.group(1).lower(), float(ip.group(2))
-        if fam == "iprec_at_recall" and not 0 <= level <= 1:
-            raise InputError(f"metric {name!r}: the recall level must be in [0, 1]")
-        if fam == "rprec_mult" and not level > 0:
-            raise InputError(f"metric {name!r}: the multiple of R must be > 0")
-        _, params = _parse_params(name, fam, ip.group(3))
-        return Metric(fam, None, params.get("rel"), level)
+    ip, ia = _IPREC_RE.match(text), _IPREC_AT_RE.match(text)
+    if ip or ia:
+        fam, level, ptext = (ip.group(1).lower(), ip.group(2), ip.group(3)) if ip else ("iprec_at_recall", ia.group(2), ia.group(1))
+        _, params = _parse_params(name, fam, ptext)
+        return Metric(fam, None, params.get("rel"), _level(name, fam, float(level)))
     m = _NAME_RE.match(text)
     base = m.group(1).lower() if m else ""
     if not m or base not in _ALIASES:
@@ -677,6 +780,14 @@ def parse_metric(name: str | Metric) -> Metric:
     if fam == "rprec_mult":
         raise InputError(f"metric {name!r} needs a multiple of R, e.g. rprec_mult_0.20 (trec_eval's 10 multiples 0.20 ... 2.00)")
     fam, params = _parse_params(name, fam, m.group(2))
+    if "cutoff" in params:  # ir_measures' P(cutoff=5): P@5
+        if k is not None:
+            raise InputError(f"metric {name!r} gives its cutoff twice (cutoff= and @{k})")
+        k = str(params["cutoff"])
+    if fam == "set_f" and k is not None and sep in ("_", "."):  # trec_eval's set_F.2 / set_F_2: beta 2, not a cutoff
+        if "p" in params:
+            raise InputError(f"metric {name!r} gives set_F's beta twice")
+        params["p"], k = float(k), None
     if k is None and METRICS[fam].needs_k:
         raise InputError(f"metric {name!r} needs a cutoff, e.g. {fam}@10")
     if k is not None and int(k) < 1:
@@ -749,7 +860,10 @@ def parse_metrics(names: str | Metric | Iterable[str | Metric]) -> list[Metric]:
             out += TREC_NICKNAMES[key]
         elif key in _TREC_BARE:
             out += _trec_defaults(key)
-        elif lm:
+        elif isinstance(n, str) and _trec_dotted(n, n.strip()) is not None:
+            out += _trec_dotted(n, n.strip())
+        elif lm or (isinstance(n, str) and _ULIST_RE.match(n.strip())):
+            lm = lm or _ULIST_RE.match(n.strip())
             out += [parse_metric(f"{lm.group(1)}.{c.strip()}") for c in lm.group(2).split(",")]
         else:
             out.append(parse_metric(n))
@@ -817,11 +931,19 @@ _EXTRA_SPELLINGS = {
     "judged_ret": ["Judged@k (ir_measures, capital J)"],
     "hole_corpus": ["hole_at_k (MTEB)"],
     "ndcg_exp": ["nDCG(dcg=exp-log2)@k (ir_measures)"],
-    "iprec_at_recall": ["iprec_at_recall_0.00 ... iprec_at_recall_1.00"],
-    "rprec_mult": ["rprec_mult_0.20 ... rprec_mult_2.00", "Rprec_mult_0.20 (trec_eval)"],
-    "rbp_graded": ["trec_eval's rbp (in --format trec_eval and -m all_trec; the spelling rbp is ir_measures' RBP)"],
+    "iprec_at_recall": ["iprec_at_recall_0.00 ... iprec_at_recall_1.00", "iprec_at_recall.0.5,0.25 (trec_eval -m)",
+                        "IPrec@0.5 (ir_measures)"],
+    "rprec_mult": ["rprec_mult_0.20 ... rprec_mult_2.00", "Rprec_mult_0.20 (trec_eval)", "Rprec_mult.0.5,1.5 (trec_eval -m)"],
+    "set_f": ["set_F.x / set_F_x (trec_eval: beta x)", "SetF(beta=x) (ir_measures)"],
+    "rbp_graded": ["trec_eval's rbp (in --format trec_eval and -m all_trec; the spelling rbp is ir_measures' RBP)",
+                   "rbp.p=X (trec_eval -m: trec_eval's rbp with persistence X)"],
     "set_relative_p": ["SetP(relative=True) (ir_measures)"],
 }
+
+
+def _param_label(family: str, param: str) -> str:
+    """``rel=N``, ``p=X`` or ``beta=X``: how the help writes parameter ``param`` of ``family``."""
+    return "rel=N" if param == "rel" else f"{P_NAMES.get(family, param)}=X"
 
 
 def describe_metrics() -> str:
@@ -847,7 +969,7 @@ def describe_metrics() -> str:
             f"{f.pattern}  (also: {', '.join(also) or '-'})\n"
             f"    {f.definition}\n"
             f"    trec_eval: {f.trec_eval or '-'}; ir_measures: {f.ir_measures or '-'}; reference: {f.reference}"
-            + (f"; parameters: {', '.join(f'{a}=' + ('N' if a == 'rel' else 'X') for a in params)}" if params else "")
+            + (f"; parameters: {', '.join(_param_label(f.name, a) for a in params)}" if params else "")
             + ("; a count per query (aggregate: mean; total in the policy)" if f.kind == "count" else "")
             + ("; a count per query (aggregate: SUM over the queries, as trec_eval's all line)" if f.kind == "sum" else "")
             + ("; averaged over the queries present in the run only (paper-compatible)" if f.kind == "run_mean" else "")
@@ -857,8 +979,12 @@ def describe_metrics() -> str:
         "\nNames are case-insensitive (nDCG@10 = ndcg@10) except Judged@k, which is ir_measures' judged_ret@k (vdr's"
         " judged@k divides by k); NAME_k and NAME.k (trec_eval, pytrec_eval) and NAME_at_k (MTEB) are accepted for"
         " every name, except hole_at_k, which is MTEB's hole_corpus@k (vdr's hole@k uses the query's own qrels and"
-        " counts empty slots); trec_eval's lists (P.5,10) name several metrics; ir_measures' parameters: rel=N (this"
-        " metric's relevance level: P(rel=2)@5), p=X (RBP(p=0.9)), dcg=exp-log2 (nDCG: ndcg_exp). The output always uses"
+        " counts empty slots); trec_eval's -m parameters are read as trec_eval reads them: cutoff lists sorted (P.10,5 ="
+        " P_5 and P_10; P.5.5 = P_5, as its atol), recall levels and multiples of R (iprec_at_recall..25 = 0.25,"
+        " Rprec_mult.0.5,1.5), set_F.x's beta, rbp.p=X; a parameter trec_eval's measure does not take (map.5) is"
+        " refused. ir_measures' parameters: rel=N (this"
+        " metric's relevance level: P(rel=2)@5), p=X (RBP(p=0.9)), beta=X (SetF), cutoff=k (P(cutoff=5) = P@5),"
+        " judged_only=False, dcg=exp-log2 (nDCG: ndcg_exp); IPrec@0.5, SetRelP, P_5,10 and bare Judged as ir_measures. The output always uses"
         " the first name of the row, with its parameters: precision(rel=2)@5. trec_eval's bare names stand for its default"
         " parameters (P: P_5 ... P_1000; also recall, ndcg_cut, map_cut, relative_P, success, unj, iprec_at_recall,"
         " Rprec_mult) and its nicknames all_trec, official and set for its sets of measures (vdr metrics --format trec_eval"

@@ -59,6 +59,8 @@ _WHOLE = {
 _CUT = {"ndcg": "ndcg_cut", "map": "map_cut", "precision": "P", "recall": "recall", "hit": "success", "relative_p": "relative_P",
         "unj": "unj"}
 _LEVEL = {"iprec_at_recall": "iprec_at_recall", "rprec_mult": "Rprec_mult"}
+# families whose real parameter trec_eval appends to the name as given (set_F_2, rbp_p=0.95)
+_PARAM_NAME = {"set_f": "", "rbp_graded": "p=", "rbp_resid": "p="}
 # printed in the `all` block only (trec_eval's print_single_meas_empty)
 _SUMMARY_ONLY = ("num_q", "gm_map", "gm_bpref")
 #: trec_eval's default length of ``relstring``.
@@ -71,6 +73,8 @@ def trec_eval_name(m: Metric | str) -> tuple[int, str]:
 
     >>> [trec_eval_name(n)[1] for n in ("precision@5", "ndcg", "ndcg@10", "rbp_graded", "rprec_mult_0.20", "rbp", "hit@3")]
     ['P_5', 'ndcg', 'ndcg_cut_10', 'rbp', 'Rprec_mult_0.20', 'rbp(p=0.8)', 'success_3']
+    >>> [trec_eval_name(n)[1] for n in ("set_F.2", "set_F.0.5", "rbp.p=0.95")]
+    ['set_F_2', 'set_F_0.5', 'rbp_p=0.95']
     """
     m = parse_metric(m)
     if m.rel is None:
@@ -80,6 +84,9 @@ def trec_eval_name(m: Metric | str) -> tuple[int, str]:
             name = f"{root}_{m.p:.2f}"
         elif m.k is None and m.p is None and m.family in _WHOLE:
             root = name = _WHOLE[m.family]
+        elif m.k is None and m.family in _PARAM_NAME:  # set_F.2 -> set_F_2, rbp.p=0.95 -> rbp_p=0.95
+            root = _WHOLE[m.family]
+            name = f"{root}_{_PARAM_NAME[m.family]}{m.p:g}"
         elif m.k is not None and m.p is None and m.family in _CUT:
             root = _CUT[m.family]
             name = f"{root}_{m.k}"
@@ -190,6 +197,23 @@ def _rel_char(grade: int | None) -> str:
     return ">" if grade > 9 else str(grade)
 
 
+def _trec_sort_key(col: tuple) -> tuple:
+    """``((rank, name), i, metric)`` -> its place in trec_eval's output: the measure's rank, then within a
+    trec_eval measure its cutoff or level (trec_eval sorts them: ``-m P.10 -m P.5`` prints P_5 first),
+    then the order given (vdr's own metrics keep it)."""
+    (rank, _), i, name = col
+    m = parse_metric(name)
+    param = m.k if m.k is not None else (m.p if m.family in _LEVEL else 0.0)
+    return rank, float(param) if rank < len(TREC_ORDER) else 0.0, i
+
+
+def _texts(values: np.ndarray, kind: str) -> list[str]:
+    """Per-query ``values`` as trec_eval prints them (:func:`_value`), all at once."""
+    if kind == "sum":
+        return [str(int(v)) for v in values.tolist()]
+    return [f"{v:6.4f}" for v in values.tolist()]
+
+
 def _value(v: float, kind: str) -> str:
     """A value as trec_eval prints it: ``%ld`` for counts (kind ``sum``), else ``%6.4f``."""
     return str(int(v)) if kind == "sum" else f"{v:6.4f}"
@@ -216,22 +240,21 @@ def format_trec_eval(
         the lines, ``f"{name:<22}\\t{query_or_all}\\t{value}"``, in trec_eval's order: per query (sorted
         ids) its measures, then ``all``; gm_map, gm_bpref and num_q only in ``all``, relstring only per query.
     """
-    cols = sorted(((trec_eval_name(n), i, n) for i, n in enumerate(res.values)), key=lambda t: (t[0][0], t[1]))
+    cols = sorted(((trec_eval_name(n), i, n) for i, n in enumerate(res.values)), key=_trec_sort_key)
     kinds = {n: METRICS[parse_metric(n).family].kind for n in res.values}
     lines = []
     rel_rank = _RANK["relstring"]
     if per_query:
+        # per measure, parsed once: its padded name, whether it comes after relstring, its values as text
+        shown = [(f"{name:<22}", rank > rel_rank, _texts(res.values[n], kinds[n])) for (rank, name), _, n in cols
+                 if parse_metric(n).family not in _SUMMARY_ONLY]
+        after = next((i for i, c in enumerate(shown) if c[1]), len(shown))
+        rel_name = f"{relstring_name:<22}"
         for qi, q in enumerate(res.query_ids):
-            done_rel = relstring is None
-            for (rank, name), _, n in cols:
-                if not done_rel and rank > rel_rank:
-                    lines.append(f"{relstring_name:<22}\t{q}\t'{relstring.get(q, '')}'")
-                    done_rel = True
-                if parse_metric(n).family in _SUMMARY_ONLY:
-                    continue
-                lines.append(f"{name:<22}\t{q}\t{_value(float(res.values[n][qi]), kinds[n])}")
-            if not done_rel:
-                lines.append(f"{relstring_name:<22}\t{q}\t'{relstring.get(q, '')}'")
+            lines += [f"{name}\t{q}\t{vals[qi]}" for name, _, vals in shown[:after]]
+            if relstring is not None:
+                lines.append(f"{rel_name}\t{q}\t'{relstring.get(q, '')}'")
+            lines += [f"{name}\t{q}\t{vals[qi]}" for name, _, vals in shown[after:]]
     if runid is not None:
         lines.append(f"{'runid':<22}\tall\t{runid}")
     agg = res.aggregate
