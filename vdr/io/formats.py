@@ -219,7 +219,10 @@ def _plain_trec_qrels(path: Path) -> Qrels | None:
     texts = tokens[3::4]
     if not all(map(_INT_RE.fullmatch, texts)):
         return None
-    out = _group(tokens[0::4], tokens[2::4], list(map(int, texts)))
+    grades = list(map(int, texts))
+    if any(not -(2**63) <= g < 2**63 for g in grades):
+        return None  # the line-by-line reader names the file, line and ids of a grade outside int64
+    out = _group(tokens[0::4], tokens[2::4], grades)
     return None if out is None else Qrels.from_checked(out, name=path.name)
 
 
