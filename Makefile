@@ -19,14 +19,14 @@ SAMPLE := assets/sample_corpus
 
 # The main job on the bundled sample: ingest its PDFs, then original vs two rewrite variants on
 # every backend that runs offline (the multimodal one needs a ColPali-family checkpoint: MODEL=DIR),
-# broken down by the queries' type; then every pair of the BM25 runs compared (ranx's matrix).
+# broken down by the queries' type (evaluate writes the report: out/demo/results/report.html); then every
+# pair of the BM25 runs compared (ranx's matrix).
 demo: sysdeps $(STAMP)
 	$(VENV)/bin/vdr ingest $(SAMPLE)/pdfs --out out/demo/corpus --quiet
 	$(VENV)/bin/vdr evaluate out/demo/corpus --queries $(SAMPLE)/queries.jsonl --qrels $(SAMPLE)/qrels.tsv \
 		--rewrites conversational=$(SAMPLE)/rewrites-conversational.jsonl \
 		--rewrites keywords=$(SAMPLE)/rewrites-keywords.jsonl --group-by type \
 		$(if $(MODEL),--model $(MODEL)) --quiet --out out/demo/results
-	$(VENV)/bin/vdr report out/demo/results
 	$(VENV)/bin/vdr compare $(SAMPLE)/qrels.tsv bm25=out/demo/results/runs/lexical.original.trec \
 		bm25-conversational=out/demo/results/runs/lexical.conversational.trec \
 		bm25-keywords=out/demo/results/runs/lexical.keywords.trec --pairs all \
