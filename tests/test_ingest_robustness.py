@@ -664,10 +664,16 @@ def test_an_unreachable_hub_is_said_at_once(tmp_path, online):
     from vdr.ingest.vidore import ingest_vidore
 
     online.setattr(hc, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    try:  # the name is resolved against MTEB's task registry first: its import (seconds under load) is not what is timed
+        importlib.import_module("mteb")
+    except ImportError:
+        pass
     t0 = time.perf_counter()
     with pytest.raises(InputError) as e:
         ingest_vidore("vidore/esg_reports_v2", tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
-    assert time.perf_counter() - t0 < 5  # was ~25-35 s of hub retries
+    # a refused connection is told in well under a second; the bound only tells it from ~25-35 s of hub retries
+    # (issue 35.2: wall-clock bounds >= 10x the quiet time, so that a loaded 2-core machine passes)
+    assert time.perf_counter() - t0 < 12
     msg = str(e.value)
     assert "the hub is unreachable: 127.0.0.1:" in msg and "ConnectionRefusedError" in msg
     assert "set HF_HUB_OFFLINE=1" in msg and "--local-dir" in msg and not (tmp_path / "out").exists()
@@ -690,7 +696,7 @@ def test_the_hub_probe_is_bounded_honours_proxies_and_offline_mode(online):
     online.setattr(socket, "create_connection", hang)
     t0 = time.perf_counter()
     assert V.hub_unreachable(timeout=0.5) == "hub.invalid:443: no answer within 0.5 s"
-    assert time.perf_counter() - t0 < 3
+    assert time.perf_counter() - t0 < 5  # 10x the probe's timeout (the resolver hangs for 30 s)
     release.set()
     online.undo()
     # a reachable endpoint (a local listening socket): nothing to say

@@ -113,7 +113,9 @@ def _osd_status(tessdata: str | None) -> str | None:
     try:
         langs = pytesseract.get_languages(config="")
     except Exception as e:  # TesseractNotFoundError, OSError
-        return f"Tesseract is not available ({type(e).__name__})"
+        return (f"Tesseract is not installed ({type(e).__name__}): pages that need OCR (no text layer, or a thin one over a scan)"
+                " keep what their text layer holds (Debian: apt-get install tesseract-ocr; macOS: brew install tesseract;"
+                " --ocr never: no OCR asked)")
     if "osd" not in langs:
         return f"Tesseract's osd.traineddata is not installed (Debian: apt-get install {OSD_PACKAGE}): pages are read as they are"
     return None

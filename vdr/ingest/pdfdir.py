@@ -443,7 +443,8 @@ def _orientation_status(ocr: str) -> dict | None:
     missing = osd_status()
     if missing is None:
         return {"osd": "available", "reason": "pages are turned upright before OCR (tesseract --psm 0)"}
-    warnings.warn(f"orientation detection before OCR is unavailable: {missing}", VdrWarning, stacklevel=3)
+    what = "OCR is unavailable" if missing.startswith("Tesseract is not installed") else "orientation detection before OCR is unavailable"
+    warnings.warn(f"{what}: {missing}", VdrWarning, stacklevel=3)
     return {"osd": "unavailable", "reason": missing}
 
 
