@@ -472,6 +472,28 @@ def test_without_osd_traineddata_the_page_is_read_as_it_is_and_this_is_said(tmp_
     assert dec["orientation"]["osd"] == "unavailable" and dec["reason"] == "no text layer"
 
 
+def test_without_tesseract_ingest_names_it_once_when_a_page_needs_ocr(tmp_path, monkeypatch):
+    """Issue 35.2: a missing Tesseract is said once, with what it disables, and only when a page
+    needs OCR; a corpus whose pages all have a text layer ingests without a word about it."""
+    import warnings
+
+    O = importlib.import_module("vdr.ingest.ocr")
+    missing = f"{O.NO_TESSERACT} (TesseractNotFoundError): pages that need OCR ... keep what their text layer holds"
+    monkeypatch.setattr(O, "osd_status", lambda: missing)
+    pf.text_pdf(tmp_path / "text" / "a.pdf", ["quarterly report of the company"])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = ingest_pdfs(tmp_path / "text", tmp_path / "out-text", workers=1, progress=False)
+    assert r.ok and not [w for w in seen if "Tesseract" in str(w.message) or "OCR" in str(w.message)]
+    assert r.extra["ocr_orientation"] == {"osd": "unavailable", "reason": missing}
+    pf.scan_pdf(tmp_path / "scan" / "s.pdf", pf.scan_image(pf.BODY[:3], size=(900, 300)), size=(324, 108))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ingest_pdfs(tmp_path / "scan", tmp_path / "out-scan", dpi=100, workers=1, progress=False)
+    said = [str(w.message) for w in seen if "Tesseract" in str(w.message)]
+    assert said == [f"OCR is unavailable for 1 page(s) that need it: {missing}"]
+
+
 @needs_osd
 def test_too_few_characters_for_osd_is_recorded_and_the_page_read(tmp_path):
     from vdr.ingest.ocr import read_page
