@@ -1,17 +1,16 @@
 # vdr — the README's two commands: `make demo` and `make test`.
-# Everything needed is installed from scratch: Debian packages (apt-get) and Python packages
-# into .venv, with the machine pins of constraints.txt.
+# Python packages are installed into .venv (no root needed), with the machine pins of constraints.txt;
+# the optional system tools as scripts/sysdeps.sh says.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.vdr-installed
-# Debian packages: poppler-utils (pdf2image rasterizer), tesseract-ocr (OCR of pages without text;
-# tesseract-ocr-osd: orientation detection of sideways scans before OCR),
-# chromium (headless test of the HTML report: tests/test_report_browser.py).
-APT_PACKAGES := poppler-utils tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd chromium
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Optional system tools (poppler, tesseract, chromium, a JDK): scripts/sysdeps.sh. `make test` installs the
+# Debian packages where it can (root, or sudo without a password, on Debian/Ubuntu: CI), `make demo` tries;
+# neither needs root: what is missing is named once, with what it disables, and the rest runs.
+SYSDEPS := bash scripts/sysdeps.sh
 
 .PHONY: demo test test-fast lint sysdeps venv bench clean
 
@@ -19,14 +18,15 @@ SAMPLE := assets/sample_corpus
 
 # The main job on the bundled sample: ingest its PDFs, then original vs two rewrite variants on
 # every backend that runs offline (the multimodal one needs a ColPali-family checkpoint: MODEL=DIR),
-# broken down by the queries' type; then every pair of the BM25 runs compared (ranx's matrix).
-demo: sysdeps $(STAMP)
+# broken down by the queries' type (evaluate writes the report: out/demo/results/report.html); then every
+# pair of the BM25 runs compared (ranx's matrix).
+demo: $(STAMP)
+	@$(SYSDEPS) try
 	$(VENV)/bin/vdr ingest $(SAMPLE)/pdfs --out out/demo/corpus --quiet
 	$(VENV)/bin/vdr evaluate out/demo/corpus --queries $(SAMPLE)/queries.jsonl --qrels $(SAMPLE)/qrels.tsv \
 		--rewrites conversational=$(SAMPLE)/rewrites-conversational.jsonl \
 		--rewrites keywords=$(SAMPLE)/rewrites-keywords.jsonl --group-by type \
 		$(if $(MODEL),--model $(MODEL)) --quiet --out out/demo/results
-	$(VENV)/bin/vdr report out/demo/results
 	$(VENV)/bin/vdr compare $(SAMPLE)/qrels.tsv bm25=out/demo/results/runs/lexical.original.trec \
 		bm25-conversational=out/demo/results/runs/lexical.conversational.trec \
 		bm25-keywords=out/demo/results/runs/lexical.keywords.trec --pairs all \
@@ -53,13 +53,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/trec_eval_cli.py  # needs TREC_EVAL=/path/to/trec_eval (trec_eval 10 built from source); else prints "skipped"
 
 sysdeps:
-	@missing=""; for p in $(APT_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages:$$missing"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	@$(SYSDEPS) install
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

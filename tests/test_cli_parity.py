@@ -156,6 +156,8 @@ def test_evaluate_defaults_are_the_api_defaults(tmp_path, monkeypatch, capsys):
                  "rrf_k", "bm25", "vidore_revision", "vidore_language", "depth", "seed", "macro_average", "engine"):
         assert seen[name] == defaults[name], name
     assert seen["progress"] is True and seen["cache_dir"] is None
+    assert seen["report"] is True and defaults["report"] is False  # issue 35.3: the command writes the report, --no-report not
+    assert main(["evaluate", str(tmp_path), "-o", str(tmp_path / "r"), "--no-report"]) == 0 and seen["report"] is False
     assert seen["env"]["TQDM_DISABLE"] is None and seen["env"]["TRANSFORMERS_VERBOSITY"] == "warning"
 
 

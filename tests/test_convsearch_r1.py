@@ -33,7 +33,7 @@ The core tests check the id schemes, the mapping of files of the other scheme (b
 its ambiguity errors, history from ``Context`` and the disagreement warning. The live tests (slow
 tier; they skip, with the reason, without Pyserini or Java 21+) build the Lucene index and run the
 search exactly as ConvSearch-R1's ``create_index.sh`` and ``get_metrics_using_bm25.py`` do, score the
-run with pytrec_eval, and check that the README's commands (``vdr convert`` then ``vdr evaluate
+run with pytrec_eval, and check that the commands of docs/text-benchmarks.md (``vdr convert`` then ``vdr evaluate
 --bm25-preset ... --bm25-analyzer lucene --protocol convsearch --rewrites NAME=FILE``) give the same
 MRR@3, NDCG@3, R@10 and R@100, per query.
 """
@@ -731,7 +731,7 @@ def _check_equal(doc: dict, variant: str, ref: dict, qrels: Path, runs: tuple[Pa
     ("qrecc", lay_out_qrecc, 0.82, 0.68, lambda f: ["--collection", str(f["collection"]), "--dataset", str(f["dataset"]), "--qrels", str(f["qrels"])]),
 ])
 def test_readme_commands_equal_pyserini(tmp_path, capsys, name, lay_out, k1, b, sources):
-    """The README's convert + evaluate commands for ``name`` (its BM25 preset ``k1``/``b``) equal Pyserini's run."""
+    """The convert + evaluate commands of docs/text-benchmarks.md for ``name`` (its BM25 preset ``k1``/``b``) equal Pyserini's run."""
     pytest.importorskip("pytrec_eval")
     f = lay_out(tmp_path)
     theirs = _pyserini_run(f["collection"].parent, f["rewrites"], k1, b, tmp_path)

@@ -48,15 +48,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(args: list[str], cwd: Path, *, script: Path | None = None, timeout: int = 240) -> subprocess.CompletedProcess:
-    """``python -m torch.distributed.run --nproc_per_node 2 -m vdr ARGS`` (or a script instead of ``-m vdr``)."""
+def torchrun(args: list[str], cwd: Path, *, script: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``python -m torch.distributed.run --nproc_per_node 2 -m vdr ARGS`` (or a script instead of ``-m vdr``); the
+    timeout only catches a hang (two ranks loading torch on a loaded 2-core machine take minutes)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(_free_port())]
     cmd += [str(script)] if script is not None else ["-m", "vdr"]
     return subprocess.run(cmd + args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
-def single(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+def single(args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
     """``python -m vdr ARGS`` in one process (same environment as :func:`torchrun`)."""
     return subprocess.run([sys.executable, "-m", "vdr", *args], cwd=cwd, env=_env(), capture_output=True, text=True,
                           timeout=timeout)

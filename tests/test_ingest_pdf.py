@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from shared_data import shared_path
 
 PDFS = shared_path("pdfs")  # ../shared/pdfs, or $VDR_SHARED/pdfs
 PASSWORD = "openpassword"
+needs_poppler = pytest.mark.skipif(shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None,
+                                   reason="poppler-utils not installed (pdftoppm, pdftotext: --rasterizer poppler)")
 
 GOOD = {
     "minimal-document.pdf": 1,
@@ -182,6 +185,7 @@ def test_page_ids_are_percent_encoded_and_image_names_safe(tmp_path):
     assert path.parent == (tmp_path / "out" / "images").resolve() and " " not in path.name
 
 
+@needs_poppler
 def test_pdfium_and_poppler_agree(tmp_path):
     names = ["minimal-document.pdf", "habibi-rotated.pdf", "grayscale-image.pdf", "cmyk-image.pdf", "pdflatex-forms.pdf"]
     src = _link(tmp_path / "in", names)
@@ -202,6 +206,7 @@ def test_pdfium_and_poppler_agree(tmp_path):
     assert words(ca["minimal-document.pdf#1"].text) == words(cb["minimal-document.pdf#1"].text) != set()
 
 
+@needs_poppler
 def test_poppler_reports_unreadable_pages(tmp_path):
     src = _link(tmp_path / "in", ["unreadablemetadata.pdf", "zero-pages.pdf"])
     r = ingest_pdfs(src, tmp_path / "out", dpi=36, rasterizer="poppler", ocr="never", workers=2, progress=False)

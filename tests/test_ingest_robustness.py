@@ -472,6 +472,28 @@ def test_without_osd_traineddata_the_page_is_read_as_it_is_and_this_is_said(tmp_
     assert dec["orientation"]["osd"] == "unavailable" and dec["reason"] == "no text layer"
 
 
+def test_without_tesseract_ingest_names_it_once_when_a_page_needs_ocr(tmp_path, monkeypatch):
+    """Issue 35.2: a missing Tesseract is said once, with what it disables, and only when a page
+    needs OCR; a corpus whose pages all have a text layer ingests without a word about it."""
+    import warnings
+
+    O = importlib.import_module("vdr.ingest.ocr")
+    missing = f"{O.NO_TESSERACT} (TesseractNotFoundError): pages that need OCR ... keep what their text layer holds"
+    monkeypatch.setattr(O, "osd_status", lambda: missing)
+    pf.text_pdf(tmp_path / "text" / "a.pdf", ["quarterly report of the company"])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = ingest_pdfs(tmp_path / "text", tmp_path / "out-text", workers=1, progress=False)
+    assert r.ok and not [w for w in seen if "Tesseract" in str(w.message) or "OCR" in str(w.message)]
+    assert r.extra["ocr_orientation"] == {"osd": "unavailable", "reason": missing}
+    pf.scan_pdf(tmp_path / "scan" / "s.pdf", pf.scan_image(pf.BODY[:3], size=(900, 300)), size=(324, 108))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ingest_pdfs(tmp_path / "scan", tmp_path / "out-scan", dpi=100, workers=1, progress=False)
+    said = [str(w.message) for w in seen if "Tesseract" in str(w.message)]
+    assert said == [f"OCR is unavailable for 1 page(s) that need it: {missing}"]
+
+
 @needs_osd
 def test_too_few_characters_for_osd_is_recorded_and_the_page_read(tmp_path):
     from vdr.ingest.ocr import read_page
@@ -664,10 +686,16 @@ def test_an_unreachable_hub_is_said_at_once(tmp_path, online):
     from vdr.ingest.vidore import ingest_vidore
 
     online.setattr(hc, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    try:  # the name is resolved against MTEB's task registry first: its import (seconds under load) is not what is timed
+        importlib.import_module("mteb")
+    except ImportError:
+        pass
     t0 = time.perf_counter()
     with pytest.raises(InputError) as e:
         ingest_vidore("vidore/esg_reports_v2", tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
-    assert time.perf_counter() - t0 < 5  # was ~25-35 s of hub retries
+    # a refused connection is told in well under a second; the bound only tells it from ~25-35 s of hub retries
+    # (issue 35.2: wall-clock bounds >= 10x the quiet time, so that a loaded 2-core machine passes)
+    assert time.perf_counter() - t0 < 12
     msg = str(e.value)
     assert "the hub is unreachable: 127.0.0.1:" in msg and "ConnectionRefusedError" in msg
     assert "set HF_HUB_OFFLINE=1" in msg and "--local-dir" in msg and not (tmp_path / "out").exists()
@@ -690,7 +718,7 @@ def test_the_hub_probe_is_bounded_honours_proxies_and_offline_mode(online):
     online.setattr(socket, "create_connection", hang)
     t0 = time.perf_counter()
     assert V.hub_unreachable(timeout=0.5) == "hub.invalid:443: no answer within 0.5 s"
-    assert time.perf_counter() - t0 < 3
+    assert time.perf_counter() - t0 < 5  # 10x the probe's timeout (the resolver hangs for 30 s)
     release.set()
     online.undo()
     # a reachable endpoint (a local listening socket): nothing to say

@@ -258,18 +258,19 @@ def test_a_wait_longer_than_vdr_waits_fails_at_once_with_the_wait(fake_factory, 
     with pytest.raises(LLMCallError) as ei:
         c.ask(Item("query 'q1'"), ASK)
     msg = str(ei.value)
-    assert time.monotonic() - t0 < 1.0 and fake.hits == 1
+    assert time.monotonic() - t0 < 30 and fake.hits == 1  # the waits asked are >= 300 s; quiet: well under 1 s
     assert "HTTP 429 for query 'q1' after 1 attempt(s)" in msg and needle in msg and "more than the 120 s vdr waits" in msg
 
 
 def test_a_wait_past_the_deadline_ends_the_request_at_once(fake_factory):
-    fake = fake_factory([(429, {"Retry-After": "1"}, RATE)] * 5)
+    fake = fake_factory([(429, {"Retry-After": "30"}, RATE)] * 5)
     c = client(fake)
     t0 = time.monotonic()
-    with pytest.raises(LLMCallError, match=r"HTTP 429 .* after 1 attempt\(s\); deadline passed: the next retry would start in 1.00 s"
+    with pytest.raises(LLMCallError, match=r"HTTP 429 .* after 1 attempt\(s\); deadline passed: the next retry would start in 30.00 s"
                                           r" \(Retry-After\)"):
         c.ask(Item(), ASK, deadline=time.monotonic() + 0.5)
-    assert time.monotonic() - t0 < 0.95 and fake.hits == 1 and c.stats.retries == 0  # a retry would wait 1 s first
+    # a retry would wait 30 s first; quiet: well under 1 s (the bound is >= 10x that, for loaded machines)
+    assert time.monotonic() - t0 < 10 and fake.hits == 1 and c.stats.retries == 0
 
 
 def test_the_budget_pays_for_every_retry(fake_factory):

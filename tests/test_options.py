@@ -26,8 +26,9 @@ def test_evaluate_options_are_grouped_with_flat_names():
     g = EvaluateOptions(metrics=MetricSettings(k=(1,), macro_average=True), k=(5,))  # a group, then a flat override
     assert g.metrics == MetricSettings(k=(5,), macro_average=True)
     assert EvaluateOptions() == EvaluateOptions.of(None) and EvaluateOptions(seed=0) == EvaluateOptions()
-    # every setting of 0.1's flat EvaluateOptions kept its name (35), plus alpha, group_by and groups (issue 27)
-    assert len(EvaluateOptions.flat_fields()) == 39  # + allow_id_mismatch (issue 34.1)
+    # every setting of 0.1's flat EvaluateOptions kept its name (35), plus alpha, group_by and groups (issue 27),
+    # allow_id_mismatch (issue 34.1) and report (issue 35.3)
+    assert len(EvaluateOptions.flat_fields()) == 40 and "report" in EvaluateOptions.flat_fields()
 
 
 def test_unknown_keywords_are_named_once_by_one_rule():

@@ -404,13 +404,13 @@ def test_report_groups_by_a_field_of_the_queries(lexical_results, tmp_path):
 
 
 def test_readme_shows_the_samples_verdicts_groups_and_pairs(sample_corpus, tmp_path):
-    """The README's verdicts, group rows and every-pair tables of the bundled sample are what vdr
-    computes (its BM25 rows: the Holm families are per backend, so the lexical rows of `make demo`
-    do not depend on the other backends)."""
+    """The verdicts, group rows and every-pair tables of the bundled sample shown in the README and
+    docs/evaluate.md (reading the results) are what vdr computes (its BM25 rows: the Holm families are
+    per backend, so the lexical rows of `make demo` do not depend on the other backends)."""
     from vdr.experiment.evaluation import evaluate
 
     sample = ROOT / "assets" / "sample_corpus"
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = "\n".join((ROOT / f).read_text(encoding="utf-8") for f in ("README.md", "docs/evaluate.md"))
     readme = text + "\n".join(" ".join(ln.split()) for ln in text.splitlines())  # column widths depend on the longest cell
     res = evaluate(sample_corpus, queries=sample / "queries.jsonl", qrels=sample / "qrels.tsv",
                    rewrites={"conversational": sample / "rewrites-conversational.jsonl", "keywords": sample / "rewrites-keywords.jsonl"},

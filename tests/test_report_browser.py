@@ -30,7 +30,7 @@ import pytest
 import vdr
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (make sysdeps installs it)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (only this test needs it; make sysdeps installs it on Debian as root)")
 
 CHECK = """<script>window.__errs=[];addEventListener('error',e=>{window.__errs.push(String(e.message||(e.target&&e.target.outerHTML||'').slice(0,80)))},true);
 addEventListener('load',()=>{const ok=i=>i.complete&&i.naturalWidth>0;const imgs=[...document.images].filter(i=>i.className!=='chk');

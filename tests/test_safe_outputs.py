@@ -18,7 +18,7 @@ from rewards_fixtures import make_passages, write_corpus
 from vdr.cli import app
 from vdr.io.outdir import LOCK_FILE, ResultsFolder
 
-FAST = ["--backend", "lexical", "-q", "--no-cache"]
+FAST = ["--backend", "lexical", "-q", "--no-cache", "--no-report"]  # the report: test_evaluate_writes_its_report
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +96,38 @@ def test_unwritable_parent_fails_before_any_work(corpus, tmp_path, capsys, monke
     ro.mkdir(mode=0o500)
     rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", ro / "res")
     assert rc == 2 and f"cannot create the results folder (--out): {ro} is not writable" in err
+
+
+# ------------------------------------------------------------------------------------------------ the report
+
+
+def test_evaluate_writes_its_report(corpus, tmp_path, capsys):
+    """Issue 35.3: ``vdr evaluate`` writes report.html and report.md beside results.json and prints
+    their paths; ``--no-report`` writes none (a report the folder held is rewritten, never stale:
+    issue 34.2); ``vdr report`` renders it later; ``vdr.evaluate(report=True)`` is the same from
+    Python (off by default)."""
+    out = tmp_path / "res"
+    quick = [x for x in FAST if x != "--no-report"]
+    rc, stdout, err = cli(capsys, "evaluate", corpus, *quick, "--out", out)
+    assert rc == 0, err
+    assert {"report.html", "report.md", "results.json"} <= set(snapshot(out))
+    assert f"report: {out / 'report.html'} (summary: {out / 'report.md'})" in stdout
+    assert "<html" in (out / "report.html").read_text(encoding="utf-8") and (out / "report.md").read_text(encoding="utf-8").startswith("# ")
+    (out / "report.md").write_text("old")
+    rc, stdout, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # --no-report: the folder's report is rewritten
+    assert rc == 0, err
+    assert (out / "report.md").read_text(encoding="utf-8") != "old" and f"report: {out / 'report.html'}" in stdout
+    fresh = tmp_path / "fresh"
+    rc, stdout, err = cli(capsys, "evaluate", corpus, *FAST, "--out", fresh)
+    assert rc == 0, err
+    assert not {"report.html", "report.md"} & set(snapshot(fresh)) and "report:" not in stdout
+    rc, stdout, err = cli(capsys, "report", out)
+    assert rc == 0 and (out / "report.html").is_file() and f"wrote {out / 'report.md'}" in stdout, err
+    py = tmp_path / "py"
+    vdr.evaluate(corpus, out=py, backends="lexical", progress=False, cache_dir=False)
+    assert not (py / "report.html").exists()
+    vdr.evaluate(corpus, out=py, backends="lexical", progress=False, cache_dir=False, report=True)
+    assert (py / "report.html").is_file() and (py / "report.md").is_file()
 
 
 # ------------------------------------------------------------------------------------------------ stale files, overwrite

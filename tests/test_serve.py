@@ -156,20 +156,25 @@ def test_concurrent_clients_are_batched(server, world):
 def test_health_answers_while_a_batch_is_scored(world):
     texts, queries, qrels, backend = world
 
+    searching, release = threading.Event(), threading.Event()
+
     class Slow:
         def search(self, texts, depth):
-            time.sleep(5.0)
+            searching.set()
+            release.wait(60)  # until /health has answered: a loop stuck behind the search would never answer it
             return backend.search(texts, depth)
 
     app = create_app(Rewarder(Slow(), qrels), limits=ServeLimits(batch_wait_ms=1.0))
     with running(app) as url:
         t = threading.Thread(target=lambda: post(url, "/reward", {"query_ids": ["q0"], "rewrites": ["volcano"]}, headers={}))
         t.start()
-        time.sleep(0.5)
-        t0 = time.monotonic()
-        assert httpx.get(url + "/health", timeout=10).status_code == 200
-        assert time.monotonic() - t0 < 3.0  # not stuck behind the 5 s search (generous: shared CI machines)
-        t.join()
+        try:
+            assert searching.wait(30)
+            # answered while the search is still blocked (quiet: milliseconds; the timeout only catches a hang)
+            assert httpx.get(url + "/health", timeout=20).status_code == 200 and not release.is_set()
+        finally:
+            release.set()
+            t.join()
 
 
 def test_failed_retrieval_is_a_500_not_a_crash(world):

@@ -334,7 +334,12 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
         None, "--model", rich_help_panel=common.PANEL_ENCODER, help="ColPali-family model (hub name or local path) for the multimodal backend.")),
     ("k", str, lambda: typer.Option(cutoffs_text(EVALUATE_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Metric cutoffs; nDCG@3 is the primary metric.")),
     ("seed", int, lambda: typer.Option(0, "--seed", rich_help_panel=common.PANEL_RUN, help="Seed of the randomization test and the bootstrap.")),
-    ("out", Path, lambda: typer.Option(..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder (results.json, per_query.csv, runs/).")),
+    ("out", Path, lambda: typer.Option(
+        ..., "--out", "-o", rich_help_panel=common.PANEL_RUN, help="Results folder (results.json, per_query.csv, runs/, report.html, report.md).")),
+    ("write_report", bool, lambda: typer.Option(
+        True, "--report/--no-report", rich_help_panel=common.PANEL_RUN,
+        help="Write the HTML report and its Markdown summary (report.html, report.md) beside results.json (--no-report: do not;"
+             " `vdr report RESULTS_DIR` renders them later).")),
     ("vidore", Optional[str], lambda: typer.Option(
         None, "--vidore", rich_help_panel=common.PANEL_INPUTS, help="A ViDoRe dataset instead of CORPUS_DIR: a hub name (vidore/vidore_v3_hr), an MTEB task (Vidore3HrRetrieval, pinned as MTEB"
              " pins it), an MTEB benchmark (ViDoRe(v3): every public task, a row per task and their mean) or a local folder.")),
@@ -432,6 +437,7 @@ def evaluate_command(**o: Any) -> None:
         group_by=tuple(o["group_by"] or ()),
         groups=o["groups"],
         alpha=o["alpha"],
+        report=o["write_report"],
         **api,
     )
     if _run_benchmark(o, kw):
@@ -450,6 +456,8 @@ def evaluate_command(**o: Any) -> None:
         for line in stage_lines(json.loads((out / "timing.json").read_text(encoding="utf-8"))):
             typer.echo("  " + line)
     typer.echo(f"results: {out / 'results.json'}")
+    if (out / "report.html").is_file():  # written by this run (also a report the folder held, rewritten; issue 34.2)
+        typer.echo(f"report: {out / 'report.html'} (summary: {out / 'report.md'})")
 
 
 def _run_benchmark(o: dict, kw: dict) -> bool:
@@ -467,7 +475,8 @@ def _run_benchmark(o: dict, kw: dict) -> bool:
     rest = {k: v for k, v in kw.items() if k not in ("vidore", "vidore_revision")}
     bench = evaluate_benchmark(o["vidore"], **rest)
     typer.echo(bench.table().to_text())
-    typer.echo(f"results: {Path(o['out']) / BENCHMARK_FILE} (each task's folder beside it)")
+    reports = ", with its report.html" if kw.get("report") else ""
+    typer.echo(f"results: {Path(o['out']) / BENCHMARK_FILE} (each task's folder beside it{reports})")
     return True
 
 

@@ -620,10 +620,16 @@ class RunSettings:
             into it fails at once); results are staged and replace the folder's vdr entries at the
             end (stale runs and reports of earlier runs removed), so an interrupted run leaves it
             unchanged (:mod:`vdr.io.outdir`).
+        report: also write the HTML report and its Markdown summary (``report.html``,
+            ``report.md``: :func:`vdr.report`) into ``out`` once the results are written. Off by
+            default in Python (the :class:`~vdr.results.Results` are in hand; ``vdr.report(out)``
+            renders them later, a few seconds); ``vdr evaluate`` turns it on (``--no-report``: off).
+            A report the folder already held is rewritten either way, never left stale (issue 34.2).
     """
 
     progress: bool = True
     overwrite: bool = False
+    report: bool = False
 
 
 @dataclass(frozen=True, init=False)
@@ -731,7 +737,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             query_fields=fields,
         )
         _write(results, folder, timer)
-        _rewrite_report(out, held)  # under the folder's lock
+        _write_report(out, held, o.report)  # under the folder's lock
     return results
 
 
@@ -774,19 +780,23 @@ def _check_nothing_lost(out: Path, held: dict | None, written: set, group_by: Se
                      " --overwrite to replace the folder's results, or choose another --out", path=out)
 
 
-def _rewrite_report(out: Path, held: dict | None) -> None:
-    """Rewrite ``report.html`` (and its pages) when the folder held one before this run: a report
-    made before it would describe other results (issue 34.2). A failure is a warning naming the
-    command that rebuilds it, never silent."""
-    if not held or not held["report"]:
+def _write_report(out: Path, held: dict | None, wanted: bool) -> None:
+    """Write ``report.html`` and ``report.md`` (and the report's pages: :func:`vdr.report`) when
+    ``wanted`` (``vdr evaluate``, ``report=True``), or when the folder held a report before this run:
+    a report made before it would describe other results (issue 34.2). What the report could not show,
+    and a failure, are warnings (the latter naming the command that rebuilds it), never silent."""
+    if not wanted and not (held and held["report"]):
         return
     from ..report.render import report
 
     try:
-        report(out)
+        paths = report(out)
     except Exception as e:  # the results are written; the report is secondary, but never silently stale
-        warnings.warn(f"{out}: the report of the earlier run was removed (it described other results) and could not"
-                      f" be rewritten ({e}); run `vdr report {out}`", VdrWarning, stacklevel=3)
+        what = "the report of the earlier run was removed (it described other results) and" if held and held["report"] else "the report"
+        warnings.warn(f"{out}: {what} could not be written ({e}); run `vdr report {out}`", VdrWarning, stacklevel=3)
+        return
+    for w in paths.warnings:
+        warnings.warn(f"report: {w}", VdrWarning, stacklevel=3)
 
 
 def _query_fields(inputs: Inputs, o: "EvaluateOptions") -> dict[str, dict[str, str]]:

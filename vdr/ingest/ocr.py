@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "TextCover", "ocr_decision", "read_page", "osd_status", "reading_score", "THIN_TEXT_SHARE", "SCAN_MIN_IMAGE_SHARE",
-    "OSD_SURE_CONFIDENCE", "OSD_PACKAGE",
+    "OSD_SURE_CONFIDENCE", "OSD_PACKAGE", "NO_TESSERACT",
 ]
 
 #: ``auto``: a text layer whose boxes cover less than this share of the page's image area is thin.
@@ -48,6 +48,8 @@ SCAN_MIN_IMAGE_SHARE = 0.25
 OSD_SURE_CONFIDENCE = 14.0
 #: The Debian package that holds ``osd.traineddata``.
 OSD_PACKAGE = "tesseract-ocr-osd"
+#: How :func:`osd_status` begins when Tesseract itself is missing (no OCR at all, not only no OSD).
+NO_TESSERACT = "Tesseract is not installed"
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,9 @@ def _osd_status(tessdata: str | None) -> str | None:
     try:
         langs = pytesseract.get_languages(config="")
     except Exception as e:  # TesseractNotFoundError, OSError
-        return f"Tesseract is not available ({type(e).__name__})"
+        return (f"{NO_TESSERACT} ({type(e).__name__}): pages that need OCR (no text layer, or a thin one over a scan)"
+                " keep what their text layer holds (Debian: apt-get install tesseract-ocr; macOS: brew install tesseract;"
+                " --ocr never: no OCR asked)")
     if "osd" not in langs:
         return f"Tesseract's osd.traineddata is not installed (Debian: apt-get install {OSD_PACKAGE}): pages are read as they are"
     return None

@@ -381,6 +381,7 @@ def ingest_pdfs(pdf_dir: str | Path, out: str | Path, *, options: IngestOptions 
              "ocr_threads": {"workers": o.workers, "omp_thread_limit_per_worker": threads, "cores": available_cores()},
              "ocr_orientation": orientation, "ocr_summary": ocr_summary(ordered), "exif_orientation": PDF_EXIF_POLICY,
              "nfc_ids": renamed}
+    _warn_no_tesseract(orientation, extra["ocr_summary"])
     extra.update(_page_findings(ordered, all_pages))
     report = IngestReport(out_dir, tuple(ordered), settings, len(all_pages), time.perf_counter() - t0, extra)
     write_report(out_dir, report.to_json())
@@ -438,13 +439,24 @@ def _orientation_status(ocr: str) -> dict | None:
     OSD); warns when OCR is on and OSD is unavailable. ``None`` with ``--ocr never``."""
     if ocr == "never":
         return None
-    from .ocr import osd_status
+    from .ocr import NO_TESSERACT, osd_status
 
     missing = osd_status()
     if missing is None:
         return {"osd": "available", "reason": "pages are turned upright before OCR (tesseract --psm 0)"}
-    warnings.warn(f"orientation detection before OCR is unavailable: {missing}", VdrWarning, stacklevel=3)
+    if not missing.startswith(NO_TESSERACT):  # without Tesseract at all: said once a page needs OCR (_warn_no_tesseract)
+        warnings.warn(f"orientation detection before OCR is unavailable: {missing}", VdrWarning, stacklevel=3)
     return {"osd": "unavailable", "reason": missing}
+
+
+def _warn_no_tesseract(orientation: dict | None, summary: dict) -> None:
+    """Name a missing Tesseract once, with what it disables, when some page needed OCR (``summary``:
+    :func:`ocr_summary`); a corpus whose pages all have a text layer needs none."""
+    from .ocr import NO_TESSERACT
+
+    reason = str((orientation or {}).get("reason", ""))
+    if summary["ocr"] and reason.startswith(NO_TESSERACT):
+        warnings.warn(f"OCR is unavailable for {summary['ocr']} page(s) that need it: {reason}", VdrWarning, stacklevel=3)
 
 
 def ocr_summary(documents) -> dict:
