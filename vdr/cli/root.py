@@ -61,8 +61,10 @@ def _root(
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    from ..progress import console_width, fit_line
+
     prefix = "warning" if issubclass(category, VdrWarning) else category.__name__
-    print(f"{prefix}: {message}", file=sys.stderr)
+    print(fit_line(f"{prefix}: {message}", console_width(sys.stderr)), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

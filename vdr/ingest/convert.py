@@ -46,6 +46,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError, VdrWarning
 from ..io.atomic import write_text_atomic
@@ -54,7 +55,7 @@ from ..io.turn_ids import DEFAULT_ID_SCHEME, EVAL_SPLITS, PREFIXES, SPLITS, chec
 from ..text import DEFAULT_MAX_QUERY_TOKENS, BudgetedQuery, budget_config, fit_query_budget
 from ..types import Qrels, Query, QuerySet
 
-__all__ = ["EMPTY_ANSWER", "FIELDS", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc",
+__all__ = ["convert", "CONVERTERS", "EMPTY_ANSWER", "FIELDS", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc",
            "convert_msmarco", "convert_beir"]
 
 #: Placeholder for an empty answer in a conversation's history (the turn stays, its answer is marked).
@@ -716,3 +717,34 @@ def convert_beir(beir_dir: str | Path, out: str | Path, *, split: str = "test", 
     manifest = _corpus(d / "corpus.jsonl" if corpus else None, out, "beir")
     report = {"benchmark": "beir", "split": split, "counts": counts, "collection": None if manifest is None else manifest["source"]}
     return write_layout(out, kept, Qrels.from_checked({k: dict(qr[k]) for k in kept}, name="qrels.tsv"), human=None, specs=(), report=report)
+
+
+#: ``vdr convert NAME`` -> the function it calls.
+CONVERTERS: dict[str, Callable[..., dict]] = {"topiocqa": convert_topiocqa, "qrecc": convert_qrecc, "msmarco": convert_msmarco,
+                                               "beir": convert_beir}
+
+
+def convert(benchmark: str, *args: Any, **kwargs: Any) -> dict:
+    """``vdr convert BENCHMARK``: a public passage benchmark into vdr's layout (corpus,
+    ``queries.jsonl``, ``qrels.tsv``, ``variants/``, ``conversion.json``); the other arguments are
+    those of the benchmark's function:
+
+    * ``"topiocqa"``: :func:`convert_topiocqa` ``(dataset, gold, out, *, collection=None, ...)``
+    * ``"qrecc"``: :func:`convert_qrecc` ``(dataset, qrels, out, *, collection=None, ...)``
+    * ``"msmarco"``: :func:`convert_msmarco` ``(queries, qrels, out, *, collection=None)``
+    * ``"beir"``: :func:`convert_beir` ``(beir_dir, out, *, split="test")``
+
+    >>> sorted(CONVERTERS)
+    ['beir', 'msmarco', 'qrecc', 'topiocqa']
+
+    Returns:
+        the conversion report (also ``OUT/conversion.json``); ``report["evaluate"]``: the
+        ``vdr evaluate`` command to run next.
+
+    Raises:
+        InputError: an unknown ``benchmark`` (the known ones named), or what that function raises.
+    """
+    fn = CONVERTERS.get(str(benchmark).lower())
+    if fn is None:
+        raise InputError(f"unknown benchmark {benchmark!r} for convert; choose from {', '.join(CONVERTERS)}")
+    return fn(*args, **kwargs)
