@@ -89,7 +89,7 @@ def converted(tmp_path, capsys):
     rc = main(["convert", "topiocqa", "--collection", str(tmp_path / "full_wiki_segments.tsv"), "--dataset",
                str(tmp_path / "dev.json"), "--gold", str(tmp_path / "dev_gold.json"), "--out", str(out), "-q"])
     cap = capsys.readouterr()
-    assert rc == 0 and "4 queries" in cap.out and "gold entries have no dataset turn" in cap.err
+    assert rc == 0 and "4 queries" in cap.out and "gold entry has no dataset turn" in cap.err
     return out
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-__all__ = ["progress_bar", "stage_line", "format_stage", "console_width", "fit_line", "MIN_RATE_SECONDS"]
+__all__ = ["progress_bar", "stage_line", "format_stage", "console_width", "fit_line", "counted", "MIN_RATE_SECONDS"]
 
 #: Stages shorter than this get no rate (it would only measure the timer).
 MIN_RATE_SECONDS = 0.01
@@ -99,6 +99,16 @@ def format_stage(name: str, seconds: float, count: int | None = None, unit: str 
     units = _plural(unit or "item", count)
     rate = f" ({count / seconds:.1f} {_plural(unit or 'item', 2)}/s)" if seconds >= MIN_RATE_SECONDS and count else ""
     return f"{name}: {count} {units} in {seconds:.2f} s{rate}{note}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in agreement: ``"1 turn"``, ``"2 turns"``, ``"0 queries"`` (a noun in ``y``
+    takes ``ies``; ``plural`` for any other irregular one).
+
+    >>> counted(1, "turn"), counted(2, "turn"), counted(0, "query"), counted(1, "query"), counted(3, "PDF")
+    ('1 turn', '2 turns', '0 queries', '1 query', '3 PDFs')
+    """
+    return f"{n} {noun if n == 1 else plural or _plural(noun, n)}"
 
 
 def _plural(unit: str, n: int) -> str:

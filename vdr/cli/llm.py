@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from . import common
+from ..progress import counted
 from .common import (
     FillFailed, Modality,
 )
@@ -82,23 +83,26 @@ def rewrite_command(
     t, g = r.settings["template"], r.settings["generation"]
     sampled = f", temperature {g['temperature']:g}" if g.get("temperature") else ""
     sampled += f", sample {g['sample']}" if g.get("sample") else ""
-    typer.echo(f"{r.total} queries: {r.rewritten} rewritten, {r.cached} from cache, {len(r.failed)} failed"
+    typer.echo(f"{counted(r.total, 'query')}: {r.rewritten} rewritten, {r.cached} from cache, {len(r.failed)} failed"
                f" (template {t['name']} {t['version']}, model {r.settings['model']}{sampled}) -> {r.out}")
     if r.history_cut:
-        typer.echo(f"note: {r.history_cut} queries had their history shortened to {max_history_words} words (oldest turns first)")
+        typer.echo(f"note: {counted(r.history_cut, 'query')} had their history shortened to {max_history_words} words (oldest turns first)")
     c = r.calls
     if c.get("retries"):
         limited = f", {c['rate_limited']} HTTP 429 answers" if c.get("rate_limited") else ""
-        typer.echo(f"note: {c['retries']} retries ({c.get('waited_s', 0.0):.1f} s waited, {c.get('server_waits', 0)} waits asked by"
+        typer.echo(f"note: {counted(c['retries'], 'retry')} ({c.get('waited_s', 0.0):.1f} s waited,"
+                   f" {counted(c.get('server_waits', 0), 'wait')} asked by"
                    f" the endpoint{limited}); counts in {r.meta_path}")
     if c.get("thinking_dropped"):
-        typer.echo(f"note: {c['content_parts']} answers came as content parts; {c['thinking_dropped']} thinking parts dropped")
+        typer.echo(f"note: {counted(c['content_parts'], 'answer')} came as content parts;"
+                   f" {counted(c['thinking_dropped'], 'thinking part')} dropped")
     if r.settings.get("cache_older_entries") and not r.cached:
-        typer.echo(f"note: the cache holds {r.settings['cache_older_entries']} entries of an older format (keyed without the"
+        typer.echo(f"note: the cache holds {counted(r.settings['cache_older_entries'], 'entry')} of an older format (keyed without the"
                    " generation settings); they are not reused")
     if r.failed:
         for qid, reason in list(r.failed.items())[:20]:
             typer.echo(f"failed: {qid}: {reason}", err=True)
         more = f" ({len(r.failed) - 20} more)" if len(r.failed) > 20 else ""
-        typer.echo(f"{len(r.failed)} failed queries{more} listed in {r.failures_path}; rerun to retry them (successes are cached)", err=True)
+        typer.echo(f"{counted(len(r.failed), 'failed query', 'failed queries')}{more} listed in {r.failures_path};"
+                   " rerun to retry them (successes are cached)", err=True)
         raise typer.Exit(code=1)

@@ -509,7 +509,9 @@ def read_query_fields(queries=(), groups: str | Path | None = None, group_by=())
     for name in group_by:
         if name not in found:
             where = ", ".join(str(p) for p in [*(p for p in queries if p is not None), *([groups] if groups is not None else [])])
-            raise InputError(f"--group-by {name}: no query has a field {name!r} in {where or 'no query file or --groups file'}; "
+            head = (f"--group-by {name}: no query in {where} has a field {name!r}; " if where else
+                    f"--group-by {name}: no queries file or --groups file was given to read the field {name!r} from; ")
+            raise InputError(head
                              + (f"fields found: {', '.join(found)}" if found else
                                 "the queries have no fields (add one to each queries.jsonl line, e.g. \"type\": \"visual\", or give"
                                 " --groups FILE.tsv with query-id<TAB>field<TAB>value lines)"))
