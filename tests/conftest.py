@@ -136,6 +136,7 @@ MODULE_TIERS = {
     "test_textscale_smoke": "slow",
     "test_trec_comments": "core",
     "test_types": "core",
+    "test_ux": "core",  # issue 35; the test of every offline backend (MiniLM) and the tiny model's are model
 }
 
 #: single tests above their module's tier, as ``module::function``
