@@ -32,6 +32,7 @@ def judge_command(
     top_p: Optional[float] = typer.Option(None, "--top-p", rich_help_panel=common.PANEL_LLM, help="Nucleus sampling mass in (0, 1] (default: not sent)."),
     seed: Optional[int] = typer.Option(None, "--seed", rich_help_panel=common.PANEL_LLM, help="Sampling seed sent to the endpoint (default: not sent)."),
     stop: Optional[list[str]] = typer.Option(None, "--stop", rich_help_panel=common.PANEL_LLM, help="A stop sequence (repeatable; default: none)."),
+    quiet: bool = common.OPTIONS["quiet"](),
 ) -> None:
     """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
     $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
@@ -39,7 +40,8 @@ def judge_command(
 
     res = judge(results_dir, endpoint=endpoint, judge_model=judge_model, modality=modality, budget=budget, k=k,
                 concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode,
-                max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop) if stop else None)
+                max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop) if stop else None,
+                progress=not quiet)
     typer.echo(res.table())
     typer.echo(f"results: {res.out_dir / 'rcp.json'}; gains: {res.out_dir / 'gains.tsv'}")
 
@@ -69,6 +71,7 @@ def rewrite_command(
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_LLM, help="Device of --local (cpu, cuda)."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", rich_help_panel=common.PANEL_LLM, help="Allow the --local checkpoint's own code."),
     allow_pickle_weights: bool = typer.Option(False, "--allow-pickle-weights/--no-allow-pickle-weights", rich_help_panel=common.PANEL_LLM, help="Read the --local checkpoint's pytorch_model.bin (a pickle) when it has no *.safetensors; only for a checkpoint you trust."),
+    quiet: bool = common.OPTIONS["quiet"](),
 ) -> None:
     """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
     from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
@@ -79,7 +82,7 @@ def rewrite_command(
                 max_tokens=max_tokens, temperature=temperature, max_history_words=max_history_words,
                 fill_failed=fill_failed, device=device, trust_remote_code=trust_remote_code, top_p=top_p, seed=seed,
                 allow_pickle_weights=allow_pickle_weights,
-                stop=tuple(stop) if stop else None, sample=sample)
+                stop=tuple(stop) if stop else None, sample=sample, progress=not quiet)
     t, g = r.settings["template"], r.settings["generation"]
     sampled = f", temperature {g['temperature']:g}" if g.get("temperature") else ""
     sampled += f", sample {g['sample']}" if g.get("sample") else ""
