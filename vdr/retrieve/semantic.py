@@ -783,7 +783,8 @@ class DenseBackend:
             stats["num_pages"] += len(batch)
             keep = [(i, t) for i, t in batch if t.strip()]
             stats["empty"] += [i for i, t in batch if not t.strip()]
-            advance(len(batch) - len(keep))
+            if len(batch) > len(keep):
+                advance(len(batch) - len(keep))  # empty pages: nothing to encode
             if keep:
                 passes[0] += self._encode_batch(keep, writer, stats, advance)
 
@@ -807,25 +808,29 @@ class DenseBackend:
             out.append((i, normalize_text(text)))
         return out
 
-    def _encode_batch(self, items: list[tuple[str, str]], writer, stats: dict, advance: Callable[[float], None] | None = None) -> int:
+    def _encode_batch(self, items: list[tuple[str, str]], writer, stats: dict, advance: Callable[[int], None] | None = None) -> int:
         """Encode one batch of non-empty texts into ``writer``; returns the texts (windows) encoded.
-        ``advance(x)``: ``x`` more pages done, after each model batch (a page split into ``w``
-        windows counts ``1/w`` per window), ``len(items)`` in all."""
+        ``advance(n)``: ``n`` more pages done, as model batches finish (:class:`_PageCounter`),
+        ``len(items)`` in all."""
         ids = [i for i, _ in items]
         if self.long_text == "maxp":
             wins = [x for s in range(0, len(items), 256) for x in self._windows_batch([t for _, t in items[s : s + 256]])]
             counts = np.array([len(w) for w in wins], dtype=np.int64)
             flat = [x for w in wins for x in w]
+            counter = None if advance is None else _PageCounter(counts, advance)
             emb, truncated = self.encode(flat, prompt=self.document_prompt, max_length=self.passage_max_length, what=None,
-                                         on_done=_page_counter(counts, advance))
+                                         on_done=counter)
             stats["long"] += [i for i, c in zip(ids, counts) if c > 1]
             stats["split"] += int((counts > 1).sum())
             stats["cut_windows"] += int(truncated.sum())  # a window re-tokenised a word piece longer (rare)
         else:
             counts = np.ones(len(items), dtype=np.int64)
+            counter = None if advance is None else _PageCounter(counts, advance)
             emb, truncated = self.encode([t for _, t in items], prompt=self.document_prompt, max_length=self.passage_max_length,
-                                         what=None, on_done=_page_counter(counts, advance))
+                                         what=None, on_done=counter)
             stats["long"] += [i for i, t in zip(ids, truncated) if t]
+        if counter is not None:
+            counter.finish()
         writer.add(ids, emb, counts)
         stats["num_windows"] += int(counts.sum())
         stats["max_windows"] = max(stats["max_windows"], int(counts.max()))
@@ -1091,15 +1096,29 @@ _CACHE_FORMAT = 2
 _VECTORS = "pages.safetensors"
 
 
-def _page_counter(counts: np.ndarray, advance: Callable[[float], None] | None) -> Callable[[np.ndarray], None] | None:
+class _PageCounter:
     """``on_done`` of :meth:`DenseBackend.encode` for the windows of pages: page ``i`` holds
-    ``counts[i]`` consecutive windows, each worth ``1/counts[i]`` of a page; ``advance`` gets the
-    pages done by each model batch (``None``: nothing to count).
+    ``counts[i]`` consecutive windows, each worth ``1/counts[i]`` of a page. ``advance`` gets whole
+    pages (int) as soon as the windows encoded add up to one more, :meth:`finish` the rest: the
+    bar moves during a corpus batch and its counts add up exactly.
 
-    >>> got = []; f = _page_counter(np.array([1, 2]), got.append); f(np.array([1])); f(np.array([0, 2])); got
-    [0.5, 1.5]
+    >>> got = []; c = _PageCounter(np.array([1, 2, 2]), got.append); c(np.array([1])); c(np.array([0, 2])); c.finish(); got
+    [2, 1]
     """
-    if advance is None:
-        return None
-    weight = np.repeat(1.0 / counts, counts)
-    return lambda idx: advance(float(weight[idx].sum()))
+
+    def __init__(self, counts: np.ndarray, advance: Callable[[int], None]) -> None:
+        self.weight = np.repeat(1.0 / counts, counts)
+        self.advance, self.total, self.acc, self.reported = advance, len(counts), 0.0, 0
+
+    def __call__(self, idx: np.ndarray) -> None:
+        self.acc += float(self.weight[idx].sum())
+        self._report(min(int(self.acc + 1e-9), self.total))
+
+    def finish(self) -> None:
+        """Report the pages not reported yet (all of them done)."""
+        self._report(self.total)
+
+    def _report(self, whole: int) -> None:
+        if whole > self.reported:
+            self.advance(whole - self.reported)
+            self.reported = whole
