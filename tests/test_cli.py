@@ -191,7 +191,7 @@ def test_exclude_queries_without_relevant(tmp_path, capsys):
     assert list(data["per_query"]) == ["a"]
     assert data["aggregate"]["ndcg@3"] == 1.0
     assert data["policy"]["queries_without_relevant"] == "exclude"
-    assert "1 queries averaged" in out
+    assert "1 query averaged" in out
 
 
 def test_json_and_run_formats_accepted(tmp_path, capsys):
@@ -348,7 +348,7 @@ def test_empty_judgment_set_cli(tmp_path, capsys):
     assert data["num_queries"] == 1 and list(data["per_query"]) == ["q1"]
     assert round(data["aggregate"]["ndcg@3"], 4) == 0.6309 and data["aggregate"]["ndcg@3"] == pytest.approx(1 / L2(3), abs=1e-15)
     assert data["policy"]["queries_skipped_no_judgments"] == ["q2"]
-    assert "1 queries averaged" in out and "queries with an empty judgment set skipped (not averaged): 1 ('q2')" in out
+    assert "1 query averaged" in out and "queries with an empty judgment set skipped (not averaged): 1 ('q2')" in out
     assert out.splitlines()[1].split() == ["ndcg", "0.6309"]
 
 

@@ -92,7 +92,7 @@ def rewrite_command(
         typer.echo(f"note: {counted(r.history_cut, 'query')} had their history shortened to {max_history_words} words (oldest turns first)")
     c = r.calls
     if c.get("retries"):
-        limited = f", {c['rate_limited']} HTTP 429 answers" if c.get("rate_limited") else ""
+        limited = f", {counted(c['rate_limited'], 'HTTP 429 answer')}" if c.get("rate_limited") else ""
         typer.echo(f"note: {counted(c['retries'], 'retry')} ({c.get('waited_s', 0.0):.1f} s waited,"
                    f" {counted(c.get('server_waits', 0), 'wait')} asked by"
                    f" the endpoint{limited}); counts in {r.meta_path}")

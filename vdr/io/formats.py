@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import AlignmentError, InputError, VdrWarning
+from ..progress import counted
 from ..types import Qrels, Query, QuerySet, Run, to_id
 from ._lines import json_object, read_lines
 from .atomic import atomic_write
@@ -378,7 +379,7 @@ def load_queries(path: str | Path, name: str = "original", format: Literal["auto
     if not queries:
         raise InputError(f"no queries: the file is empty (expected {'qid<TAB>text lines' if format == 'tsv' else 'BEIR queries.jsonl lines'})", path=path)
     if replaced:
-        warnings.warn(f"{path}: {len(replaced)} queries hold lone UTF-16 surrogates (legal in JSON, not encodable as UTF-8), replaced"
+        warnings.warn(f"{path}: {counted(len(replaced), 'query')} {'holds' if len(replaced) == 1 else 'hold'} lone UTF-16 surrogates (legal in JSON, not encodable as UTF-8), replaced"
                       f" by U+FFFD as vdr serve and the rewards replace them: {', '.join(replaced[:5])}"
                       f"{' ...' if len(replaced) > 5 else ''}", VdrWarning, stacklevel=2)
     return QuerySet(queries, name=name, source=str(path), lines=lines)

@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import InputError, VdrWarning
 from ..options import with_keywords
+from ..progress import counted
 from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
@@ -173,7 +174,7 @@ class MetricsResult:
     def _notes(self) -> list[str]:
         p = self.policy
         lines = [
-            f"{self.num_queries} queries averaged; relevant = grade >= {p.get('relevance_level')};"
+            f"{counted(self.num_queries, 'query')} averaged; relevant = grade >= {p.get('relevance_level')};"
             f" queries missing from the run {'left out' if str(p.get('missing_run_queries', '')).startswith('excluded') else 'scored 0'}:"
             f" {p.get('num_queries_missing_from_run')};"
             f" queries without relevant pages ({p.get('queries_without_relevant')}): {p.get('num_queries_without_relevant')};"
