@@ -1,7 +1,8 @@
-"""What every ``vdr`` command shares: ``-q/--quiet``, ``--log-level``, ``--version``, the choice
-types, and how options are shown in ``--help``.
+"""What every ``vdr`` command shares: ``-q/--quiet``, ``-v/--verbose``, ``--log-level``, ``--version``,
+the choice types, how options are shown in ``--help``, and how tables are printed (:func:`table_text`:
+fitted to the terminal unless ``--wide``).
 
-:func:`install` gives every command registered on the typer app ``-q/--quiet`` and ``--log-level``
+:func:`install` gives every command registered on the typer app ``-q/--quiet``, ``-v/--verbose`` and ``--log-level``
 (a command that declares ``quiet`` itself keeps its own, which should be :data:`OPTIONS` ``["quiet"]``),
 runs it inside :func:`output` (logging and the third-party progress bars set accordingly) and hands
 it choice values as plain ``str`` (the :class:`~enum.Enum` members typer parses them into).

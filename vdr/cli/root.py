@@ -57,7 +57,7 @@ app = typer.Typer(
 def _root(
     version: bool = typer.Option(False, "--version", callback=common.print_version, is_eager=True, help="Print vdr's version and exit."),
 ) -> None:
-    """vdr: visual-document retrieval evaluation. Every command takes -q/--quiet and --log-level."""
+    """vdr: visual-document retrieval evaluation. Every command takes -q/--quiet, -v/--verbose and --log-level."""
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
