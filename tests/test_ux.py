@@ -191,6 +191,30 @@ def test_a_path_given_as_the_corpus_names_the_argument_and_what_it_takes():
     assert list(run["q"]) == ["p2"]  # a {corpus_id: text} dict is taken
 
 
+def test_the_verbs_name_an_argument_of_the_wrong_type(tmp_path):
+    corpus = {"p1": "alpha"}
+    with pytest.raises(ArgumentTypeError, match=r"^metrics\(qrels=\.\.\.\) takes a Qrels, a file path or a \{query_id: "
+                                                r"\{doc_id: grade\}\} dict, not int 5$"):
+        vdr.metrics(5, {"q1": {"p1": 1.0}})
+    with pytest.raises(ArgumentTypeError, match=r"^metrics\(run=\.\.\.\) takes a Run, .* not list \['p1'\]$"):
+        vdr.metrics({"q1": {"p1": 1}}, ["p1"])
+    with pytest.raises(ArgumentTypeError, match=r"^report\(results_dir=\.\.\.\) takes a folder or file path \(str or pathlib.Path\)"):
+        vdr.report(5)
+    with pytest.raises(ArgumentTypeError, match=r"^ingest\(out=\.\.\.\) takes a folder or file path"):
+        vdr.ingest(tmp_path, corpus)
+    pages = tmp_path / "c"
+    pages.mkdir()
+    (pages / "pages.jsonl").write_text("", encoding="utf-8")
+
+    class Loaded:  # a loaded corpus where its folder is expected: the message names the folder to give
+        root = pages
+
+    with pytest.raises(ArgumentTypeError) as e:
+        vdr.evaluate(Loaded(), out=tmp_path / "r")
+    assert str(e.value).endswith(f"; pass its folder, corpus_dir={str(pages)!r}")
+    assert not (tmp_path / "r").exists()  # refused before any work
+
+
 # ------------------------------------------------------------------------------------------ 35.4
 
 

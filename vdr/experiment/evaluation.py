@@ -666,7 +666,9 @@ def evaluate(corpus_dir: str | Path | None = None, *, out: str | Path, options: 
         TypeError: a keyword that is not an :class:`EvaluateOptions` setting (named, with the known ones).
     """
     opts = with_keywords(EvaluateOptions, options, kwargs, "evaluate")
-    return _evaluate(corpus_dir, Path(out), opts)
+    from ..errors import check_path
+
+    return _evaluate(check_path(corpus_dir, "evaluate", "corpus_dir", optional=True), check_path(out, "evaluate", "out"), opts)
 
 
 # help(evaluate) and inspect.signature(evaluate) list every option with its default

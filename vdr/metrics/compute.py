@@ -819,6 +819,12 @@ def metrics(
     """
     o = with_keywords(MetricsOptions, options, kwargs, "metrics")
     plan = metric_names if isinstance(metric_names, MetricPlan) else MetricPlan.parse(metric_names, k=k, defaults=METRICS_DEFAULTS)
+    for name, value, kind in (("qrels", qrels, Qrels), ("run", run, Run)):
+        if not (isinstance(value, (str, Path, kind)) or callable(getattr(value, "items", None))):
+            from ..errors import wrong_type
+
+            raise wrong_type("metrics", name, f"a {kind.__name__}, a file path or a {{query_id: {{doc_id: {'grade' if name == 'qrels' else 'score'}}}}} dict",
+                             value)
     if isinstance(qrels, (str, Path)):
         qrels = load_qrels(qrels)
     if isinstance(run, (str, Path)):
