@@ -265,3 +265,15 @@ def test_the_semantic_bar_moves_after_each_model_batch(tiny_st_dir, monkeypatch,
     b.index({f"p{i}": w for i, w in enumerate(["alpha beta", "gamma", "delta epsilon", "zeta", "", "eta theta"])})
     done = [ln.split(":")[1].split()[0] for ln in capsys.readouterr().err.splitlines() if ln.startswith("encode pages")]
     assert done[-1] == "6/6" and len(done) >= 4  # the empty page at once, then one line per batch of 2 texts
+
+
+def test_log_bar_wraps_an_iterable_as_tqdm_does(monkeypatch, capsys):
+    """ViDoRe ingest loops over a dataset through ``log_bar(iterable)``: in a log, lines instead of tqdm's redraws."""
+    from vdr import progress
+
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)
+    assert list(progress.log_bar(["a", "b", "c"], desc="rows", unit="row")) == ["a", "b", "c"]
+    assert [ln.split(",")[0] for ln in capsys.readouterr().err.splitlines()] == [
+        "rows: 1/3 rows (33%)", "rows: 2/3 rows (67%)", "rows: 3/3 rows (100%)"]
+    assert list(progress.log_bar(iter("xy"), desc="rows", unit="row", disable=True)) == ["x", "y"]
+    assert capsys.readouterr().err == ""

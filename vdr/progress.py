@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import TextIO, TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["progress_bar", "log_bar", "LogBar", "LOG_EVERY_S", "stage_line", "format_stage", "console_width", "fit_line", "counted", "MIN_RATE_SECONDS"]
 
@@ -130,6 +132,12 @@ class LogBar:
         units = _plural(self.unit, int(self.total) if self.total else done)  # "1/4 pages", "1 page"
         print(f"{self.description}: {done}{of} {units}{pct}{rate}, {took:.0f} s", file=sys.stderr, flush=True)
 
+    def wrap(self, iterable: Iterable[T]) -> Iterator[T]:
+        """``iterable``'s items, counting each one when the caller has taken it (tqdm's iteration)."""
+        for item in iterable:
+            yield item
+            self.update(1)
+
     def refresh(self) -> None:
         """tqdm's ``refresh``: nothing to redraw in a log."""
 
@@ -137,15 +145,20 @@ class LogBar:
         """tqdm's ``close``: nothing to close in a log."""
 
 
-def log_bar(*, total: float = 0, unit: str = "item", desc: str = "", disable: bool = False, **tqdm_kwargs):
+def log_bar(iterable: Iterable | None = None, *, total: float | None = None, unit: str = "item", desc: str = "",
+            disable: bool = False, **tqdm_kwargs):
     """A tqdm bar on a terminal, a :class:`LogBar` otherwise (a log gets a line every
     :data:`LOG_EVERY_S` seconds, not tqdm's carriage-return redraws); ``disable``: neither writes.
-    ``tqdm_kwargs`` go to tqdm (``dynamic_ncols``, ``smoothing``)."""
+    With ``iterable``, what to loop over (its items, counted as taken; ``total`` defaults to its
+    ``len``), as ``tqdm(iterable)``. ``tqdm_kwargs`` go to tqdm (``dynamic_ncols``, ``smoothing``)."""
     if not disable and not _is_terminal(sys.stderr):
-        return LogBar(desc, total, unit)
+        if total is None:
+            total = len(iterable) if hasattr(iterable, "__len__") else 0
+        bar = LogBar(desc, total, unit)
+        return bar if iterable is None else bar.wrap(iterable)
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit=unit, desc=desc, disable=disable, **tqdm_kwargs)
+    return tqdm(iterable, total=total, unit=unit, desc=desc, disable=disable, **tqdm_kwargs)
 
 
 def _is_terminal(stream) -> bool:
