@@ -145,6 +145,7 @@ MODULE_TIERS = {
     "test_textscale_smoke": "slow",
     "test_trec_comments": "core",
     "test_types": "core",
+    "test_ux": "core",  # issue 35; the test of every offline backend (MiniLM) and the tiny model's are model
 }
 
 #: single tests above their module's tier, as ``module::function``
@@ -251,3 +252,10 @@ def repository_stays_clean():
         shown = "\n  ".join(new[:20]) + (f"\n  ... and {len(new) - 20} more" if len(new) > 20 else "")
         pytest.fail(f"the tests wrote {len(new)} file(s) into the repository {REPO_ROOT} (use tmp_path):\n  {shown}",
                     pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch):
+    """The CLI fits its tables to ``COLUMNS`` (vdr.progress.console_width): tests see whole lines,
+    whatever the shell running them exports; a test that wants a width sets it."""
+    monkeypatch.delenv("COLUMNS", raising=False)

@@ -428,7 +428,7 @@ def test_query_files_replace_lone_surrogates_like_the_rewards(tmp_path):
     p = tmp_path / "q.jsonl"
     p.write_text(json.dumps({"_id": "q1", "text": "a \ud83d b", "history": ["x \udc00"]}) + "\n"
                  + json.dumps({"_id": "q2", "text": "plain"}) + "\n", encoding="ascii")
-    with pytest.warns(vdr.errors.VdrWarning, match=r"1 queries hold lone UTF-16 surrogates .* line 1 id 'q1'"):
+    with pytest.warns(vdr.errors.VdrWarning, match=r"1 query holds lone UTF-16 surrogates .* line 1 id 'q1'"):
         qs = vdr.load_queries(p)
     assert qs["q1"].text == "a \ufffd b" and qs["q1"].history == ("x \ufffd",) and qs["q2"].text == "plain"
     rw = Rewarder(build_backend("lexical", {"d1": "alpha", "d2": "beta"}), {"q1": {"d1": 1}})

@@ -295,7 +295,7 @@ def test_timing_per_stage_profile_and_duplicate_texts(data, tmp_path, capsys):
     assert t["total"] >= t["metrics"] + t["statistics"] + t["load"]
     cap = capsys.readouterr()
     printed = cap.out
-    assert "warning: variant 'kw': 1 queries repeat the text of another query" in cap.err
+    assert "warning: variant 'kw': 1 query repeats the text of another query" in cap.err
     assert "time per stage:" in printed and "search/lexical/kw" in printed and "total" in printed
     doc = json.loads((out / "results.json").read_text())
     assert doc["variants"]["kw"]["duplicate_texts"] == {"count": 1, "examples": [{"text": "revenue cloud", "ids": ["q1", "q4"]}]}

@@ -25,7 +25,7 @@ EVALUATE_PANELS = [
     "Arguments", "Inputs", "Backends", "Multimodal encoder", "Text backends (lexical, semantic, hybrid)",
     "Metrics and statistics", "Run settings", "Options",
 ]
-COMMON = {"quiet", "log_level", "help"}  # the options every command shares, shown last under "Options"
+COMMON = {"quiet", "log_level", "verbose", "help"}  # the options every command shares, shown last under "Options"
 
 
 def _all_commands() -> dict[str, object]:

@@ -59,7 +59,7 @@ def topiocqa(tmp_path):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         report = convert_topiocqa(tmp_path / "dev.json", tmp_path / "dev_gold.json", out, collection=tmp_path / "full_wiki_segments.tsv")
-    assert any("gold entries have no dataset turn" in str(x.message) for x in w)
+    assert any("1 gold entry has no dataset turn" in str(x.message) for x in w)
     return out, report
 
 
@@ -112,7 +112,7 @@ def test_topiocqa_join_by_key_drop_and_history(topiocqa):
     # concat-q holds the built-in concat's texts: written, marked, and not suggested as --rewrites (issue 24.5)
     assert report["variants"]["concat-q"]["same_texts_as"].startswith("concat ")
     assert report["evaluate"] == (f"vdr evaluate {out} --backend lexical --bm25-preset topiocqa --bm25-analyzer lucene --protocol convsearch"
-                                  f" --rewrites concat-qa={out / 'variants' / 'concat-qa.jsonl'}")
+                                  f" --rewrites concat-qa={out / 'variants' / 'concat-qa.jsonl'} --out {out / 'results'}")
     assert json.loads((out / "conversion.json").read_text())["counts"] == c
     corpus = load_corpus(out)
     assert corpus.kind == "passage" and len(corpus) == 8
@@ -200,7 +200,7 @@ def test_cli_convert_topiocqa(tmp_path):
     r = CliRunner().invoke(app, ["convert", "topiocqa", "--collection", str(tmp_path / "w.tsv"), "--dataset", str(tmp_path / "d.json"),
                                  "--gold", str(tmp_path / "g.json"), "--out", str(tmp_path / "o"), "--history-budget", "4"])
     assert r.exit_code == 0, r.output
-    assert "4 queries" in r.output and "1 turns without gold dropped" in r.output and T + "3_1" in r.output
+    assert "4 queries" in r.output and "1 turn without gold dropped" in r.output and T + "3_1" in r.output
     rep = json.loads((tmp_path / "o" / "conversion.json").read_text())
     assert rep["variants"]["concat-q"]["budget_tokens"] == 4 and rep["variants"]["concat-q"]["queries_with_history_cut"] == 2
     from vdr.retrieve.budget import budget_config
@@ -381,3 +381,25 @@ def test_vdr_compare_on_passage_runs(topiocqa, tmp_path):
     res = json.loads((tmp_path / "res" / "results.json").read_text())
     ev = {x["variant"]: x["aggregate"] for x in res["runs"]}
     assert by["raw"]["ndcg@3"] == pytest.approx(ev["original"]["ndcg@3"]) and by["hist"]["recall@10"] == pytest.approx(ev["concat-qa"]["recall@10"])
+
+
+def test_the_printed_evaluate_command_runs_as_printed(topiocqa, capsys):
+    """Issue 35.8: `vdr convert`'s "evaluate with:" line is a command that runs (it names --out)."""
+    import shlex
+
+    from vdr.cli import main
+
+    out, report = topiocqa
+    argv = shlex.split(report["evaluate"])
+    assert argv[:2] == ["vdr", "evaluate"] and argv[-2:] == ["--out", str(out / "results")]
+    assert main(argv[1:] + ["--permutations", "10", "--bootstrap", "10", "-q"]) == 0, capsys.readouterr().err
+    assert (out / "results" / "results.json").is_file()
+
+
+def test_the_hint_without_a_converted_collection_names_the_corpus_to_give(tmp_path):
+    from vdr.ingest.convert import _evaluate_hint
+
+    out = tmp_path / "my data"  # a path with a space is quoted
+    hint = _evaluate_hint(out, {}, "topiocqa", corpus=False)
+    assert hint == (f"vdr evaluate CORPUS_DIR --queries '{out / 'queries.jsonl'}' --qrels '{out / 'qrels.tsv'}' --backend lexical"
+                    f" --bm25-preset topiocqa --bm25-analyzer lucene --protocol convsearch --out '{out / 'results'}'")

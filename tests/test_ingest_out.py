@@ -98,7 +98,7 @@ def test_pdf_ingest_resumes_in_its_corpus_and_refuses_a_results_folder(tmp_path,
     out = tmp_path / "corpus"
     (out / "images").mkdir(parents=True)  # what an ingest stopped before pages.jsonl leaves: still a corpus folder
     rc, o, err = cli(capsys, "ingest", *args, "--out", out)
-    assert rc == 0 and "1 PDFs: 1 ok" in o and "2 pages" in o, err
+    assert rc == 0 and "1 PDF: 1 ok" in o and "2 pages" in o, err
     rc, o, err = cli(capsys, "ingest", *args, "--out", out)  # resume: the unchanged PDF is reused
     assert rc == 0 and "1 unchanged since the last run" in o, err
     assert json.loads((out / "ingest-report.json").read_text())["pages"] == 2

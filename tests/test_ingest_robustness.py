@@ -369,7 +369,7 @@ def test_auto_ocr_reads_the_body_under_a_stamp_end_to_end(tmp_path, capsys):
     args = ["ingest", str(src), "--out", str(tmp_path / "out"), "--dpi", "100", "-q", "--workers", "1"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "OCR: 1 pages (0 without a text layer, 1 whose text layer is a thin stamp, page number or footer" in out
+    assert "OCR: 1 page (0 without a text layer, 1 whose text layer is a thin stamp, page number or footer" in out
     corpus = Corpus.load(tmp_path / "out")
     page = corpus["bates.pdf#1"]
     assert page.text_source == "ocr" and "quarterly report" in page.text and "renewable energy" in page.text

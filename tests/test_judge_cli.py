@@ -2,6 +2,7 @@
 
 import base64
 import json
+import re
 
 import numpy as np
 import pytest
@@ -253,3 +254,17 @@ def test_cli_judge_with_content_parts_judges_and_counts_the_dropped_thinking(res
     recs = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
     assert all(r["content"] == {"content_parts": 2, "thinking_parts_dropped": 1} for r in recs)
     assert not any("Comparing the pages" in r["raw"] for r in recs)
+
+
+def test_judge_progress_in_a_log(results, tmp_path, monkeypatch, capsys):
+    """Issue 35.4: the judge shows the windows judged (stderr not a terminal: a line per interval, here 0 s)."""
+    from vdr import progress
+
+    out, sim = results
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)
+    monkeypatch.setenv("VDR_JUDGE_API_KEY", SECRET)
+    assert main(["judge", str(out), "--endpoint", sim.url, "--judge-model", "sim-llm", "--modality", "text",
+                 "--cache", str(tmp_path / "fresh.jsonl")]) == 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("judge ")]
+    assert lines and all(re.match(r"judge (\w+ )?windows: \d+/\d+ windows \(\d+%\)", ln) for ln in lines), lines
+    assert lines[-1].split(":")[1].split()[0].split("/")[0] == lines[-1].split(":")[1].split()[0].split("/")[1]  # ends at total

@@ -401,7 +401,7 @@ def test_cli_rewrite_with_content_parts_has_no_traceback(fake_factory, tmp_path,
     rc = main(["rewrite", str(tmp_path / "q.jsonl"), "--endpoint", fake.url, "--model", "magistral-small", "--out", str(tmp_path / "o.jsonl")])
     out, err = capsys.readouterr()
     assert rc == 1 and "Traceback" not in err
-    assert "2 queries: 1 rewritten, 0 from cache, 1 failed" in out and "1 thinking parts dropped" in out
+    assert "2 queries: 1 rewritten, 0 from cache, 1 failed" in out and "1 thinking part dropped" in out
     assert "failed: b: rewrite answer for query 'b' (rewrite) cannot be read: content part 0 has type 'image_url'" in err
     assert read_jsonl(tmp_path / "o.jsonl") == [{"_id": "a", "text": "where is it standalone"}]
 
@@ -567,8 +567,8 @@ def test_cli_rewrite_sends_and_records_the_sampling_options(fake_factory, tmp_pa
             "--concurrency", "1"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "1 queries: 1 rewritten, 0 from cache, 0 failed (template conversational" in out and "temperature 0.7, sample 2" in out
-    assert "note: 1 retries (0.2 s waited, 1 waits asked by the endpoint, 1 HTTP 429 answers)" in out
+    assert "1 query: 1 rewritten, 0 from cache, 0 failed (template conversational" in out and "temperature 0.7, sample 2" in out
+    assert "note: 1 retry (0.2 s waited, 1 wait asked by the endpoint, 1 HTTP 429 answer)" in out
     sent = fake.log[-1][2]
     assert (sent["temperature"], sent["top_p"], sent["seed"], sent["stop"]) == (0.7, 0.9, 5, ["END", "###"])
     meta = json.loads((tmp_path / "o.meta.json").read_text())

@@ -66,7 +66,7 @@ def test_did_you_mean_only_close_existing_names():
         assert want in str(e.value)
     with pytest.raises(InputError) as e:
         parse_metric("errr@10")
-    assert "'err@10'" in str(e.value) and "mrr" not in str(e.value).split("known metrics")[0]
+    assert "'err@10'" in str(e.value) and "mrr" not in str(e.value).split("every metric")[0]
     with pytest.raises(InputError, match="parameter 'gain=2' is not accepted; precision accepts: rel="):
         parse_metric("P(gain=2)@5")
     with pytest.raises(InputError, match="recall level"):

@@ -78,14 +78,16 @@ def test_evaluate_with_the_convsearch_protocol(data, tmp_path):  # noqa: F811
     table = res.table()
     head = table.splitlines()[0]
     assert head.index("mrr@3") < head.index("ndcg@3") < head.index("recall@10") < head.index("recall@100")
-    assert head.index("recall@100") < head.index("rr_full (paper-compatible: ConvSearch-R1 code)")
+    assert head.index("recall@100") < head.index("rr_full") and "paper-compatible" not in head  # short header
+    assert "rr_full (paper-compatible: ConvSearch-R1 code): averaged over" in table  # the long name in the notes
     assert "protocol convsearch" in table and "present in each run only" in table
     back = Results.load(tmp_path / "r")  # NaN per-query values survive the strict-JSON round trip
     assert back.aggregate("ext", "original")["rr_full"] == pytest.approx(0.75) and back.table_metrics == res.table_metrics
     from vdr.report.render import report
 
     paths = report(tmp_path / "r")  # vdr report shows the protocol's table, labelled column included
-    assert "rr_full (paper-compatible: ConvSearch-R1 code)" in paths.html.read_text(encoding="utf-8")
+    html_text = paths.html.read_text(encoding="utf-8")
+    assert '<th title="rr_full (paper-compatible: ConvSearch-R1 code)">rr_full</th>' in html_text  # short header, long title
     assert "rr_full (paper-compatible: ConvSearch-R1 code)" in paths.markdown.read_text(encoding="utf-8")
     with pytest.raises(InputError, match="unknown protocol 'trec'; choose from convsearch"):
         evaluate(data["corpus"], queries=data["queries"], qrels=data["qrels"], out=tmp_path / "x", backends="lexical",

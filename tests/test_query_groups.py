@@ -49,8 +49,11 @@ def test_fields_from_a_tsv_win_and_missing_fields_are_refused(tmp_path):
     g.write_text("query-id\tfield\tvalue\nq2\ttype\ttextual\nq1\tdomain\tfinance\nq1\ttype\tchart\n", encoding="utf-8")
     assert load_query_groups(g) == {"q2": {"type": "textual"}, "q1": {"domain": "finance", "type": "chart"}}
     assert read_query_fields([q], g, ["type", "domain"]) == {"q1": {"type": "chart", "domain": "finance"}, "q2": {"type": "textual"}}
-    with pytest.raises(InputError, match=r"--group-by lang: no query has a field 'lang'.*fields found: type"):
+    with pytest.raises(InputError, match=r"--group-by lang: no query in .*q.jsonl has a field 'lang'; fields found: type"):
         read_query_fields([q], None, ["lang"])
+    with pytest.raises(InputError, match=r"^--group-by lang: no queries file or --groups file was given to read the field 'lang'"
+                                         r" from; the queries have no fields"):  # not "in no query file"
+        read_query_fields([], None, ["lang"])
     bad = tmp_path / "bad.tsv"
     for text, msg in (("q1\ttype\n", r"\(3 tab-separated columns\), got 2"), ("q1\ttype\ta\nq1\ttype\tb\n", "given twice \\(first on line 1\\)"),
                       ("q1\t\tx\n", "empty query id, field or value"), ("\n", "no query fields")):
@@ -180,7 +183,7 @@ def test_evaluate_group_by_cli(tmp_path, capsys):
     assert "(p " in stdout and "\u03b1 0.1)" in stdout  # the verdict under the table, at the given alpha
     rc, _, err = cli(capsys, "evaluate", d["corpus"], "--queries", d["queries"], "--qrels", d["qrels"], "--backend", "lexical",
                      "--group-by", "language", "-q", "--out", tmp_path / "r2")
-    assert rc == 2 and "--group-by language: no query has a field 'language'" in err and "fields found: kind" in err
+    assert rc == 2 and "--group-by language: no query in " in err and "has a field 'language'" in err and "fields found: kind" in err
     assert not (tmp_path / "r2" / "results.json").exists()
     # the report groups by another field on demand, from the recorded queries file
     paths = vdr.report(out, tmp_path / "rep.html", group_by=["kind"])

@@ -72,10 +72,10 @@ def test_hand_computed_values_and_table_text():
     assert (c.wins, c.ties, c.losses) == (2, 2, 0)
     assert res.comparison("lexical", ORIGINAL) is None
     lines = res.table().splitlines()
-    # exactly the layout `vdr evaluate` prints: columns padded to their widest cell, two spaces apart
+    # exactly the layout `vdr evaluate` prints: columns padded to their widest cell, two spaces apart, no trailing blanks
     assert lines[0] == ("backend  variant   mrr@3   recall@3  hole@3  queries  d mrr@3  p (perm)  p (Holm)  p (t)   "
                         "95% CI            W/T/L")
-    assert lines[1] == "lexical  original  0.6250  0.7500    0.6667  4" + " " * 68
+    assert lines[1] == "lexical  original  0.6250  0.7500    0.6667  4"
     assert lines[2].startswith("lexical  kw_v2     0.8333  1.0000    0.6667  4        +0.2083  ")
     assert lines[2].endswith("  2/2/0")
     # the verdict (issue 27.1): change, CI, Holm: two non-zero differences give an exact p of 2/2^2 = 0.5, Holm x 2 tests = 1

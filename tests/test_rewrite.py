@@ -284,3 +284,15 @@ def test_rewrite_uses_the_shared_llm_client(sim, tmp_path):
     r = run(sim, tmp_path, max_retries=0)
     assert r.failed["c1_1"].startswith(f"rewrite endpoint {sim.url}: HTTP 500 for query 'c1_1' (rewrite) after 1 attempt(s)")
     sim.mode = "ok"
+
+
+def test_rewrite_progress_in_a_log(sim, tmp_path, monkeypatch, capsys):
+    """Issue 35.4: rewrite shows its progress (stderr not a terminal: a line per interval, here 0 s)."""
+    from vdr import progress
+
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)
+    write_queries(tmp_path / "q.jsonl", QUERIES)
+    assert run(sim, tmp_path, progress=True).rewritten == 3
+    lines = [ln.split(",")[0] for ln in capsys.readouterr().err.splitlines()]
+    assert lines == ["rewrite: 1/3 queries (33%)", "rewrite: 2/3 queries (67%)", "rewrite: 3/3 queries (100%)"]
+    assert run(sim, tmp_path).cached == 3 and capsys.readouterr().err == ""  # progress off by default; cached: nothing to show

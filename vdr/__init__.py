@@ -7,10 +7,18 @@ Public API (verbs and types only; nothing runs at import time)::
     run = vdr.load_run("run.trec")
     result = vdr.metrics(qrels, run, k=[1, 3, 5, 10])
     result.aggregate["ndcg@3"]
+
+Every command of the CLI is a thin layer over one function here: ``vdr metrics`` ->
+:func:`vdr.metrics`, ``ingest`` -> :func:`vdr.ingest` (:func:`vdr.ingest_vidore`,
+:func:`vdr.ingest_passages`), ``evaluate`` -> :func:`vdr.evaluate`, ``compare`` ->
+:func:`vdr.compare`, ``report`` -> :func:`vdr.report`, ``embed`` -> :func:`vdr.embed`, ``judge`` ->
+:func:`vdr.judge`, ``rewrite`` -> :func:`vdr.rewrite`, ``serve`` -> :func:`vdr.serve`, ``convert
+NAME`` -> :func:`vdr.convert`, ``mteb-task`` -> :func:`vdr.mteb_task`. Results come back as
+:class:`vdr.Results`, whose tables (:class:`vdr.Table`) print as the CLI prints them.
 """
 
 from .corpus import Corpus, Page, PassageCorpus, load_corpus
-from .errors import AlignmentError, InputError, ModelLoadError, StoreError, VdrError, VdrWarning
+from .errors import AlignmentError, ArgumentTypeError, InputError, ModelLoadError, StoreError, VdrError, VdrWarning
 from .metrics import Metric, MetricsResult, evaluate_run, metrics, parse_metric
 from .ingest import IngestReport, VidoreReport, ingest, ingest_passages, ingest_vidore
 from .io import load_qrels, load_queries, load_rewrites, load_run, save_qrels, save_queries, save_run
@@ -61,56 +69,61 @@ class _MovedModuleFinder(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
 if not any(isinstance(f, _MovedModuleFinder) for f in _sys.meta_path):
     _sys.meta_path.append(_MovedModuleFinder())
 
-from . import compare, judge, report  # two light packages and the statistics module's old path
+from . import compare, judge, report, rewrite  # light packages and the statistics module's old path
 
 # Importing a submodule binds it as an attribute of its parent: ``vdr.report`` would be the
-# package. The verbs ``vdr.report``, ``vdr.judge`` and ``vdr.compare`` share those names, so the
-# modules (light: no model library) are imported here, once, and their attributes dropped: the names
-# then resolve through __getattr__ below to the functions, also after ``import vdr.report.render``
-# or ``from vdr.compare import compare_variants`` (which keep reading the statistics, vdr.stats).
-del compare, judge, report
+# package. The verbs ``vdr.report``, ``vdr.judge``, ``vdr.rewrite`` and ``vdr.compare`` share those
+# names, so the modules (light: no model library) are imported here, once, and their attributes
+# dropped: the names then resolve through __getattr__ below to the functions, also after ``import
+# vdr.report.render`` or ``from vdr.compare import compare_variants`` (which keep reading the
+# statistics, vdr.stats). ``vdr.serve`` and ``vdr.convert`` are verbs too; their old module paths
+# (``import vdr.serve``, deprecated) would rebind the name to the module in that process.
+del compare, judge, report, rewrite
 
 __version__ = "0.1.0"
 
-_LAZY = {"embed": "embed", "EmbedReport": "EmbedReport", "LateInteractionEncoder": "LateInteractionEncoder"}
+#: The names imported on first use (``name: (module, attribute)``), so that ``import vdr`` imports
+#: neither torch nor matplotlib: one verb per command of the CLI (``vdr evaluate`` calls
+#: ``vdr.evaluate``, ``vdr mteb-task`` calls ``vdr.mteb_task``, ...) and the types they return.
+_LAZY = {
+    "evaluate": ("vdr.experiment.evaluation", "evaluate"),
+    "EvaluateOptions": ("vdr.experiment.evaluation", "EvaluateOptions"),
+    "compare": ("vdr.experiment.compare_runs", "compare_runs"),
+    "report": ("vdr.report.render", "report"),
+    "Results": ("vdr.results", "Results"),
+    "Table": ("vdr.results", "Table"),
+    "judge": ("vdr.judge.run", "judge"),
+    "rewrite": ("vdr.rewrite.runner", "rewrite"),
+    "serve": ("vdr.rewards.serve", "serve"),
+    "convert": ("vdr.ingest.convert", "convert"),
+    "mteb_task": ("vdr.integrations.mteb", "write_task_module"),
+    "embed": ("vdr.encode", "embed"),
+    "EmbedReport": ("vdr.encode", "EmbedReport"),
+    "LateInteractionEncoder": ("vdr.encode", "LateInteractionEncoder"),
+}
 
 
 def __getattr__(name: str):
-    """``vdr.evaluate`` (the main job; its options: ``vdr.EvaluateOptions``), ``vdr.compare`` (runs of several systems against a baseline run,
-    :func:`vdr.experiment.compare_runs.compare_runs`; the statistics are in :mod:`vdr.stats`), ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`),
-    ``vdr.embed``, ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: imported on first use, so
-    that ``import vdr`` does not import torch; ``vdr.report`` (:func:`vdr.report.render.report`,
-    writes a report) and ``vdr.Results`` (:class:`vdr.results.Results`; ``vdr.Results.load(dir)``
-    reads one) likewise, so that ``import vdr`` does not import matplotlib."""
-    if name == "report":
-        from .report.render import report
-
-        return report
-    if name == "Results":
-        from .results import Results
-
-        return Results
-    if name == "compare":
-        from .experiment.compare_runs import compare_runs
-
-        return compare_runs
-    if name == "evaluate":
-        from .experiment.evaluation import evaluate
-
-        return evaluate
-    if name == "EvaluateOptions":
-        from .experiment.evaluation import EvaluateOptions
-
-        return EvaluateOptions
-    if name == "judge":
-        from .judge.run import judge
-
-        return judge
+    """The names of :data:`_LAZY`, imported on first use: ``vdr.evaluate`` (the main job; its
+    options: ``vdr.EvaluateOptions``), ``vdr.compare`` (runs of several systems against a baseline
+    run, :func:`vdr.experiment.compare_runs.compare_runs`; the statistics are in :mod:`vdr.stats`),
+    ``vdr.report`` (:func:`vdr.report.render.report`, writes a report), ``vdr.Results``
+    (``vdr.Results.load(dir)`` reads one) and ``vdr.Table`` (what its tables return),
+    ``vdr.judge`` (RCP-nDCG, :func:`vdr.judge.run.judge`), ``vdr.rewrite``
+    (:func:`vdr.rewrite.runner.rewrite`), ``vdr.serve`` (:func:`vdr.rewards.serve.serve`, the reward
+    server), ``vdr.convert`` (:func:`vdr.ingest.convert.convert`: TopiOCQA, QReCC, MS MARCO, BEIR),
+    ``vdr.mteb_task`` (:func:`vdr.integrations.mteb.write_task_module`), ``vdr.embed``,
+    ``vdr.EmbedReport``, ``vdr.LateInteractionEncoder``: so that ``import vdr`` imports neither
+    torch nor matplotlib."""
     if name in _LAZY:
-        from . import encode
-
-        return getattr(encode, _LAZY[name])
+        module, attr = _LAZY[name]
+        return getattr(_importlib.import_module(module), attr)
     raise AttributeError(f"module 'vdr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazy ones (:data:`_LAZY`), so that ``dir(vdr)`` and tab completion show every verb."""
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [
@@ -130,6 +143,11 @@ __all__ = [
     "EvaluateOptions",
     "compare",
     "judge",
+    "rewrite",
+    "serve",
+    "convert",
+    "mteb_task",
+    "Table",
     "EmbedReport",
     "EmbeddingStore",
     "LateInteractionEncoder",
@@ -151,6 +169,7 @@ __all__ = [
     "save_queries",
     "VdrError",
     "InputError",
+    "ArgumentTypeError",
     "AlignmentError",
     "ModelLoadError",
     "StoreError",

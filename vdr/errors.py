@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["VdrError", "InputError", "AlignmentError", "ModelLoadError", "StoreError", "VdrWarning"]
+__all__ = ["VdrError", "InputError", "ArgumentTypeError", "check_path", "wrong_type", "AlignmentError", "ModelLoadError", "StoreError", "VdrWarning"]
 
 
 class VdrError(Exception):
@@ -43,6 +43,44 @@ class InputError(VdrError, ValueError):
         prefix = f"{where}: " if where else ""
         suffix = f" (id {id!r})" if id is not None and repr(id) not in message else ""
         super().__init__(f"{prefix}{message}{suffix}")
+
+
+class ArgumentTypeError(InputError, TypeError):
+    """An argument of a public function has the wrong type (a path where a loaded corpus is
+    expected, ...): the message names the function, the argument, what it takes and what it got.
+    Both an :class:`InputError` (the CLI prints it as one line) and a :class:`TypeError`."""
+
+
+def wrong_type(function: str, argument: str, takes: str, value: object, hint: str = "") -> ArgumentTypeError:
+    """The :class:`ArgumentTypeError` of ``function(argument=value)``.
+
+    >>> str(wrong_type("build_backend", "corpus", "a Corpus", "corpus", "load a folder with vdr.load_corpus(path)"))
+    "build_backend(corpus=...) takes a Corpus, not str 'corpus'; load a folder with vdr.load_corpus(path)"
+    """
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return ArgumentTypeError(f"{function}({argument}=...) takes {takes}, not {type(value).__name__} {shown}" + (f"; {hint}" if hint else ""))
+
+
+def check_path(value: object, function: str, argument: str, *, optional: bool = False) -> Path | None:
+    """``value`` as a :class:`~pathlib.Path` (``None`` stays ``None`` when ``optional``).
+
+    >>> check_path("runs/bm25.trec", "vdr.report", "results_dir")
+    PosixPath('runs/bm25.trec')
+
+    Raises:
+        ArgumentTypeError: ``value`` is not a ``str`` or ``os.PathLike`` (a loaded object where its
+            folder is expected: the message says to pass the folder, e.g. ``corpus.root``).
+    """
+    import os
+
+    if value is None and optional:
+        return None
+    if isinstance(value, (str, os.PathLike)):
+        return Path(value)
+    root = getattr(value, "root", None)
+    hint = f"pass its folder, {argument}={str(root)!r}" if isinstance(root, (str, os.PathLike)) else ""
+    raise wrong_type(function, argument, "a folder or file path (str or pathlib.Path)" + (" or None" if optional else ""), value, hint)
 
 
 class AlignmentError(InputError):

@@ -30,6 +30,7 @@ import html
 import io
 import json
 import math
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,15 +177,36 @@ def latex_escape(text: object) -> str:
     return "".join(_LATEX.get(c, c) for c in str(text).replace("\r", " ").replace("\n", " "))
 
 
+def _number(cell: str | None) -> float | None:
+    """``cell`` as a float (``"+0.0704"`` -> 0.0704, ``"n/a"`` -> NaN), or ``None`` when it is no number."""
+    if cell is None:
+        return None
+    if cell == "n/a":
+        return math.nan
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
 #: The symbol of a significant gain / loss in every rendering of a table (readable in grey-scale;
 #: HTML adds a colour, LaTeX writes an arrow superscript).
 MARK_SYMBOLS = {"gain": "\u25b2", "loss": "\u25bc"}
 _LATEX_MARKS = {"gain": r"\textsuperscript{$\uparrow$}", "loss": r"\textsuperscript{$\downarrow$}"}
 
 
-@dataclass(frozen=True)
+#: What the plain text of a table split to fit the width says, unless told otherwise
+#: (:meth:`Table.to_text`'s ``more``).
+MORE_COLUMNS = "a wider COLUMNS (or Table.to_text(width=None)) prints one table"
+
+
+@dataclass(frozen=True, repr=False)
 class Table:
     """A table whose cells are computed once and rendered as text, Markdown, LaTeX, HTML or rich.
+
+    ``print(table)`` (and the REPL's echo, ``repr``) shows what ``vdr`` prints: :meth:`to_text` at
+    the terminal's width (``COLUMNS``); Jupyter shows :meth:`to_html`; :meth:`to_pandas` gives the
+    cells as a DataFrame to slice.
 
     Attributes:
         columns: header cells.
@@ -205,6 +227,13 @@ class Table:
             :meth:`Results.verdicts`); not in the LaTeX caption.
         latex_legend: raw LaTeX put first in the caption (what the superscripts mean) when some
             cell is marked.
+        titles: per column its long name (``rr_full (paper-compatible: ConvSearch-R1 code)``), or
+            ``""``: the HTML header's ``title`` (the header cell itself stays short); or empty.
+        keys: the leading columns that name a row, repeated in each part when :meth:`to_text`
+            splits a table to fit a width (``0``: :attr:`left`).
+        sections: indices of the columns that start a group of columns kept together in one part
+            when :meth:`to_text` splits the table (the change of the primary metric and its tests),
+            as far as the width allows; or empty.
     """
 
     columns: tuple[str, ...]
@@ -217,6 +246,19 @@ class Table:
     latex_sups: tuple[tuple[str, ...], ...] = ()
     verdicts: tuple[str, ...] = ()
     latex_legend: str = ""
+    titles: tuple[str, ...] = ()
+    keys: int = 0
+    sections: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        from .progress import console_width
+
+        return self.to_text(width=console_width())
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:  # Jupyter
+        return self.to_html()
 
     def _cells(self, missing: str) -> list[list[str]]:
         return [[missing if c is None else c for c in r] for r in self.rows]
@@ -231,14 +273,81 @@ class Table:
         sup = (_superscript(sup) if sup_fmt is None else sup_fmt.format(sup)) if sup else ""
         return cell + sup + (" " + MARK_SYMBOLS[mark] if mark in MARK_SYMBOLS else "")
 
-    def to_text(self, verdicts: bool = True) -> str:
-        """Fixed-width plain text: columns padded with two spaces between them, then the verdicts
-        and the notes."""
+    def to_text(self, verdicts: bool = True, width: int | None = None, more: str = MORE_COLUMNS) -> str:
+        """Fixed-width plain text: columns padded with two spaces between them (no trailing
+        blanks), then the verdicts and the notes.
+
+        Args:
+            verdicts: print :attr:`verdicts` under the table.
+            width: the longest line wanted (a terminal's ``COLUMNS``), or ``None``: one table, one
+                line per verdict and note. A table wider than ``width`` is split into parts that
+                fit, each repeating the :attr:`keys` columns (secondary columns go to the later
+                parts), followed by a line saying so and ``more`` (how to see one table); verdicts
+                and notes are wrapped (continuation lines indented by two spaces). A line can
+                still be longer when the key columns and one other column, or one word, are.
+            more: how to see every column in one table, e.g. ``"--wide prints one table"``.
+        """
         rows = [[self._plain(i, j, c, None) for j, c in enumerate(r)] for i, r in enumerate(self._cells(""))]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(self.columns)]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(self.columns, widths))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-        return "\n".join([*lines, *(self.verdicts if verdicts else ()), *self.notes])
+        parts = self._parts(widths, width)
+        blocks = []
+        for cols in parts:
+            lines = ["  ".join(self.columns[j].ljust(widths[j]) for j in cols).rstrip()]
+            lines += ["  ".join(r[j].ljust(widths[j]) for j in cols).rstrip() for r in rows]
+            blocks.append("\n".join(lines))
+        foot = [*(self.verdicts if verdicts else ()), *self.notes]
+        if len(parts) > 1:
+            foot.insert(0, f"(split into {len(parts)} tables to fit {width} columns; {more})")
+        if width is not None:
+            foot = [textwrap.fill(x, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+                    for x in foot]
+        return "\n".join(["\n\n".join(blocks), *foot])
+
+    def _parts(self, widths: list[int], width: int | None) -> list[list[int]]:
+        """The column indices of each part of the text table: every column in one part when it
+        fits ``width`` (or ``width`` is ``None``), else the key columns then as many of the others,
+        in order, as fit (at least one each), a section (:attr:`sections`) starting a new part
+        when it does not fit in the current one."""
+        n = len(self.columns)
+        if width is None or sum(widths) + 2 * (n - 1) <= width:
+            return [list(range(n))]
+        keys = min(self.keys or self.left, n)
+        base = sum(widths[:keys]) + 2 * keys
+        starts = sorted({keys, *(j for j in self.sections if keys < j < n)})
+        parts: list[list[int]] = []
+        current: list[int] = []
+        for a, b in zip(starts, [*starts[1:], n]):
+            section = list(range(a, b))
+            if current and base + sum(widths[j] + 2 for j in current + section) - 2 > width:
+                parts.append(current)
+                current = []
+            for j in section:  # column by column: a section wider than the width is split too
+                if current and base + sum(widths[i] + 2 for i in current) + widths[j] > width:
+                    parts.append(current)
+                    current = []
+                current.append(j)
+        parts.append(current)
+        return [list(range(keys)) + p for p in parts]
+
+    def to_pandas(self):
+        """The cells as a :class:`pandas.DataFrame`: one column per header (:attr:`columns`), one
+        row per row; a column whose every cell is a number (``0.6977``, ``+0.0704``, ``1.2e-05``)
+        or missing (``None``, ``n/a``) becomes float64 (missing: NaN), the others stay strings
+        (``None`` where missing). Marks and superscripts are left out (they are in the tests'
+        columns: ``p (Holm)``).
+
+        Raises:
+            ImportError: pandas is not installed.
+        """
+        import pandas as pd
+
+        data = {}
+        for j, h in enumerate(self.columns):
+            col = [r[j] if j < len(r) else None for r in self.rows]
+            nums = [_number(c) for c in col]
+            data[h] = (pd.Series(nums, dtype="float64") if all(x is not None or c in (None, "n/a") for x, c in zip(nums, col))
+                       else pd.Series(col, dtype="object"))
+        return pd.DataFrame(data)
 
     def to_markdown(self, notes: bool = True, verdicts: bool = True) -> str:
         """A GitHub-flavoured Markdown table (cells escaped), then the verdicts as a list and the
@@ -280,8 +389,12 @@ class Table:
         the class ``gain`` or ``loss``), then the verdicts as ``<ul class="verdicts">`` and the
         notes as ``<p class="note">``."""
         attr = f' class="{html_escape(css_class)}"' if css_class else ""
-        out = [f"<table{attr}><thead><tr>" + "".join(f"<th>{html_escape(h)}</th>" for h in self.columns)
-               + "</tr></thead><tbody>"]
+        ths = []
+        for j, h in enumerate(self.columns):
+            title = self.titles[j] if j < len(self.titles) else ""
+            ths.append(f'<th title="{html_escape(title)}">' if title and title != h else "<th>")
+            ths[-1] += f"{html_escape(h)}</th>"
+        out = [f"<table{attr}><thead><tr>" + "".join(ths) + "</tr></thead><tbody>"]
         for i, r in enumerate(self._cells("—")):
             cls = self.row_classes[i] if i < len(self.row_classes) else ""
             tds = []
@@ -651,8 +764,8 @@ class Results:
         alpha = self._alpha(alpha)
         metrics = self._table_metrics(primary)
         compared = set(self.compared_metrics)
-        head = ("backend", "variant", *map(metric_label, metrics), "queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI",
-                "W/T/L")
+        head = ("backend", "variant", *metrics, "queries", f"d {primary}", "p (perm)", "p (Holm)", "p (t)", "95% CI", "W/T/L")
+        titles = ("", "", *(metric_label(m) if metric_label(m) != m else "" for m in metrics), *[""] * 7)
         rows, marks, sups = [], [], []
         reused = self._reused_runs()
         for r in self.rows(primary):
@@ -677,7 +790,7 @@ class Results:
             sups.append(tuple(sup))
         classes = tuple("original" if r.variant == self.baseline else "" for r in self.runs)
         if self.is_run_comparison:  # one pseudo-backend: a column per run name only
-            head = ("run", *head[2:])
+            head, titles = ("run", *head[2:]), ("", *titles[2:])
             rows, marks, sups = [r[1:] for r in rows], [m[1:] for m in marks], [x[1:] for x in sups]
         than = "the baseline run" if self.is_run_comparison else "the original queries on the same backend"
         legend = (rf"$\uparrow$/$\downarrow$: significantly higher/lower than {than} after Holm's correction"
@@ -685,7 +798,8 @@ class Results:
         notes = [f"{MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant gain/loss after Holm (alpha {format_alpha(alpha)})."
                  if any(m for row in marks for m in row) else "", *self._notes(primary)]
         return Table(head, tuple(rows), tuple(n for n in notes if n), classes, left=1 if self.is_run_comparison else 2,
-                     marks=tuple(marks), latex_sups=tuple(sups), verdicts=tuple(self.verdicts(primary, alpha)), latex_legend=legend)
+                     marks=tuple(marks), latex_sups=tuple(sups), verdicts=tuple(self.verdicts(primary, alpha)), latex_legend=legend,
+                     titles=titles, sections=(head.index(f"d {primary}"),))
 
     # ---------------------------------------------------------------- verdicts
 
@@ -817,7 +931,8 @@ class Results:
         if n_missing:
             notes.append(f"{n_missing} queries have no {field_name!r}: group (missing).")
         notes = [n for n in notes if n]
-        return Table(head, tuple(rows), tuple(notes), left=3 if not run_cmp else 2, marks=tuple(marks))
+        return Table(head, tuple(rows), tuple(notes), left=3 if not run_cmp else 2, marks=tuple(marks), keys=4 if not run_cmp else 3,
+                     sections=(head.index(f"d {primary}"),))
 
     def group_matrix(self, field_name: str, primary: str | None = None, alpha: float | None = None) -> Table:
         """The breakdown by one query field at a glance: a row per group (with its size), a column
@@ -943,8 +1058,8 @@ class Results:
         note = (f"Superscripts: the systems (by letter) that a system is significantly better than on that metric: two-sided paired"
                 f" randomization test ({describe_test(self.pairwise)}), Holm-corrected p (the family under the summary table)"
                 f" <= alpha {format_alpha(alpha)}.")
-        return Table(("#", "run", *map(metric_label, metrics)), tuple(rows), (note,), left=2, sups=tuple(sups),
-                     latex_sups=tuple(latex), latex_legend="")
+        return Table(("#", "run", *metrics), tuple(rows), (note,), left=2, sups=tuple(sups), latex_sups=tuple(latex), latex_legend="",
+                     titles=("", "", *(metric_label(m) if metric_label(m) != m else "" for m in metrics)))
 
     def pairwise_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
         """Every pair of systems on ``primary``: a row per pair (``run`` - ``vs``, in the order of

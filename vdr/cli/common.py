@@ -1,7 +1,8 @@
-"""What every ``vdr`` command shares: ``-q/--quiet``, ``--log-level``, ``--version``, the choice
-types, and how options are shown in ``--help``.
+"""What every ``vdr`` command shares: ``-q/--quiet``, ``-v/--verbose``, ``--log-level``, ``--version``,
+the choice types, how options are shown in ``--help``, and how tables are printed (:func:`table_text`:
+fitted to the terminal unless ``--wide``).
 
-:func:`install` gives every command registered on the typer app ``-q/--quiet`` and ``--log-level``
+:func:`install` gives every command registered on the typer app ``-q/--quiet``, ``-v/--verbose`` and ``--log-level``
 (a command that declares ``quiet`` itself keeps its own, which should be :data:`OPTIONS` ``["quiet"]``),
 runs it inside :func:`output` (logging and the third-party progress bars set accordingly) and hands
 it choice values as plain ``str`` (the :class:`~enum.Enum` members typer parses them into).
@@ -65,6 +66,11 @@ OPTIONS: dict[str, Callable[[], Any]] = {
         LogLevel.warning, "--log-level", case_sensitive=False,
         help="Lowest level of library log messages printed on stderr (bm25s, MTEB, transformers, ...); -q means error.",
     ),
+    "verbose": lambda: typer.Option(
+        False, "--verbose/--no-verbose", "-v",
+        help="Also show the libraries' own progress bars (transformers' 'Loading weights', the hub's downloads, datasets');"
+             " by default only vdr's progress is shown.",
+    ),
 }
 
 #: Loggers of the libraries vdr drives; their level follows --log-level (bm25s forces its own logger
@@ -72,6 +78,24 @@ OPTIONS: dict[str, Callable[[], Any]] = {
 LIBRARY_LOGGERS = ("bm25s", "mteb", "sentence_transformers", "transformers", "datasets", "huggingface_hub", "filelock", "urllib3", "httpx")
 #: Environment read by the libraries when they are imported (the command imports them after this is set).
 QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+#: Without -v: the libraries' own bars off (transformers' follow the hub's), vdr's own bars (tqdm, rich) kept.
+LIBRARY_BARS_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+
+
+def wide_option() -> Any:
+    """``--wide``: print each table whole, however wide (default: fit the terminal, :func:`table_text`)."""
+    return typer.Option(False, "--wide/--fit", rich_help_panel=PANEL_RUN,
+                        help="Print each table whole, one line per row, however wide (default: fit COLUMNS, the terminal's width,"
+                             " splitting wide tables in two and wrapping the notes).")
+
+
+def table_text(table: Any, *, wide: bool = False, verdicts: bool = True) -> str:
+    """``table`` (a :class:`vdr.results.Table`) as the commands print it: fitted to the terminal's
+    width (:func:`vdr.progress.console_width`; none in a pipe without ``COLUMNS``) unless ``wide``,
+    saying that ``--wide`` prints one table when it was split."""
+    from ..progress import console_width
+
+    return table.to_text(verdicts=verdicts, width=None if wide else console_width(), more="--wide prints one table")
 
 
 def print_version(value: bool) -> None:
@@ -113,14 +137,15 @@ class _AtLeast(logging.Filter):
 
 
 @contextmanager
-def output(*, quiet: bool, log_level: str = "warning") -> Iterator[None]:
+def output(*, quiet: bool, log_level: str = "warning", verbose: bool = False) -> Iterator[None]:
     """Run the block with vdr's output settings, restored afterwards.
 
     Library log records at ``log_level`` and above (``error`` with ``quiet``) go to stderr as
     ``LEVEL logger: message``; the loggers of :data:`LIBRARY_LOGGERS` are set to that level.
     ``TRANSFORMERS_VERBOSITY`` follows it; with ``quiet`` the variables of :data:`QUIET_ENV`
-    (tqdm's, the hub's and datasets' bars) are set too, and transformers' and the hub's progress bars
-    are turned off when those libraries are already imported.
+    (tqdm's, the hub's and datasets' bars) are set too; without ``quiet`` or ``verbose`` those of
+    :data:`LIBRARY_BARS_ENV` (the libraries' bars only). Transformers', the hub's and datasets'
+    progress bars are turned off likewise when those libraries are already imported.
 
     Raises:
         ValueError: an unknown ``log_level``.
@@ -129,7 +154,8 @@ def output(*, quiet: bool, log_level: str = "warning") -> Iterator[None]:
     level = logging.getLevelName(name.upper())
     if not isinstance(level, int):
         raise ValueError(f"unknown log level {log_level!r}")
-    env = dict(QUIET_ENV if quiet else {}, TRANSFORMERS_VERBOSITY=name)
+    bars_off = quiet or not verbose
+    env = dict(QUIET_ENV if quiet else LIBRARY_BARS_ENV if bars_off else {}, TRANSFORMERS_VERBOSITY=name)
     saved_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     root = logging.getLogger()
@@ -144,7 +170,7 @@ def output(*, quiet: bool, log_level: str = "warning") -> Iterator[None]:
     for lg in loggers.values():
         lg.setLevel(level)
         lg.addFilter(flt)
-    restore = _quiet_loaded_libraries(level, quiet)
+    restore = _quiet_loaded_libraries(level, bars_off)
     try:
         yield
     finally:
@@ -162,8 +188,9 @@ def output(*, quiet: bool, log_level: str = "warning") -> Iterator[None]:
 
 
 def _quiet_loaded_libraries(level: int, quiet: bool) -> Callable[[], None]:
-    """Apply ``level`` / ``quiet`` to transformers and huggingface_hub if already imported (they read
-    the environment only at import); returns the function that restores what was changed."""
+    """Apply ``level`` / ``quiet`` (their progress bars off) to transformers, huggingface_hub and
+    datasets if already imported (they read the environment only at import); returns the function
+    that restores what was changed."""
     undo: list[Callable[[], None]] = []
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
@@ -179,6 +206,12 @@ def _quiet_loaded_libraries(level: int, quiet: bool) -> Callable[[], None]:
         if not hub_utils.are_progress_bars_disabled():
             hub_utils.disable_progress_bars()
             undo.append(hub_utils.enable_progress_bars)
+    if quiet and "datasets" in sys.modules:
+        import datasets
+
+        if datasets.is_progress_bar_enabled():
+            datasets.disable_progress_bars()
+            undo.append(datasets.enable_progress_bars)
     return lambda: [f() for f in reversed(undo)] and None
 
 
@@ -556,7 +589,7 @@ def _with_common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     params = list(sig.parameters.values())
     own = {p.name for p in params}
     extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=OPTIONS[n](), annotation=t)
-             for n, t in (("quiet", bool), ("log_level", LogLevel)) if n not in own]
+             for n, t in (("quiet", bool), ("log_level", LogLevel), ("verbose", bool)) if n not in own]
     for p in params + extra:
         tidy_help(p)
 
@@ -564,8 +597,9 @@ def _with_common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     def command(**kwargs: Any) -> Any:
         quiet = kwargs["quiet"] if "quiet" in own else kwargs.pop("quiet", False)
         level = kwargs["log_level"] if "log_level" in own else kwargs.pop("log_level", LogLevel.warning)
+        verbose = kwargs["verbose"] if "verbose" in own else kwargs.pop("verbose", False)
         kwargs = {k: v.value if isinstance(v, Enum) else v for k, v in kwargs.items()}
-        with output(quiet=bool(quiet), log_level=getattr(level, "value", level)):
+        with output(quiet=bool(quiet), log_level=getattr(level, "value", level), verbose=bool(verbose)):
             return func(**kwargs)
 
     command.__signature__ = sig.replace(parameters=params + extra)  # type: ignore[attr-defined]

@@ -302,22 +302,23 @@ _STORY_OPTIONS = {
 }
 
 
-def _echo_groups(res, fields) -> None:
+def _echo_groups(res, fields, wide: bool = False) -> None:
     """Print the table per language of a multilingual evaluation (MTEB's mean over languages), then
-    the breakdown of each ``--group-by`` field, under the summary table."""
+    the breakdown of each ``--group-by`` field, under the summary table (fitted to the terminal
+    unless ``wide``)."""
     if res.languages:
         for metric in dict.fromkeys([res.primary, *(["ndcg@10"] if "ndcg@10" in res.metric_names else [])]):
             typer.echo("")
             what = "MTEB's main score of ViDoRe V3, " if metric == "ndcg@10" else ""
             typer.echo(f"{metric} by language ({what}each language its own query set):")
-            typer.echo(res.language_table(metric).to_text())
+            typer.echo(common.table_text(res.language_table(metric), wide=wide))
     for f in fields or ():
         table = res.group_table(f)
         if not table.rows:  # no rewrite variant: nothing is compared within the groups
             continue
         typer.echo("")
         typer.echo(f"by {f}:")
-        typer.echo(table.to_text())
+        typer.echo(common.table_text(table, wide=wide))
 
 
 # ---------------------------------------------------------------------------------- evaluate
@@ -349,6 +350,7 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("macro_average", bool, lambda: typer.Option(
         False, "--macro-average/--no-macro-average", rich_help_panel=common.PANEL_STATS, help="Add a labelled macro-average row across backends.")),
     ("quiet", bool, common.OPTIONS["quiet"]),
+    ("wide", bool, common.wide_option),
     ("engine", Engine, lambda: typer.Option(
         Engine.vdr, "--engine",
         rich_help_panel=common.PANEL_BACKENDS, help="Multimodal backend engine: vdr (store + MaxSim) or mteb (mteb.evaluate; TaskResult JSON in RESULTS_DIR/mteb/).")),
@@ -445,8 +447,8 @@ def evaluate_command(**o: Any) -> None:
     res = evaluate(o["corpus_dir"], **kw)
     if res is None:  # torchrun: not rank 0
         return
-    typer.echo(res.table())
-    _echo_groups(res, res.group_fields)
+    typer.echo(common.table_text(res.summary_table(), wide=o["wide"]))
+    _echo_groups(res, res.group_fields, o["wide"])
     main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
     if main_metric:  # --engine mteb: MTEB's own headline number
         values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())
@@ -474,7 +476,7 @@ def _run_benchmark(o: dict, kw: dict) -> bool:
         raise InputError("give either a corpus folder or --vidore, not both")
     rest = {k: v for k, v in kw.items() if k not in ("vidore", "vidore_revision")}
     bench = evaluate_benchmark(o["vidore"], **rest)
-    typer.echo(bench.table().to_text())
+    typer.echo(common.table_text(bench.table(), wide=o["wide"]))
     reports = ", with its report.html" if kw.get("report") else ""
     typer.echo(f"results: {Path(o['out']) / BENCHMARK_FILE} (each task's folder beside it{reports})")
     return True
@@ -512,6 +514,7 @@ def compare_command(
         None, "--queries", rich_help_panel=common.PANEL_INPUTS, help="The queries (BEIR queries.jsonl or TSV topics): their texts in the report, their fields for --group-by."),
     corpus: Optional[Path] = typer.Option(
         None, "--corpus", rich_help_panel=common.PANEL_INPUTS, help="The corpus folder the runs searched (vdr ingest): its pages in the report."),
+    wide: bool = common.wide_option(),
 ) -> None:
     """Compare runs of several systems with a baseline run (paired randomization test, t-test, bootstrap CI,
     Holm, W/T/L), ranx-style; --pairs all compares every pair; see vdr.compare."""
@@ -524,14 +527,14 @@ def compare_command(
         overwrite=overwrite, report=write_report, pairs=str(getattr(pairs, "value", pairs)), alpha=alpha, group_by=tuple(group_by or ()),
         groups=groups, queries=queries, corpus_dir=corpus,
     )
-    typer.echo(res.table())
+    typer.echo(common.table_text(res.summary_table(), wide=wide))
     if res.pairwise:
         typer.echo("")
         typer.echo("every pair (ranx's table):")
-        typer.echo(res.pairs_table().to_text())
+        typer.echo(common.table_text(res.pairs_table(), wide=wide))
         typer.echo("")
-        typer.echo(res.pairwise_table().to_text())
-    _echo_groups(res, group_by)
+        typer.echo(common.table_text(res.pairwise_table(), wide=wide))
+    _echo_groups(res, group_by, wide)
     if out is not None:
         typer.echo(f"results: {out / 'results.json'}" + ("" if not write_report else f"; report: {out / 'report.html'}"))
 

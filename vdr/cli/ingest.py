@@ -14,6 +14,7 @@ from .common import (
     HistoryOrder, PassageFormat,
 )
 from ..errors import InputError
+from ..progress import counted
 from ..text import DEFAULT_MAX_QUERY_TOKENS
 from ..ingest.convert import (
     ConcatSpec, convert_beir, convert_msmarco, convert_qrecc, convert_topiocqa, default_specs,
@@ -75,7 +76,8 @@ def ingest_command(**o: Any) -> None:
         from ..ingest.passages import ingest_passages
 
         m = ingest_passages(passages, out, format=o["passage_format"]).manifest
-        typer.echo(f"{m['counts']['passages']} passages ({m['format']}, quoting {m['quoting']}; {m['counts']['empty']} empty) -> {out}")
+        typer.echo(f"{counted(m['counts']['passages'], 'passage')} ({m['format']}, quoting {m['quoting']}; {m['counts']['empty']} empty)"
+                   f" -> {out}")
         if m["empty"]:
             typer.echo(f"note: empty passages (first {len(m['empty'])}): {', '.join(m['empty'])}")
         return
@@ -83,7 +85,8 @@ def ingest_command(**o: Any) -> None:
         r = ingest_vidore(vidore, out, options=VidoreOptions(**{f.name: o[f.name] for f in VidoreOptions.cli_fields()},
                                                              ocr="never" if ocr == "auto" else ocr, ocr_lang=o["ocr_lang"], progress=progress))
         langs = ", ".join(f"{k} {v}" for k, v in r.queries_per_language.items())
-        typer.echo(f"{r.dataset}@{r.revision}: {r.pages} pages, {r.queries} queries pooled ({langs}), {r.qrels} judgments -> {out}")
+        typer.echo(f"{r.dataset}@{r.revision}: {counted(r.pages, 'page')}, {counted(r.queries, 'query')} pooled ({langs}),"
+                   f" {counted(r.qrels, 'judgment')} -> {out}")
         for note in r.notes:
             typer.echo(f"note: {note}")
         return
@@ -98,11 +101,11 @@ def ingest_command(**o: Any) -> None:
     c = r.counts()
     skipped = sum(d.skipped for d in r.documents)
     reused = f", {skipped} unchanged since the last run" if skipped else ""
-    typer.echo(f"{len(r.documents)} PDFs: {c['ok']} ok, {c['partial']} partial, {c['failed']} failed{reused};"
-               f" {r.pages} pages -> {out}")
+    typer.echo(f"{counted(len(r.documents), 'PDF')}: {c['ok']} ok, {c['partial']} partial, {c['failed']} failed{reused};"
+               f" {counted(r.pages, 'page')} -> {out}")
     ocr_done = r.extra.get("ocr_summary") or {}
     if ocr_done.get("ocr"):
-        typer.echo(f"OCR: {ocr_done['ocr']} pages ({ocr_done['no_text_layer']} without a text layer, {ocr_done['thin_text_layer']}"
+        typer.echo(f"OCR: {counted(ocr_done['ocr'], 'page')} ({ocr_done['no_text_layer']} without a text layer, {ocr_done['thin_text_layer']}"
                    f" whose text layer is a thin stamp, page number or footer; {ocr_done['turned']} turned upright first);"
                    " per-page decisions in ingest-report.json")
     for d in r.documents:
@@ -139,7 +142,7 @@ def embed_command(**o: Any) -> None:
         return
     t = r.tokens_per_page
     dup = f", {r.copied} copied from duplicate pages" if r.copied else ""
-    typer.echo(f"{r.pages} pages: {r.encoded} encoded, {r.reused} reused{dup}, {r.removed} removed"
+    typer.echo(f"{counted(r.pages, 'page')}: {r.encoded} encoded, {r.reused} reused{dup}, {r.removed} removed"
                f" ({r.duplicates} duplicate page images in the corpus); tokens/page {t['min']}-{t['max']} (mean {t['mean']});"
                f" {r.pages_per_second} pages/s; {r.seconds} s -> {r.store}")
     if json_out is not None:
@@ -173,8 +176,9 @@ def _value(choice: Any) -> Any:
 
 def _echo(report: dict, out: Path) -> None:
     c = report["counts"]
-    typer.echo(f"{c['queries']} queries -> {out}" + (f"; {c['dropped_without_gold']} turns without gold dropped (kept in history)"
-                                                    if "dropped_without_gold" in c else ""))
+    dropped = (f"; {counted(c['dropped_without_gold'], 'turn')} without gold dropped (kept in history)"
+               if "dropped_without_gold" in c else "")
+    typer.echo(f"{counted(c['queries'], 'query')} -> {out}{dropped}")
     s = report.get("id_scheme")
     if s:
         typer.echo(f"query ids: {s['format']} ({s['scheme']}; split {s['split']} from {s['split_from']})")
@@ -183,8 +187,8 @@ def _echo(report: dict, out: Path) -> None:
                    + (f"; {c['history_disagreements']['count']} disagree (see conversion.json)" if c["history_disagreements"]["count"] else ""))
     g = report.get("gold_without_turn", {})
     if g.get("count"):
-        typer.echo(f"note: {g['count']} gold entries without a dataset turn, e.g. {', '.join(g['examples'][:5])}")
-    if report.get("variants"):
+        typer.echo(f"note: {counted(g['count'], 'gold entry', 'gold entries')} without a dataset turn, e.g. {', '.join(g['examples'][:5])}")
+    if report.get("evaluate"):
         typer.echo("evaluate with: " + report["evaluate"])
 
 

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from . import common
+from ..progress import counted
 from .common import (
     FillFailed, Modality,
 )
@@ -31,6 +32,7 @@ def judge_command(
     top_p: Optional[float] = typer.Option(None, "--top-p", rich_help_panel=common.PANEL_LLM, help="Nucleus sampling mass in (0, 1] (default: not sent)."),
     seed: Optional[int] = typer.Option(None, "--seed", rich_help_panel=common.PANEL_LLM, help="Sampling seed sent to the endpoint (default: not sent)."),
     stop: Optional[list[str]] = typer.Option(None, "--stop", rich_help_panel=common.PANEL_LLM, help="A stop sequence (repeatable; default: none)."),
+    quiet: bool = common.OPTIONS["quiet"](),
 ) -> None:
     """Judge-calibrated RCP-nDCG@k beside nDCG@k and hole@k (see vdr.judge). The API key is read from
     $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written."""
@@ -38,7 +40,8 @@ def judge_command(
 
     res = judge(results_dir, endpoint=endpoint, judge_model=judge_model, modality=modality, budget=budget, k=k,
                 concurrency=concurrency, cache=cache, timeout=timeout, max_retries=max_retries, json_mode=json_mode,
-                max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop) if stop else None)
+                max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop) if stop else None,
+                progress=not quiet)
     typer.echo(res.table())
     typer.echo(f"results: {res.out_dir / 'rcp.json'}; gains: {res.out_dir / 'gains.tsv'}")
 
@@ -68,6 +71,7 @@ def rewrite_command(
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_LLM, help="Device of --local (cpu, cuda)."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code/--no-trust-remote-code", rich_help_panel=common.PANEL_LLM, help="Allow the --local checkpoint's own code."),
     allow_pickle_weights: bool = typer.Option(False, "--allow-pickle-weights/--no-allow-pickle-weights", rich_help_panel=common.PANEL_LLM, help="Read the --local checkpoint's pytorch_model.bin (a pickle) when it has no *.safetensors; only for a checkpoint you trust."),
+    quiet: bool = common.OPTIONS["quiet"](),
 ) -> None:
     """Write a rewrite variant of QUERIES with an LLM (OpenAI-compatible endpoint or local model). The API key is read
     from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
@@ -78,27 +82,30 @@ def rewrite_command(
                 max_tokens=max_tokens, temperature=temperature, max_history_words=max_history_words,
                 fill_failed=fill_failed, device=device, trust_remote_code=trust_remote_code, top_p=top_p, seed=seed,
                 allow_pickle_weights=allow_pickle_weights,
-                stop=tuple(stop) if stop else None, sample=sample)
+                stop=tuple(stop) if stop else None, sample=sample, progress=not quiet)
     t, g = r.settings["template"], r.settings["generation"]
     sampled = f", temperature {g['temperature']:g}" if g.get("temperature") else ""
     sampled += f", sample {g['sample']}" if g.get("sample") else ""
-    typer.echo(f"{r.total} queries: {r.rewritten} rewritten, {r.cached} from cache, {len(r.failed)} failed"
+    typer.echo(f"{counted(r.total, 'query')}: {r.rewritten} rewritten, {r.cached} from cache, {len(r.failed)} failed"
                f" (template {t['name']} {t['version']}, model {r.settings['model']}{sampled}) -> {r.out}")
     if r.history_cut:
-        typer.echo(f"note: {r.history_cut} queries had their history shortened to {max_history_words} words (oldest turns first)")
+        typer.echo(f"note: {counted(r.history_cut, 'query')} had their history shortened to {max_history_words} words (oldest turns first)")
     c = r.calls
     if c.get("retries"):
-        limited = f", {c['rate_limited']} HTTP 429 answers" if c.get("rate_limited") else ""
-        typer.echo(f"note: {c['retries']} retries ({c.get('waited_s', 0.0):.1f} s waited, {c.get('server_waits', 0)} waits asked by"
+        limited = f", {counted(c['rate_limited'], 'HTTP 429 answer')}" if c.get("rate_limited") else ""
+        typer.echo(f"note: {counted(c['retries'], 'retry')} ({c.get('waited_s', 0.0):.1f} s waited,"
+                   f" {counted(c.get('server_waits', 0), 'wait')} asked by"
                    f" the endpoint{limited}); counts in {r.meta_path}")
     if c.get("thinking_dropped"):
-        typer.echo(f"note: {c['content_parts']} answers came as content parts; {c['thinking_dropped']} thinking parts dropped")
+        typer.echo(f"note: {counted(c['content_parts'], 'answer')} came as content parts;"
+                   f" {counted(c['thinking_dropped'], 'thinking part')} dropped")
     if r.settings.get("cache_older_entries") and not r.cached:
-        typer.echo(f"note: the cache holds {r.settings['cache_older_entries']} entries of an older format (keyed without the"
+        typer.echo(f"note: the cache holds {counted(r.settings['cache_older_entries'], 'entry')} of an older format (keyed without the"
                    " generation settings); they are not reused")
     if r.failed:
         for qid, reason in list(r.failed.items())[:20]:
             typer.echo(f"failed: {qid}: {reason}", err=True)
         more = f" ({len(r.failed) - 20} more)" if len(r.failed) > 20 else ""
-        typer.echo(f"{len(r.failed)} failed queries{more} listed in {r.failures_path}; rerun to retry them (successes are cached)", err=True)
+        typer.echo(f"{counted(len(r.failed), 'failed query', 'failed queries')}{more} listed in {r.failures_path};"
+                   " rerun to retry them (successes are cached)", err=True)
         raise typer.Exit(code=1)

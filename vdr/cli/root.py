@@ -57,12 +57,14 @@ app = typer.Typer(
 def _root(
     version: bool = typer.Option(False, "--version", callback=common.print_version, is_eager=True, help="Print vdr's version and exit."),
 ) -> None:
-    """vdr: visual-document retrieval evaluation. Every command takes -q/--quiet and --log-level."""
+    """vdr: visual-document retrieval evaluation. Every command takes -q/--quiet, -v/--verbose and --log-level."""
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    from ..progress import console_width, fit_line
+
     prefix = "warning" if issubclass(category, VdrWarning) else category.__name__
-    print(f"{prefix}: {message}", file=sys.stderr)
+    print(fit_line(f"{prefix}: {message}", console_width(sys.stderr)), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -597,7 +597,7 @@ class LateInteractionEncoder:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         rendered = [self.query_template.render(t) for t in texts]
         limit = self.query_limit()
-        from tqdm.auto import tqdm
+        from ..progress import log_bar
 
         if not rendered:
             return []
@@ -617,7 +617,7 @@ class LateInteractionEncoder:
             else:
                 batches.append([i])
         out: list[torch.Tensor | None] = [None] * len(rendered)
-        bar = tqdm(total=len(texts), unit="query", desc="Encoding queries", disable=not progress)
+        bar = log_bar(total=len(texts), unit="query", desc="Encoding queries", disable=not progress)
         for idx in batches:
             chunk = [rendered[i] for i in idx]
             batch = self.processor.process_texts(chunk)
@@ -739,9 +739,9 @@ class LateInteractionEncoder:
                             num_workers=num_workers, dtype=self.dtype)
         pipe.check, pipe.fallback, pipe.cap = self._check_budget, self._after_oom, lambda: self._batch_cap
         self.pipeline_stats = pipe.stats
-        from tqdm.auto import tqdm
+        from ..progress import log_bar
 
-        bar = tqdm(total=len(pid), unit="page", desc="Encoding pages", disable=not progress, smoothing=0.1)
+        bar = log_bar(total=len(pid), unit="page", desc="Encoding pages", disable=not progress, smoothing=0.1)
         for bids, vecs in pipe.run(opener, pid, counts, progress=bar.update):
             self.pipeline_stats = pipe.stats
             for v in vecs:

@@ -55,6 +55,7 @@ from ..io.digest import file_sha256
 from ..options import Grouped, keyword_signature, with_keywords
 from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
+from ..progress import counted
 from .inputs import ORIGINAL, InputSettings, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
 from ..io.atomic import write_text_atomic
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
@@ -682,7 +683,9 @@ def evaluate(corpus_dir: str | Path | None = None, *, out: str | Path, options: 
         TypeError: a keyword that is not an :class:`EvaluateOptions` setting (named, with the known ones).
     """
     opts = with_keywords(EvaluateOptions, options, kwargs, "evaluate")
-    return _evaluate(corpus_dir, Path(out), opts)
+    from ..errors import check_path
+
+    return _evaluate(check_path(corpus_dir, "evaluate", "corpus_dir", optional=True), check_path(out, "evaluate", "out"), opts)
 
 
 # help(evaluate) and inspect.signature(evaluate) list every option with its default
@@ -919,7 +922,8 @@ def _warn_duplicates(variants: Mapping[str, QuerySet]) -> None:
         d = duplicate_texts(qs)
         if d["count"]:
             ex = d["examples"][0]
-            warnings.warn(f"variant {name!r}: {d['count']} queries repeat the text of another query of the variant,"
+            warnings.warn(f"variant {name!r}: {counted(d['count'], 'query')} {'repeats' if d['count'] == 1 else 'repeat'} the text of"
+                          " another query of the variant,"
                           f" e.g. {ex['ids']} share {ex['text'][:60]!r}", VdrWarning, stacklevel=3)
 
 

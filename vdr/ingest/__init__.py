@@ -18,4 +18,6 @@ __all__ = ["ingest", "ingest_pdfs", "ingest_vidore", "ingest_passages", "Passage
 def ingest(pdf_dir, out, *, options: IngestOptions | None = None, **kwargs) -> IngestReport:
     """Ingest every PDF under ``pdf_dir`` into the corpus folder ``out``; see :func:`ingest_pdfs`
     (``options``: an :class:`IngestOptions`; ``kwargs``: its fields)."""
-    return ingest_pdfs(pdf_dir, out, options=options, **kwargs)
+    from ..errors import check_path
+
+    return ingest_pdfs(check_path(pdf_dir, "ingest", "pdf_dir"), check_path(out, "ingest", "out"), options=options, **kwargs)

@@ -43,10 +43,13 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from ..corpus import MANIFEST_FILE, PAGES_FILE
 from ..errors import InputError, VdrWarning
 from ..io.atomic import write_text_atomic
 from ..io.formats import load_qrels, load_queries, save_qrels, save_queries
@@ -54,7 +57,7 @@ from ..io.turn_ids import DEFAULT_ID_SCHEME, EVAL_SPLITS, PREFIXES, SPLITS, chec
 from ..text import DEFAULT_MAX_QUERY_TOKENS, BudgetedQuery, budget_config, fit_query_budget
 from ..types import Qrels, Query, QuerySet
 
-__all__ = ["EMPTY_ANSWER", "FIELDS", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc",
+__all__ = ["convert", "CONVERTERS", "EMPTY_ANSWER", "FIELDS", "ConcatSpec", "concat_text", "concat_query", "convert_topiocqa", "convert_qrecc",
            "convert_msmarco", "convert_beir"]
 
 #: Placeholder for an empty answer in a conversation's history (the turn stays, its answer is marked).
@@ -433,12 +436,21 @@ def _same_as_builtin_concat(queries: Mapping[str, Query], spec: ConcatSpec) -> b
     return all(concat_query(q, spec).text == concat_query(q, _BUILTIN_CONCAT).text for q in queries.values())
 
 
-def _evaluate_hint(out: Path, variants: dict, benchmark: str | None) -> str:
-    """The ``vdr evaluate`` command suggested in ``conversion.json`` and by the CLI: the variants
-    that differ from the built-in ones (a variant with the built-in ``concat``'s texts is left out)."""
+def _evaluate_hint(out: Path, variants: dict, benchmark: str | None, corpus: bool = True) -> str:
+    """The ``vdr evaluate`` command suggested in ``conversion.json`` and by the CLI, runnable as
+    printed (paths shell-quoted): the corpus ``out`` (or, when no collection was converted,
+    ``CORPUS_DIR`` with ``out``'s queries and qrels), the variants that differ from the built-in
+    ones (a variant with the built-in ``concat``'s texts is left out) and ``--out OUT/results``.
+
+    >>> _evaluate_hint(Path("data/msmarco"), {}, None)
+    'vdr evaluate data/msmarco --backend lexical --out data/msmarco/results'
+    """
+    q = shlex.quote
     preset = f" --bm25-preset {benchmark} --bm25-analyzer lucene --protocol convsearch" if benchmark in SPLITS else ""
-    passed = [f"--rewrites {n}={v['file']}" for n, v in variants.items() if "same_texts_as" not in v]
-    return f"vdr evaluate {out} --backend lexical{preset}" + "".join(f" {p}" for p in passed)
+    passed = ["--rewrites " + q(f"{n}={v['file']}") for n, v in variants.items() if "same_texts_as" not in v]
+    where = q(str(out)) if corpus else f"CORPUS_DIR --queries {q(str(out / 'queries.jsonl'))} --qrels {q(str(out / 'qrels.tsv'))}"
+    return (f"vdr evaluate {where} --backend lexical{preset}" + "".join(f" {p}" for p in passed)
+            + f" --out {q(str(out / 'results'))}")
 
 
 def write_layout(out: Path, queries: dict[str, Query], qrels: Qrels, *, human: dict[str, str] | None,
@@ -476,7 +488,9 @@ def write_layout(out: Path, queries: dict[str, Query], qrels: Qrels, *, human: d
         path = out / VARIANTS_DIR / "human.jsonl"
         save_queries(QuerySet.from_texts(human, name="human"), path)
         variants["human"] = {"file": str(path), "source": "the dataset's human rewrite"}
-    report = dict(report, variants=variants, evaluate=_evaluate_hint(out, variants, report.get("benchmark")))
+    has_corpus = any((out / f).is_file() for f in (MANIFEST_FILE, PAGES_FILE))  # converted now, or ingested there before
+    hint = _evaluate_hint(out, variants, report.get("benchmark"), corpus=has_corpus)
+    report = dict(report, variants=variants, evaluate=hint)
     write_text_atomic(out / REPORT_FILE, json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     return report
 
@@ -486,7 +500,9 @@ def _unmatched_warning(report: dict) -> None:
     if n:
         import warnings
 
-        warnings.warn(f"{n} gold entries have no dataset turn (listed in {REPORT_FILE}), e.g. "
+        from ..progress import counted
+
+        warnings.warn(f"{counted(n, 'gold entry', 'gold entries')} {'has' if n == 1 else 'have'} no dataset turn (listed in {REPORT_FILE}), e.g. "
                       f"{report['gold_without_turn']['examples'][:5]}", VdrWarning, stacklevel=3)
 
 
@@ -716,3 +732,34 @@ def convert_beir(beir_dir: str | Path, out: str | Path, *, split: str = "test", 
     manifest = _corpus(d / "corpus.jsonl" if corpus else None, out, "beir")
     report = {"benchmark": "beir", "split": split, "counts": counts, "collection": None if manifest is None else manifest["source"]}
     return write_layout(out, kept, Qrels.from_checked({k: dict(qr[k]) for k in kept}, name="qrels.tsv"), human=None, specs=(), report=report)
+
+
+#: ``vdr convert NAME`` -> the function it calls.
+CONVERTERS: dict[str, Callable[..., dict]] = {"topiocqa": convert_topiocqa, "qrecc": convert_qrecc, "msmarco": convert_msmarco,
+                                               "beir": convert_beir}
+
+
+def convert(benchmark: str, *args: Any, **kwargs: Any) -> dict:
+    """``vdr convert BENCHMARK``: a public passage benchmark into vdr's layout (corpus,
+    ``queries.jsonl``, ``qrels.tsv``, ``variants/``, ``conversion.json``); the other arguments are
+    those of the benchmark's function:
+
+    * ``"topiocqa"``: :func:`convert_topiocqa` ``(dataset, gold, out, *, collection=None, ...)``
+    * ``"qrecc"``: :func:`convert_qrecc` ``(dataset, qrels, out, *, collection=None, ...)``
+    * ``"msmarco"``: :func:`convert_msmarco` ``(queries, qrels, out, *, collection=None)``
+    * ``"beir"``: :func:`convert_beir` ``(beir_dir, out, *, split="test")``
+
+    >>> sorted(CONVERTERS)
+    ['beir', 'msmarco', 'qrecc', 'topiocqa']
+
+    Returns:
+        the conversion report (also ``OUT/conversion.json``); ``report["evaluate"]``: the
+        ``vdr evaluate`` command to run next.
+
+    Raises:
+        InputError: an unknown ``benchmark`` (the known ones named), or what that function raises.
+    """
+    fn = CONVERTERS.get(str(benchmark).lower())
+    if fn is None:
+        raise InputError(f"unknown benchmark {benchmark!r} for convert; choose from {', '.join(CONVERTERS)}")
+    return fn(*args, **kwargs)

@@ -615,13 +615,14 @@ def _run(todo, job: _Job, results: dict, pages_of: dict) -> str:
     path). Returns the workers' start method (``"fork"`` or ``"forkserver"``, see :func:`_pool_context`).
     """
     from pebble import ProcessPool
-    from tqdm.auto import tqdm
+
+    from ..progress import log_bar
 
     o, opts, out_dir, version = job.options, job.render, job.out_dir, job.version
     workers, threads, password, timeout = o.workers, job.threads, o.password, o.timeout
     state: dict[str, dict] = {}
     ctx = _pool_context()  # before the progress bar starts its monitor thread
-    bar = tqdm(total=0, unit="page", desc="ingest", disable=not o.progress, dynamic_ncols=True)
+    bar = log_bar(total=0, unit="page", desc="ingest", disable=not o.progress, dynamic_ncols=True)
     try:
         with ProcessPool(max_workers=workers, context=ctx, initializer=_limit_omp_threads, initargs=(threads,)) as pool:
             probes = {

@@ -243,11 +243,11 @@ def _pages(src, config: str, idcol: str, sink, progress: bool, text: tuple, out:
     """The pages of a corpus config into ``sink``; their ids (checked unique).
 
     ``text`` is ``(column or None, text_source)``: the page text's column and what it is called."""
-    from tqdm.auto import tqdm
+    from ..progress import log_bar
 
     ds = src.load(config)
     seen: set[str] = set()
-    for i, row in enumerate(tqdm(undecoded(ds), desc="pages", unit="page", disable=not progress)):
+    for i, row in enumerate(log_bar(undecoded(ds), desc="pages", unit="page", disable=not progress)):
         cid = to_id(row[idcol], what="corpus id", path=f"{src.name} {config}", line=i + 1)
         if cid in seen:
             raise InputError(f"duplicate corpus id {cid!r} in config {config!r} (row {i + 1})", path=src.name, id=cid)
@@ -400,7 +400,7 @@ def _read_qa(src, sink, progress: bool) -> DatasetRead:
     same way (``_deduplicate_queries``) and MTEB's ``_beir`` copies hold one query per text; the
     counts go to the report (``qa_queries``).
     """
-    from tqdm.auto import tqdm
+    from ..progress import log_bar
 
     out = DatasetRead("qa")
     cfg = src.configs[0] if src.configs else None
@@ -412,7 +412,7 @@ def _read_qa(src, sink, progress: bool) -> DatasetRead:
     raw_of: dict[str, str] = {}  # NFC file name -> the first name on a row that gave it
     first_row: dict[str, str] = {}  # query text -> its query id
     null_rows = repeated_rows = 0
-    for i, row in enumerate(tqdm(undecoded(ds), desc="rows", unit="row", disable=not progress)):
+    for i, row in enumerate(log_bar(undecoded(ds), desc="rows", unit="row", disable=not progress)):
         key = str(row["image_filename"]) if has_fn and row["image_filename"] else str(i)
         cid = ids.get(key)
         if cid is None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import AlignmentError, InputError, VdrWarning
+from ..progress import counted
 from ..types import Qrels, Query, QuerySet, Run, group_value, to_id
 from ._lines import json_object, read_lines
 from .atomic import atomic_write
@@ -516,7 +517,7 @@ def load_queries(path: str | Path, name: str = "original", format: Literal["auto
     if not queries:
         raise InputError(f"no queries: the file is empty (expected {'qid<TAB>text lines' if format == 'tsv' else 'BEIR queries.jsonl lines'})", path=path)
     if replaced:
-        warnings.warn(f"{path}: {len(replaced)} queries hold lone UTF-16 surrogates (legal in JSON, not encodable as UTF-8), replaced"
+        warnings.warn(f"{path}: {counted(len(replaced), 'query')} {'holds' if len(replaced) == 1 else 'hold'} lone UTF-16 surrogates (legal in JSON, not encodable as UTF-8), replaced"
                       f" by U+FFFD as vdr serve and the rewards replace them: {', '.join(replaced[:5])}"
                       f"{' ...' if len(replaced) > 5 else ''}", VdrWarning, stacklevel=2)
     return QuerySet(queries, name=name, source=str(path), lines=lines)
@@ -651,7 +652,9 @@ def read_query_fields(queries=(), groups: str | Path | None = None, group_by=())
     for name in group_by:
         if name not in found:
             where = ", ".join(str(p) for p in [*(p for p in queries if p is not None), *([groups] if groups is not None else [])])
-            raise InputError(f"--group-by {name}: no query has a field {name!r} in {where or 'no query file or --groups file'}; "
+            head = (f"--group-by {name}: no query in {where} has a field {name!r}; " if where else
+                    f"--group-by {name}: no queries file or --groups file was given to read the field {name!r} from; ")
+            raise InputError(head
                              + (f"fields found: {', '.join(found)}" if found else
                                 "the queries have no fields (add one to each queries.jsonl line, e.g. \"type\": \"visual\", or give"
                                 " --groups FILE.tsv with query-id<TAB>field<TAB>value lines)"))

@@ -332,6 +332,9 @@ class JudgeClient(ChatClient):
         self.cache = cache if isinstance(cache, AnswerCache) else AnswerCache(cache)
         self.failures: list[dict] = []
         self._failures_lock = threading.Lock()
+        #: Show progress on stderr (:func:`vdr.progress.progress_bar`: a bar on a terminal, a line
+        #: every 30 s in a log) while windows are judged.
+        self.progress = False
 
     def config(self) -> dict:
         """JSON-ready settings (no key; the endpoint without credentials)."""
@@ -432,8 +435,13 @@ class JudgeClient(ChatClient):
             with self.stats.lock:
                 self.stats.answered += 1
             results[n] = ans
+            advance(1)
 
-        with ThreadPoolExecutor(max_workers=self.concurrency) as ex:
+        from ..progress import progress_bar
+
+        stage = f"judge {windows[0].stage} windows" if len({w.stage for w in windows}) == 1 else "judge windows"
+        with progress_bar(stage, len(todo), "window", enabled=self.progress) as advance, \
+                ThreadPoolExecutor(max_workers=self.concurrency) as ex:
             futs = [ex.submit(work, it) for it in todo]
             wait(futs, return_when=FIRST_EXCEPTION)
             if any(f.done() and not f.cancelled() and f.exception() is not None for f in futs):

@@ -253,6 +253,7 @@ class JudgeOptions:
         max_chars: page texts are cut to this many characters (text modality).
         corpus_dir, queries, qrels: override the corpus, original queries and qrels recorded in
             the results (default: the recorded ones; the queries as evaluated, with history).
+        progress: show the judged windows on stderr (a bar on a terminal, a line every 30 s in a log).
     """
 
     llm: LLMSettings = JUDGE_LLM
@@ -265,6 +266,7 @@ class JudgeOptions:
     corpus_dir: str | Path | None = None
     queries: str | Path | None = None
     qrels: str | Path | None = None
+    progress: bool = False
 
 
 _LLM_KEYWORDS = tuple(next((a for a, f in _LLM_ALIASES.items() if f == name), name) for name in LLM_FIELDS)
@@ -335,6 +337,7 @@ def _judge(results_dir: Path, o: JudgeOptions) -> JudgeResult:
     with locked(results_dir):  # no vdr evaluate/compare/judge replaces the results or writes judge/ meanwhile
         client = JudgeClient(llm.endpoint, llm.model, modality=o.modality, settings=llm,
                              cache=Path(o.cache) if o.cache is not None else out_dir / "cache.jsonl")
+        client.progress = o.progress
         res = Results.load(results_dir)
         corpus, originals, qrels_obj = _inputs(res, o.corpus_dir, o.queries, o.qrels)
         entries = [r for r in res.runs if r.run_file]

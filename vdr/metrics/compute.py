@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import InputError, VdrWarning
 from ..options import with_keywords
+from ..progress import counted
 from ..io.atomic import atomic_write
 from ..io.formats import load_qrels, load_run
 from ..types import Qrels, Run
@@ -173,7 +174,7 @@ class MetricsResult:
     def _notes(self) -> list[str]:
         p = self.policy
         lines = [
-            f"{self.num_queries} queries averaged; relevant = grade >= {p.get('relevance_level')};"
+            f"{counted(self.num_queries, 'query')} averaged; relevant = grade >= {p.get('relevance_level')};"
             f" queries missing from the run {'left out' if str(p.get('missing_run_queries', '')).startswith('excluded') else 'scored 0'}:"
             f" {p.get('num_queries_missing_from_run')};"
             f" queries without relevant pages ({p.get('queries_without_relevant')}): {p.get('num_queries_without_relevant')};"
@@ -925,6 +926,12 @@ def metrics(
     """
     o = with_keywords(MetricsOptions, options, kwargs, "metrics")
     plan = metric_names if isinstance(metric_names, MetricPlan) else MetricPlan.parse(metric_names, k=k, defaults=METRICS_DEFAULTS)
+    for name, value, kind in (("qrels", qrels, Qrels), ("run", run, Run)):
+        if not (isinstance(value, (str, Path, kind)) or callable(getattr(value, "items", None))):
+            from ..errors import wrong_type
+
+            raise wrong_type("metrics", name, f"a {kind.__name__}, a file path or a {{query_id: {{doc_id: {'grade' if name == 'qrels' else 'score'}}}}} dict",
+                             value)
     if isinstance(qrels, (str, Path)):
         qrels = load_qrels(qrels)
     if isinstance(run, (str, Path)):

@@ -565,8 +565,23 @@ class Metric:
         return self.spec.role
 
 
+#: What an "unknown metric" error says instead of listing every metric (one line).
+LIST_METRICS_HINT = "every metric: vdr metrics --list-metrics"
+
+
 def _did_you_mean(base: str, k: str | None) -> str:
-    """`` (did you mean 'ndcg@10'?)`` for a close known spelling, else ``""``; every suggestion parses."""
+    """`` (did you mean 'ndcg@10'?)`` for a close known spelling, else ``""``; every suggestion parses.
+    A known name glued to its cutoff is read as that name at that cutoff (``ndcg3`` -> ``ndcg@3``).
+
+    >>> _did_you_mean("ndcg3", None), _did_you_mean("p5", None)
+    (" (did you mean 'ndcg@3'?)", " (did you mean 'precision@5'?)")
+    """
+    glued = re.match(r"^(.*?[^\d_.\-])[_.\-]?(\d+)$", base) if k is None else None
+    if glued and glued.group(1) in _ALIASES:
+        try:
+            return f" (did you mean {str(parse_metric(f'{_ALIASES[glued.group(1)]}@{int(glued.group(2))}'))!r}?)"
+        except InputError:  # a family that takes no cutoff: the spelling suggestions below
+            pass
     close = difflib.get_close_matches(base, list(_ALIASES), n=6, cutoff=0.6)
     ratio = {c: difflib.SequenceMatcher(None, base, c).ratio() for c in close}
     close = [c for c in close if ratio[c] >= ratio[close[0]] - 0.05]  # only the closest: 'errr' -> err, not rr/mrr; 'ndgc' -> ndcg, not rndcg
@@ -731,8 +746,8 @@ def parse_metric(name: str | Metric) -> Metric:
         the canonical :class:`Metric` (``"P@5"`` -> ``Metric("precision", 5)``).
 
     Raises:
-        InputError: an unknown family (with "did you mean ..." when a known name is close, and the
-            list of known metrics), a missing cutoff where one is required, a cutoff < 1, a
+        InputError: an unknown family (with "did you mean ..." when a known name is close, a
+            name glued to its cutoff read as both, and where to list every metric), a missing cutoff where one is required, a cutoff < 1, a
             parameter the family does not take, a list of metrics (``P.5,10``: see
             :func:`parse_metrics`).
 
@@ -743,7 +758,11 @@ def parse_metric(name: str | Metric) -> Metric:
     >>> parse_metric("ndgc@10")
     Traceback (most recent call last):
     ...
-    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); known metrics: ndcg[@k], ndcg_exp[@k], ndcg_run@k, mrr[@k], rr_full[@k], recall@k, precision@k, hit@k, map[@k], judged@k, judged_ret[@k], hole@k, hole_corpus@k, ties@k, rprec[@k], bpref[@k], infap[@k], iprec_at_recall_R, 11pt_avg[@k], num_ret[@k], num_rel[@k], num_rel_ret[@k], err[@k], rbp[@k], ndcg_rel[@k], rndcg[@k], g[@k], bing[@k], rbp_graded[@k], rbp_resid[@k], unj@k, relative_p@k, rprec_mult_X, set_p[@k], set_recall[@k], set_relative_p[@k], set_map[@k], set_f[@k], utility[@k], num_nonrel_judged_ret[@k], num_q[@k], gm_map[@k], gm_bpref[@k]
+    vdr.errors.InputError: unknown metric 'ndgc@10' (did you mean 'ndcg@10'?); every metric: vdr metrics --list-metrics
+    >>> parse_metric("ndcg3")
+    Traceback (most recent call last):
+    ...
+    vdr.errors.InputError: unknown metric 'ndcg3' (did you mean 'ndcg@3'?); every metric: vdr metrics --list-metrics
     """
     if isinstance(name, Metric):
         return name
@@ -765,7 +784,7 @@ def parse_metric(name: str | Metric) -> Metric:
     base = m.group(1).lower() if m else ""
     if not m or base not in _ALIASES:
         hint = _did_you_mean(base, m.group(4)) if m else ""
-        raise InputError(f"unknown metric {name!r}{hint}; known metrics: {known_metrics()}")
+        raise InputError(f"unknown metric {name!r}{hint}; {LIST_METRICS_HINT}")
     fam, sep, k = _ALIASES[base], m.group(3), m.group(4)
     if k is None and m.group(2) is None and base in _TREC_BARE and base not in ("iprec_at_recall", "rprec_mult"):
         first, last = (str(x) for x in _trec_defaults(base)[:: len(_trec_defaults(base)) - 1])

@@ -738,12 +738,16 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
             version), ``top`` < 0, ``primary_metric`` was not evaluated, ``alpha`` not in (0, 1),
             a ``group_by`` field no query has, an unreadable ``corpus``, ``queries`` or ``groups``.
         OSError: the output cannot be written.
-        TypeError: an unknown keyword (named, with the known ones).
+        TypeError: an unknown keyword (named, with the known ones); ``results_dir`` or ``out`` not a
+            path (:class:`~vdr.errors.ArgumentTypeError`, naming it).
     """
+    from ..errors import check_path
+
     o = with_keywords(ReportOptions, options, kwargs, "report")
     if o.top < 0:
         raise InputError(f"top must be >= 0, got {o.top}")
-    res = Results.load(results_dir)
+    out = check_path(out, "report", "out", optional=True)
+    res = Results.load(check_path(results_dir, "report", "results_dir"))
     warnings = list(res.warnings)
     p = res.check_metric(o.primary_metric or res.primary)
     alpha = res.alpha if o.alpha is None else o.alpha

@@ -328,6 +328,27 @@ def read_json(path: Path) -> dict | None:
 # --------------------------------------------------------------------------------------------- inputs
 
 
+def check_corpus(corpus, function: str = "Backend.index") -> None:
+    """Refuse a ``corpus`` argument that no backend can index, before any work.
+
+    Args:
+        corpus: a page :class:`~vdr.corpus.Corpus`, a passage corpus (anything with
+            ``iter_texts``/``texts``) or a mapping ``{corpus_id: text}``.
+        function: the public function it was given to, for the message.
+
+    Raises:
+        ArgumentTypeError: anything else (a folder path as ``str`` or ``Path``, a list), naming
+            ``function``, the argument, what it takes and, for a path, how to load it.
+    """
+    if callable(getattr(corpus, "iter_texts", None)) or callable(getattr(corpus, "texts", None)) or isinstance(corpus, Mapping):
+        return
+    from ..errors import wrong_type
+
+    hint = f"a corpus folder is loaded with vdr.load_corpus({str(corpus)!r})" if isinstance(corpus, (str, Path)) else ""
+    raise wrong_type(function, "corpus", "a loaded corpus (vdr.Corpus, vdr.PassageCorpus) or a {corpus_id: text} dict",
+                     corpus, hint)
+
+
 def corpus_texts(corpus) -> dict[str, str]:
     """``{corpus_id: text}`` of a :class:`~vdr.corpus.Corpus` (``corpus.texts()``) or of a mapping
     ``{corpus_id: text}`` given directly (checked by the backend)."""
@@ -342,6 +363,7 @@ def iter_corpus_texts(corpus, batch_size: int = 8192) -> Iterator[tuple[list[str
     :class:`~vdr.corpus.Corpus` or a passage corpus, which never holds all passages in memory) or a
     mapping ``{corpus_id: text}`` given directly (ids and texts are checked by the backend).
     """
+    check_corpus(corpus)
     it = getattr(corpus, "iter_texts", None)
     if callable(it):
         yield from it(batch_size)

@@ -87,6 +87,7 @@ import hashlib
 import json
 import warnings
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -687,10 +688,11 @@ class DenseBackend:
         return lens
 
     def encode(self, texts: list[str], *, prompt: str = "", max_length: int | None = None,
-               what: str | None = "text") -> tuple[np.ndarray, np.ndarray]:
+               what: str | None = "text", on_done: Callable[[np.ndarray], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Embed ``texts`` (``prompt`` prepended to each, given to the model as its ``prompt``), each cut at ``max_length`` tokens
         (default the model's ``max_seq_length``) by the model; with :attr:`progress`, a bar counts
-        them as ``what`` (``"query"``, ...; ``None``: no bar, the caller counts).
+        them as ``what`` (``"query"``, ...; ``None``: no bar, the caller counts, e.g. through
+        ``on_done``, called after each model batch with the int64 indices of the texts it encoded).
 
         Returns:
             ``(embeddings, truncated)``: float32 ``(n, dim)`` (unit L2-norm rows when
@@ -721,6 +723,8 @@ class DenseBackend:
                         out[chunk] = self._model.encode([texts[i] for i in chunk], prompt=prompt, batch_size=len(chunk),
                                                         convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
                         advance(len(chunk))
+                        if on_done is not None:
+                            on_done(chunk)
         finally:
             self._model.max_seq_length = saved
         return self._normalized(out), truncated
@@ -850,9 +854,10 @@ class DenseBackend:
             stats["num_pages"] += len(batch)
             keep = [(i, t) for i, t in batch if t.strip()]
             stats["empty"] += [i for i, t in batch if not t.strip()]
+            if len(batch) > len(keep):
+                advance(len(batch) - len(keep))  # empty pages: nothing to encode
             if keep:
-                passes[0] += self._encode_batch(keep, writer, stats)
-            advance(len(batch))
+                passes[0] += self._encode_batch(keep, writer, stats, advance)
 
     @staticmethod
     def _check_batch(ids, texts, seen: set[str]) -> list[tuple[str, str]]:
@@ -874,22 +879,29 @@ class DenseBackend:
             out.append((i, normalize_text(text)))
         return out
 
-    def _encode_batch(self, items: list[tuple[str, str]], writer, stats: dict) -> int:
-        """Encode one batch of non-empty texts into ``writer``; returns the texts (windows) encoded."""
+    def _encode_batch(self, items: list[tuple[str, str]], writer, stats: dict, advance: Callable[[int], None] | None = None) -> int:
+        """Encode one batch of non-empty texts into ``writer``; returns the texts (windows) encoded.
+        ``advance(n)``: ``n`` more pages done, as model batches finish (:class:`_PageCounter`),
+        ``len(items)`` in all."""
         ids = [i for i, _ in items]
         if self.long_text == "maxp":
             wins = [x for s in range(0, len(items), 256) for x in self._windows_batch([t for _, t in items[s : s + 256]])]
             counts = np.array([len(w) for w in wins], dtype=np.int64)
             flat = [x for w in wins for x in w]
-            emb, truncated = self.encode(flat, prompt=self.document_prompt, max_length=self.passage_max_length, what=None)
+            counter = None if advance is None else _PageCounter(counts, advance)
+            emb, truncated = self.encode(flat, prompt=self.document_prompt, max_length=self.passage_max_length, what=None,
+                                         on_done=counter)
             stats["long"] += [i for i, c in zip(ids, counts) if c > 1]
             stats["split"] += int((counts > 1).sum())
             stats["cut_windows"] += int(truncated.sum())  # a window re-tokenised a word piece longer (rare)
         else:
             counts = np.ones(len(items), dtype=np.int64)
+            counter = None if advance is None else _PageCounter(counts, advance)
             emb, truncated = self.encode([t for _, t in items], prompt=self.document_prompt, max_length=self.passage_max_length,
-                                         what=None)
+                                         what=None, on_done=counter)
             stats["long"] += [i for i, t in zip(ids, truncated) if t]
+        if counter is not None:
+            counter.finish()
         writer.add(ids, emb, counts)
         stats["num_windows"] += int(counts.sum())
         stats["max_windows"] = max(stats["max_windows"], int(counts.max()))
@@ -1154,3 +1166,31 @@ build.Options = SemanticOptions
 
 _CACHE_FORMAT = 2
 _VECTORS = "pages.safetensors"
+
+
+class _PageCounter:
+    """``on_done`` of :meth:`DenseBackend.encode` for the windows of pages: page ``i`` holds
+    ``counts[i]`` consecutive windows, each worth ``1/counts[i]`` of a page. ``advance`` gets whole
+    pages (int) as soon as the windows encoded add up to one more, :meth:`finish` the rest: the
+    bar moves during a corpus batch and its counts add up exactly.
+
+    >>> got = []; c = _PageCounter(np.array([1, 2, 2]), got.append); c(np.array([1])); c(np.array([0, 2])); c.finish(); got
+    [2, 1]
+    """
+
+    def __init__(self, counts: np.ndarray, advance: Callable[[int], None]) -> None:
+        self.weight = np.repeat(1.0 / counts, counts)
+        self.advance, self.total, self.acc, self.reported = advance, len(counts), 0.0, 0
+
+    def __call__(self, idx: np.ndarray) -> None:
+        self.acc += float(self.weight[idx].sum())
+        self._report(min(int(self.acc + 1e-9), self.total))
+
+    def finish(self) -> None:
+        """Report the pages not reported yet (all of them done)."""
+        self._report(self.total)
+
+    def _report(self, whole: int) -> None:
+        if whole > self.reported:
+            self.advance(whole - self.reported)
+            self.reported = whole

@@ -227,11 +227,19 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
     Raises:
         InputError: an unknown backend name or a bad option (named once, by the registry), or what
             the backend raises for bad texts.
+        ArgumentTypeError: ``name``, ``corpus`` or ``options`` of the wrong type (a folder path
+            given as ``corpus``: load it with :func:`vdr.load_corpus`).
         BackendUnavailable: ``multimodal`` without a model, or a model that cannot be loaded.
     """
-    from ..retrieve.base import BackendUnavailable, check_backend_options, create_backend
+    from ..retrieve.base import BackendUnavailable, check_backend_options, check_corpus, create_backend
     from ..retrieve.hybrid import DEFAULT_FUSED
+    from ..errors import wrong_type
 
+    if not isinstance(name, str):
+        raise wrong_type("build_backend", "name", "a backend name (lexical, semantic, hybrid, multimodal, ...)", name)
+    check_corpus(corpus, "build_backend")
+    if options is not None and not isinstance(options, Mapping):
+        raise wrong_type("build_backend", "options", "a dict such as {'model': ..., 'backend_options': {...}}", options)
     opts = dict(options or {})
     per = _reward_backend_options(opts)
     context = {"device": opts.get("device")}

@@ -268,6 +268,8 @@ class RewriteOptions:
         sample: index of this sample among several rewrites per query (>= 0; > 0 needs
             temperature > 0 and an endpoint); part of the cache key; with a ``seed``, the request's
             seed is ``seed + sample``.
+        progress: show the rewritten queries on stderr (a bar on a terminal, a line every 30 s
+            in a log).
     """
 
     llm: LLMSettings = REWRITE_LLM
@@ -280,6 +282,7 @@ class RewriteOptions:
     trust_remote_code: bool = False
     allow_pickle_weights: bool = False
     sample: int = 0
+    progress: bool = False
 
 
 def _options(options: RewriteOptions | None, kwargs: dict[str, Any]) -> RewriteOptions:
@@ -404,12 +407,16 @@ def _run(qs: QuerySet, tpl: Template, out: Path, gen, o: RewriteOptions) -> Rewr
                     stats.answered += 1
         return qid, got, reason
 
-    with ThreadPoolExecutor(max_workers=max(1, int(getattr(gen, "concurrency", 1)))) as ex:
+    from ..progress import progress_bar
+
+    with progress_bar("rewrite", len(todo), "query", enabled=o.progress) as advance, \
+            ThreadPoolExecutor(max_workers=max(1, int(getattr(gen, "concurrency", 1)))) as ex:
         for qid, got, reason in ex.map(work, todo):
             if got is None:
                 failed[qid] = reason
             else:
                 results[qid] = got[0]
+            advance(1)
     failed = {q: failed[q] for q in qs.ids() if q in failed}
     failures_path = _write(out, qs, results, failed, o.fill_failed)
     older = sum(rec.get("format") != CACHE_FORMAT for rec in store.records())
