@@ -111,7 +111,7 @@ def test_evaluate_writes_its_report(corpus, tmp_path, capsys):
     rc, stdout, err = cli(capsys, "evaluate", corpus, *quick, "--out", out)
     assert rc == 0, err
     assert {"report.html", "report.md", "results.json"} <= set(snapshot(out))
-    assert f"report: {out / 'report.html'} (summary: {out / 'report.md'})" in stdout
+    assert f"report: {out / 'report.html'}\nsummary: {out / 'report.md'}" in stdout
     assert "<html" in (out / "report.html").read_text(encoding="utf-8") and (out / "report.md").read_text(encoding="utf-8").startswith("# ")
     (out / "report.md").write_text("old")
     rc, stdout, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # --no-report: the folder's report is rewritten

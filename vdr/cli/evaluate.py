@@ -459,7 +459,8 @@ def evaluate_command(**o: Any) -> None:
             typer.echo("  " + line)
     typer.echo(f"results: {out / 'results.json'}")
     if (out / "report.html").is_file():  # written by this run (also a report the folder held, rewritten; issue 34.2)
-        typer.echo(f"report: {out / 'report.html'} (summary: {out / 'report.md'})")
+        typer.echo(f"report: {out / 'report.html'}")
+        typer.echo(f"summary: {out / 'report.md'}")
 
 
 def _run_benchmark(o: dict, kw: dict) -> bool:

@@ -829,8 +829,10 @@ def _graded_gain(run_results: list[RunResult], qrels, settings: MetricSettings, 
     for r in run_results:
         if r.ranking is None:
             continue
-        res = evaluate_run(qrels, r.ranking, [primary, exp], relevance_level=settings.relevance_level, allow_unjudged=True,
-                           queries_without_relevant=settings.queries_without_relevant)
+        with warnings.catch_warnings():  # a second look at runs already scored (and warned about) above
+            warnings.simplefilter("ignore")
+            res = evaluate_run(qrels, r.ranking, [primary, exp], relevance_level=settings.relevance_level, allow_unjudged=True,
+                               allow_id_mismatch=True, queries_without_relevant=settings.queries_without_relevant)
         lin, ex = res.aggregate[primary], res.aggregate[exp]
         values[f"{r.backend}/{r.variant}"] = {primary: lin, exp: ex}
         worst = max(worst, abs(ex - lin))
