@@ -103,6 +103,7 @@ MODULE_TIERS = {
     "test_metric_plan": "core",
     "test_metrics_measures": "core",  # the cross-checks are marked, mteb's hole() below
     "test_metrics": "core",  # hand-computed goldens; the pytrec_eval / trec_eval tests are marked crosscheck
+    "test_trec_eval_dropin": "crosscheck",  # trec_eval 10 / ir_measures outputs recorded; some read ../shared/trec_eval_ref
     "test_trec_eval_all": "crosscheck",  # trec_eval's own all_trec outputs from ../shared/trec_eval_ref
     "test_mteb": "model",  # mteb imports torch and transformers
     "test_mteb_vidore3": "model",  # a tiny ColQwen2.5 under vdr evaluate and mteb.evaluate (ViDoRe V3 parity)
