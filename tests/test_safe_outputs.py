@@ -141,10 +141,9 @@ def test_rerun_removes_stale_files_of_earlier_runs(corpus, ext_run, tmp_path, ca
     for name, text in {"report.html": "old", "report.md": "old", "judge/rcp.json": "{}", "judge/cache.jsonl": "{}\n"}.items():
         (out / name).parent.mkdir(exist_ok=True)
         (out / name).write_text(text)
-    before = snapshot(out)
-    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # same experiment, fewer backends: refused (issue 34.2)
-    assert rc == 2 and "this run would drop results the folder holds: 1 run(s) backend/variant other/original" in err
-    assert snapshot(out) == before
+    rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out)  # same experiment, fewer backends: the folder's run is kept
+    assert rc == 0 and "kept what the folder holds" in err and "run other" in err
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["lexical.original.trec", "other.original.trec"]
     rc, _, err = cli(capsys, "evaluate", corpus, *FAST, "--out", out, "--overwrite")
     assert rc == 0, err
     files = sorted(snapshot(out))

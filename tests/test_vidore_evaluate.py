@@ -118,3 +118,12 @@ def test_v3_list_attributes_put_a_query_in_each_of_its_groups(v3, tmp_path):
     assert sizes == {"numerical": 6, "extractive": 6, "instruction": 6}  # query 2j in both of its types
     assert any("overlap" in n for n in res.group_table("query_types").notes)
     assert {r["group"]: r["n_queries"] for r in res.group_rows("source_type")} == {"multi-page": 6, "single-page": 6}
+
+
+def test_a_rerun_into_the_same_folder_keeps_the_language_breakdown(v3, tmp_path):
+    """The breakdown by language is added by vdr itself: running again (another backend option, the
+    same languages) neither refuses nor loses it."""
+    kw = dict(out=tmp_path / "res", vidore=str(v3), backends="lexical", progress=False)
+    vdr.evaluate(None, **kw)
+    res = vdr.evaluate(None, **kw, k=(3, 5, 10))
+    assert res.group_fields == ["language"] and res.languages == list(vf.V3_LANGUAGES)

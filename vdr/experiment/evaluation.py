@@ -703,10 +703,12 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
 
     progress = o.progress and D.is_main()
     timer = _Timer(progress)
+    _plan(o.k, o.backends, o.depth, o.engine, dict(o.runs or {}), o.primary_metric, o.queries_without_relevant, o.protocol)
+    folder = _open_folder(out, corpus_dir, o.queries, o.qrels, o.vidore, engine=o.engine, overwrite=o.overwrite,  # before any work
+                          inputs=[o.store, o.cache_dir, *(o.rewrites or {}).values(), *_run_files(o.runs)])
+    o, kept = (o, []) if folder is None or o.overwrite else _keep_held(out, o)  # the folder's other runs join this one
     runs = dict(o.runs or {})
     plan = _plan(o.k, o.backends, o.depth, o.engine, runs, o.primary_metric, o.queries_without_relevant, o.protocol)
-    folder = _open_folder(out, corpus_dir, o.queries, o.qrels, o.vidore, engine=o.engine, overwrite=o.overwrite,  # before any work
-                          inputs=[o.store, o.cache_dir, *(o.rewrites or {}).values(), *runs.values()])
     with folder if folder is not None else nullcontext():
         with timer.stage("load", unit="page") as st:
             inputs = load_inputs(corpus_dir, options=o.inputs, vidore_dir=out / "corpus", progress=progress)
@@ -715,7 +717,8 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             fields = _query_fields(inputs, o)  # --group-by: a missing field fails here, before any search
         held = _held(out) if folder is not None else None  # what the folder holds now (we hold its lock)
         planned = {(b, v) for b in [*plan.wanted, "macro"] for v in inputs.variants}  # a superset of what this run writes
-        _check_nothing_lost(out, held, planned, _group_by(o), o.overwrite)  # before any search
+        group_by = _language_config(fields, inputs.qrels, _group_by(o)).get("group_by", _group_by(o))
+        _check_nothing_lost(out, held, planned, group_by, o.overwrite)  # before any search
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         specs = _specs(plan, inputs, o, encoder=encoder, runs=runs, out=out)
@@ -732,7 +735,9 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             config.update(_language_config(fields, inputs.qrels, config.get("group_by") or []))
             config.update(_graded_gain(run_results, inputs.qrels, o.metrics, config["primary_metric"]))
         _warn_duplicates(inputs.variants)
-        _check_nothing_lost(out, held, {(r.backend, r.variant) for r in run_results}, _group_by(o), o.overwrite)
+        _check_nothing_lost(out, held, {(r.backend, r.variant) for r in run_results}, group_by, o.overwrite)
+        if kept:
+            config["kept_from_folder"] = kept
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
             comparisons=comparisons, skipped=skipped, variants=inputs.variants,
@@ -742,6 +747,53 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
         _write(results, folder, timer)
         _write_report(out, held, o.report)  # under the folder's lock
     return results
+
+
+def _run_files(runs) -> list:
+    """Every file of ``--run`` options (``{name: file}`` or ``{name: {variant: file}}``)."""
+    return [f for v in (runs or {}).values() for f in (v.values() if isinstance(v, Mapping) else [v])]
+
+
+def _keep_held(out: Path, o: "EvaluateOptions") -> tuple["EvaluateOptions", list[str]]:
+    """``o`` extended by what the results folder ``out`` holds of the same experiment and this run does
+    not name: its backends, rewrite variants (their recorded files), ``--run`` files and ``--group-by``
+    fields. They are evaluated again with this run, so the folder's statistics, groups and report
+    cover everything it then holds; what this run names replaces the folder's. Inputs whose files
+    are gone are left out (:func:`_check_nothing_lost` then names what would be lost).
+
+    Returns:
+        ``(options, ["what was kept", ...])``; ``(o, [])`` when the folder holds no results.
+    """
+    try:
+        cfg = json.loads((out / "results.json").read_text(encoding="utf-8")).get("config") or {}
+    except (OSError, ValueError, AttributeError):
+        return o, []
+    kept: list[str] = []
+    rewrites = dict(o.rewrites or {})
+    for name, path in (cfg.get("rewrites") or {}).items():
+        if name not in rewrites and Path(path).is_file():
+            rewrites[name] = path
+            kept.append(f"variant {name} ({path})")
+    runs = dict(o.runs or {})
+    for name, bc in (cfg.get("backend_config") or {}).items():
+        files = (bc or {}).get("files") if isinstance(bc, Mapping) and bc.get("backend") == "run" else None
+        if files and name not in runs and all(Path(f).is_file() for f in files.values()):
+            runs[name] = dict(files)
+            kept.append(f"run {name}")
+    wanted = _parse_list(o.backends, "--backend")
+    backends = wanted + [b for b in cfg.get("backends") or () if b not in wanted and b not in runs and b in available_backends()]
+    kept += [f"backend {b}" for b in backends[len(wanted):]]
+    groups, held_groups = o.groups, cfg.get("groups")
+    gone = o.groups is None and bool(held_groups) and not Path(held_groups).is_file()  # its fields cannot be read again
+    group_by = _group_by(o) + [g for g in cfg.get("group_by") or () if g not in _group_by(o) and g != "language" and not gone]
+    kept += [f"--group-by {g}" for g in group_by[len(_group_by(o)):]]
+    if groups is None and held_groups and not gone and len(group_by) > len(_group_by(o)):
+        groups = held_groups
+    if not kept:
+        return o, []
+    warnings.warn(f"{out}: kept what the folder holds (evaluated again with this run): {', '.join(kept)}; --overwrite"
+                  " replaces the folder's results instead", VdrWarning, stacklevel=3)
+    return o.replace(rewrites=rewrites or None, runs=runs or None, backends=backends, group_by=tuple(group_by), groups=groups), kept
 
 
 def _held(out: Path) -> dict | None:
