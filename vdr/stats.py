@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -67,6 +67,7 @@ __all__ = [
     "compare_pairs",
     "adopt_pair_family",
     "compare_groups",
+    "untested_groups",
     "GroupComparison",
     "group_order",
     "query_groups",
@@ -898,6 +899,29 @@ def overlapping(query_ids: Sequence[str], values: Mapping[str, object]) -> int:
     return sum(1 for keys in query_groups(query_ids, values).values() if len(keys) > 1)
 
 
+def untested_groups(query_ids: Sequence[str], values: Mapping[str, object], no_relevant: Collection[str]) -> dict[str, int]:
+    """``{group: size}`` of the groups of ``values`` (:func:`query_groups` along ``query_ids``) in which
+    no query has a relevant page (every query id in ``no_relevant``): :func:`compare_groups` does not
+    compare them, and tables show them apart.
+
+    >>> untested_groups(["q1", "q2", "q3"], {"q1": "a", "q2": "none", "q3": "none"}, {"q2", "q3"})
+    {'none': 2}
+
+    Raises:
+        InputError: as :func:`query_groups`.
+    """
+    no_rel = set(no_relevant)
+    if not no_rel:
+        return {}
+    member = query_groups(query_ids, values)
+    out = {}
+    for group in group_order(query_ids, values):
+        qs = [q for q in query_ids if group in member[q]]
+        if qs and all(q in no_rel for q in qs):
+            out[group] = len(qs)
+    return out
+
+
 def compare_groups(
     results: Mapping[str, Mapping[str, object]],
     groups: Mapping[str, Mapping[str, str]],
@@ -907,6 +931,7 @@ def compare_groups(
     n_permutations: int = 10_000,
     n_bootstrap: int = 10_000,
     seed: int = 0,
+    no_relevant: Collection[str] = (),
 ) -> list[GroupComparison]:
     """Each variant against ``baseline`` within each group of queries (``--group-by FIELD``).
 
@@ -918,12 +943,15 @@ def compare_groups(
     randomization test, t-test, bootstrap CI, W/T/L); then the randomization p-values of all groups
     x variants of that backend and field are Holm-adjusted as one family (labels
     ``"field=group/variant:metric"``). A query whose value of ``metric`` is NaN in either run is
-    left out of its group's test.
+    left out of its group's test. A group made only of ``no_relevant`` queries (no page is
+    relevant to any of them: every ranking scores 0 or NaN there by definition) is not compared and
+    stays out of the family (:func:`untested_groups` names those groups).
 
     Args:
         results: ``{backend: {variant: MetricsResult}}``; every backend holds ``baseline``.
         groups: ``{field: {query id: value}}``: a string, number, boolean or a list of them.
         metric: the metric compared (the primary metric).
+        no_relevant: ids of the queries without a relevant page in the qrels.
         baseline, n_permutations, n_bootstrap, seed: see :func:`compare_variants`.
 
     Returns:
@@ -943,7 +971,8 @@ def compare_groups(
         for field_name, values in groups.items():
             family: list[GroupComparison] = []
             member = query_groups(ids, values)
-            for group in group_order(ids, values):
+            skip = untested_groups(ids, values, no_relevant)
+            for group in (g for g in group_order(ids, values) if g not in skip):
                 idx = np.array([i for i, q in enumerate(ids) if group in member[q]], dtype=np.int64)
                 for variant, result in by_variant.items():
                     if variant == baseline:
