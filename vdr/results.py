@@ -1034,12 +1034,37 @@ class Results:
                                    f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm"
                                    f" (alpha {format_alpha(alpha)}).",), left=2, marks=tuple(marks))
 
-    def _pair_family(self) -> str:
-        """The one Holm family of ``vdr compare --pairs all``, in words (stated once, under the summary)."""
-        n = len(self.names_compared_pairwise())
-        metrics = list(dict.fromkeys(c.metric for c in self.pairwise))
-        return (f"{len(self.pairwise)} tests of one family: every pair of the {n} systems ({n * (n - 1) // 2} pairs, the baseline's"
-                f" included) x {', '.join(metrics)}; each test has this one Holm p in every table")
+    def family_line(self, primary: str | None = None) -> str:
+        """The Holm family of ``primary``'s comparisons (default the primary metric) in words, as the
+        note under the summary table states it once (``"p (Holm): Holm-corrected over the ..."``):
+        its size and what it spans (variants or runs, every pair with ``--pairs all``, the metrics),
+        and, when it spans one metric of several compared, that every other metric has its own
+        (``vdr compare --family all``: one over them all). ``""`` without comparisons.
+
+        Raises:
+            InputError: ``primary`` was not evaluated.
+        """
+        primary = self.check_metric(primary or self.primary)
+        comps = self.comparisons if primary in self.compared_metrics else self._computed(primary)
+        if not comps:
+            return ""
+        fam = next((c.holm_family for _, c in comps if c.metric == primary), comps[0][1].holm_family)
+        fam_metrics = list(dict.fromkeys(lab.rsplit(":", 1)[-1] for lab in fam))
+        others = [m for m in self.compared_metrics if m not in fam_metrics]
+        per_metric = all(len({lab.rsplit(":", 1)[-1] for lab in c.holm_family}) == 1 for _, c in self.comparisons)
+        tail = ""
+        if others and per_metric:
+            tail = f"; each other metric ({', '.join(others)}) its own family" + (
+                " (--family all: one over every metric)" if self.is_run_comparison else "")
+        tests = f"{len(fam)} test{'' if len(fam) == 1 else 's'}"
+        pair_fam = next((c.holm_family for c in self.pairwise if c.metric == primary), None)
+        if self.pairwise and fam == pair_fam:
+            n = len(self.names_compared_pairwise())
+            return (f"{tests} of one family: every pair of the {n} systems ({n * (n - 1) // 2} pairs, the baseline's"
+                    f" included) x {', '.join(fam_metrics)}; each test has this one Holm p in every table{tail}")
+        if self.is_run_comparison:
+            return f"{tests} (runs x {', '.join(fam_metrics)}){tail}"
+        return f"{tests} (variants x {', '.join(fam_metrics)}) of each backend{tail}"
 
     def names_compared_pairwise(self) -> list[str]:
         """The systems of :attr:`pairwise`, in the order they were compared (empty without pairs)."""
@@ -1078,13 +1103,9 @@ class Results:
         notes = [f"{b}: skipped: {reason}" for b, reason in self.skipped.items()]
         comps = self.comparisons if primary in self.compared_metrics else self._computed(primary)
         if comps:
-            fam = comps[0][1].holm_family
-            fam_metrics = list(dict.fromkeys(lab.rsplit(":", 1)[-1] for lab in fam))
             what = (f"d = run - baseline ({self.baseline}) on the same queries" if self.is_run_comparison
                     else "d = rewritten - original on the same backend and queries")
-            family = (self._pair_family() if self.pairwise and fam == tuple(c.label for c in self.pairwise)
-                      else f"{len(fam)} tests (runs x {', '.join(fam_metrics)})" if self.is_run_comparison
-                      else f"{len(fam)} tests (variants x {', '.join(fam_metrics)}) of each backend")
+            family = self.family_line(primary)
             tail = "" if self.is_run_comparison else f" Backends reported separately ({len({b for b, _ in comps})} compared)."
             notes.append(
                 f"{what}; p (perm): two-sided paired randomization test"

@@ -66,6 +66,9 @@ __all__ = [
     "compare_variants",
     "compare_pairs",
     "adopt_pair_family",
+    "holm_per_metric",
+    "check_family",
+    "FAMILIES",
     "compare_groups",
     "untested_groups",
     "GroupComparison",
@@ -806,6 +809,40 @@ def compare_pairs(
             comps += [replace(c, baseline=a) for c in compare(results[a], results[b], metrics, variant=b,
                                                                n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)]
     return holm_adjust(comps) if comps else []
+
+
+#: The Holm families of ``vdr compare`` (``--family``): ``"primary"`` (default), one family per
+#: compared metric (the primary metric's over the comparisons made is the one the verdicts read);
+#: ``"all"``, one family over the comparisons x every compared metric.
+FAMILIES = ("primary", "all")
+
+
+def check_family(family: object) -> str:
+    """``family`` if it is one of :data:`FAMILIES`; otherwise InputError naming ``--family``."""
+    if family not in FAMILIES:
+        raise InputError(f"--family must be 'primary' (Holm over the comparisons made, one family per metric) or 'all'"
+                         f" (one family over the comparisons x every compared metric), got {family!r}")
+    return str(family)
+
+
+def holm_per_metric(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """``comparisons`` (same order) with each metric's tests Holm-adjusted as one family
+    (:func:`holm_adjust` over the comparisons of that metric; ``holm_family`` lists them): the
+    default family of ``vdr compare`` (``--family primary``). Holm 1979 within each family.
+
+    >>> cs = [compare_arrays([0.0] * 3, [1.0] * 3, m, variant=v) for v in ("x", "y") for m in ("a", "b")]
+    >>> [c.holm_family for c in holm_per_metric(cs)][:2]
+    [('x:a', 'y:a'), ('x:b', 'y:b')]
+    """
+    comps = list(comparisons)
+    by_metric: dict[str, list[int]] = {}
+    for i, c in enumerate(comps):
+        by_metric.setdefault(c.metric, []).append(i)
+    out = list(comps)
+    for idx in by_metric.values():
+        for i, c in zip(idx, holm_adjust([comps[i] for i in idx])):
+            out[i] = c
+    return out
 
 
 def adopt_pair_family(comparisons: Sequence[tuple[str, Comparison]], pairwise: Sequence[Comparison],
