@@ -972,7 +972,7 @@ class Results:
     def pairs_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
         """ranx's comparison table of :attr:`pairwise` (``vdr compare --pairs all``): a row per
         system labelled ``a``, ``b``, ... ; per compared table metric its mean, with the letters of
-        the systems it is significantly better than (Holm over every pair x metric, at ``alpha``)
+        the systems it is significantly better than (Holm p at ``alpha``, in the family of :meth:`family_line`)
         as a superscript; W/T/L against the baseline's row is in :meth:`pairwise_table`.
 
         Raises:
@@ -1009,8 +1009,8 @@ class Results:
 
     def pairwise_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
         """Every pair of systems on ``primary``: a row per pair (``run`` - ``vs``, in the order of
-        :attr:`pairwise`) with the mean change, its 95% CI, the paired tests (Holm over every pair x
-        metric) and W/T/L of ``run`` against ``vs``; significant changes marked.
+        :attr:`pairwise`) with the mean change, its 95% CI, the paired tests (Holm: the family of
+        :meth:`family_line`) and W/T/L of ``run`` against ``vs``; significant changes marked.
 
         Raises:
             InputError: no pairwise comparisons; ``primary`` was not compared pairwise.

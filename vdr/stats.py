@@ -787,8 +787,9 @@ def compare_pairs(
     For the systems in ``results`` order ``s_1, ..., s_m``, each pair ``i < j`` is compared with
     :func:`compare` (``variant = s_j``, ``baseline = s_i``, so ``delta = mean(s_j) - mean(s_i)``) on
     every metric; then the randomization p-values of all ``m (m - 1) / 2`` pairs x metrics are
-    Holm-adjusted as one family (:func:`holm_adjust`; labels ``"s_j-s_i:metric"``). The change of
-    the reversed pair is ``-delta`` with the same p-values and the wins and losses swapped.
+    Holm-adjusted as one family (:func:`holm_adjust`; labels ``"s_j-s_i:metric"``; ``vdr compare``'s
+    default then re-adjusts each metric's pairs as its own family, :func:`holm_per_metric`). The
+    change of the reversed pair is ``-delta`` with the same p-values and the wins and losses swapped.
 
     Args:
         results: ``{system name: MetricsResult}`` over the same queries in the same order.
