@@ -53,6 +53,17 @@ def exact_p(d: list[float]) -> float:
     return hits / 2 ** len(d)
 
 
+def holm_formula(ps: list[float]) -> list[float]:
+    """Holm 1979, written out: the k-th smallest of N p-values times N - k + 1 (k from 1), capped at 1,
+    made non-decreasing along that order (independent of vdr.stats.holm)."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - k) * ps[i]))
+        out[i] = running
+    return out
+
+
 def test_compare_cli_values_hand_computed_and_pytrec_eval(files, tmp_path, capsys):
     out = tmp_path / "cmp"
     rc, stdout, err = cli(capsys, "compare", files["qrels.txt"], f"bm25={files['a.trec']}", files["b.trec"], "--baseline", "bm25",
@@ -83,13 +94,23 @@ def test_compare_cli_values_hand_computed_and_pytrec_eval(files, tmp_path, capsy
                 assert got["ndcg@3"] == pytest.approx(ref[q]["ndcg_cut_3"], abs=1e-12)
                 assert got["mrr"] == pytest.approx(ref[q]["recip_rank"], abs=1e-12)
                 assert got["precision@1"] == pytest.approx(ref[q]["P_1"], abs=1e-12)
-    # the comparison: b - bm25, exact test over 2^4 sign vectors, Holm over the 3 metrics
+    # the comparison: b - bm25, exact test over 2^4 sign vectors; Holm: the default family is each metric's
+    # comparisons made (one run against the baseline: 1 test, Holm p = p); --family all: one over the 3 metrics
     c = res.comparison("runs", "b", "ndcg@3")
     d = [y - x for x, y in zip(NDCG_A, NDCG_B)]
     assert c.delta == pytest.approx(np.mean(d), abs=1e-12) and (c.wins, c.ties, c.losses) == (3, 0, 1)
     assert c.exact and c.p_value == pytest.approx(exact_p(d), abs=1e-12) == 0.5  # 8 of 16 sign vectors: with s3 = +1, |1 + a(s1 - s4) + b s2| >= 1 + b for s1 - s4 in {0 (s2 = +1), 2}
     ps = [res.comparison("runs", "b", m).p_value for m in ("ndcg@3", "mrr", "precision@1")]
-    assert [res.comparison("runs", "b", m).p_value_holm for m in ("ndcg@3", "mrr", "precision@1")] == pytest.approx(list(holm(ps)))
+    assert [res.comparison("runs", "b", m).p_value_holm for m in ("ndcg@3", "mrr", "precision@1")] == pytest.approx(ps)
+    assert res.config["family"] == "primary" and c.holm_family == ("b:ndcg@3",)
+    assert "p (Holm): Holm-corrected over the 1 test (runs x ndcg@3); each other metric (mrr, precision@1) its own family" in stdout
+    every = vdr.compare(files["qrels.txt"], {"bm25": files["a.trec"], "b": files["b.trec"]}, metrics=["nDCG@3", "RR", "P@1"],
+                        family="all")
+    assert [every.comparison("runs", "b", m).p_value for m in ("ndcg@3", "mrr", "precision@1")] == ps
+    assert [every.comparison("runs", "b", m).p_value_holm for m in ("ndcg@3", "mrr", "precision@1")] == pytest.approx(holm_formula(ps))
+    assert list(holm(ps)) == pytest.approx(holm_formula(ps))
+    assert every.comparison("runs", "b").holm_family == ("b:ndcg@3", "b:mrr", "b:precision@1")
+    assert "Holm-corrected over the 3 tests (runs x ndcg@3, mrr, precision@1);" in every.table()
     assert ps[1] == pytest.approx(exact_p([y - x for x, y in zip(RR_A, RR_B)]), abs=1e-12)
     # the printed table: a run column, the primary metric first, the baseline's change cells empty
     lines = stdout.splitlines()
@@ -234,7 +255,7 @@ def test_pairs_all_hand_computed(tmp_path, capsys):
                           "--pairs", "all", "--out", out, "--no-report")
     assert rc == 0, err
     res = Results.load(out)
-    assert res.config["pairs"] == "all" and len(res.pairwise) == 6 * 2  # C(4, 2) pairs x 2 metrics, one Holm family
+    assert res.config["pairs"] == "all" and len(res.pairwise) == 6 * 2  # C(4, 2) pairs x 2 metrics
     pairs = {(c.variant, c.baseline, c.metric): c for c in res.pairwise}
     assert [(c.variant, c.baseline) for c in res.pairwise if c.metric == "ndcg@3"] == [
         ("B", "A"), ("C", "A"), ("D", "A"), ("C", "B"), ("D", "B"), ("D", "C")]
@@ -244,8 +265,15 @@ def test_pairs_all_hand_computed(tmp_path, capsys):
         wins = len(set(PAIR_FOUND[v]) - set(PAIR_FOUND[b]))
         losses = len(set(PAIR_FOUND[b]) - set(PAIR_FOUND[v]))
         assert (c.wins, c.ties, c.losses) == (wins, 20 - wins - losses, losses)
-        assert c.holm_family == tuple(x.label for x in res.pairwise)
-    assert list(holm([c.p_value for c in res.pairwise])) == pytest.approx([c.p_value_holm for c in res.pairwise])
+        # the default family (--family primary): each metric's 6 pair tests, one family per metric
+        assert c.holm_family == tuple(x.label for x in res.pairwise if x.metric == m)
+    for m in ("ndcg@3", "mrr@3"):
+        fam = [c for c in res.pairwise if c.metric == m]
+        assert holm_formula([c.p_value for c in fam]) == pytest.approx([c.p_value_holm for c in fam])
+    every = vdr.compare(qrels, runs, metrics=["ndcg@3", "mrr@3"], pairs="all", family="all")  # one family of the 12 tests
+    assert [c.p_value for c in every.pairwise] == [c.p_value for c in res.pairwise]
+    assert all(c.holm_family == tuple(x.label for x in every.pairwise) for c in every.pairwise)
+    assert holm_formula([c.p_value for c in every.pairwise]) == pytest.approx([c.p_value_holm for c in every.pairwise])
     res.save(tmp_path / "again")  # the pairs are in results.json and read back as they were
     assert (tmp_path / "again" / "results.json").read_bytes() == (out / "results.json").read_bytes()
     # B and D: two wins, two losses -> no evidence; every other pair differs on >= 10 queries all one way -> significant

@@ -126,7 +126,7 @@ def test_primary_metric_not_compared_is_compared_on_demand():
     lines = res.table(primary="hole@3").splitlines()
     assert lines[0].startswith("backend  variant   hole@3  mrr@3   recall@3  queries  d hole@3")
     assert lines[3].startswith("kw_v2: +0.000 hole@3 on lexical [95% CI +0.000, +0.000], not significant after Holm (p 1.00")
-    assert "Holm-corrected over the 1 tests (variants x hole@3)" in lines[5]
+    assert "Holm-corrected over the 1 test (variants x hole@3)" in lines[5]
     with pytest.raises(InputError, match="metric 'ndcg@3' was not evaluated"):
         res.table(primary="ndcg@3")
 

@@ -31,14 +31,14 @@ import io
 import json
 import math
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .stats import (MISSING_GROUP, ALPHA, Comparison, GroupComparison, check_alpha, compare_groups, compare_variants, describe_test,
-                    format_alpha, format_p, query_groups)
+                    format_alpha, format_p, query_groups, untested_groups)
 from .corpus import Corpus, PassageCorpus, load_corpus
 from .errors import InputError, VdrError
 from .io.atomic import atomic_write
@@ -90,6 +90,39 @@ def fmt_p(p: float | None, alpha: float | None = None) -> str:
     ('0.0469', '0.050004', '4.0e-05')
     """
     return format_p(p, alpha, "table")
+
+
+def holm_reason(c: Comparison, alpha: float) -> str:
+    """The tail of a verdict after "... after Holm": `` (p 0.45, α 0.05)``; when the correction
+    alone makes the change not significant (unadjusted randomization p <= ``alpha`` < Holm p: its
+    95% CI, which is not corrected, usually excludes 0), it names the correction and the unadjusted
+    p, `` over 8 tests (p 0.20; unadjusted p 0.026, α 0.05)`` (Holm 1979: the smallest of ``N``
+    p-values is multiplied by ``N``)."""
+    a = format_alpha(alpha)
+    p_holm = fmt_p_short(c.p_value_holm, alpha)
+    if holm_decided(c, alpha):
+        return f" over {len(c.holm_family)} tests (p {p_holm}; unadjusted p {fmt_p_short(c.p_value, alpha)}, \u03b1 {a})"
+    return f" (p {p_holm}, \u03b1 {a})"
+
+
+def holm_decided(c: Comparison, alpha: float) -> bool:
+    """Whether Holm's correction alone makes ``c`` not significant at ``alpha``: a change whose
+    unadjusted randomization p is at most ``alpha`` and whose Holm p is above it."""
+    return c.outcome(alpha) == "ns" and c.delta != 0 and c.p_value <= alpha and len(c.holm_family) > 1
+
+
+def holm_decided_note(comparisons: Sequence[Comparison], alpha: float) -> str:
+    """A table's note on its rows that Holm's correction alone makes not significant
+    (:func:`holm_decided`; ``""`` when none): their p (perm) is at most ``alpha``, and the 95% CI
+    (not corrected) often excludes 0; the correction over ``N`` tests (Holm 1979) is the reason."""
+    hits = [c for c in comparisons if holm_decided(c, alpha)]
+    if not hits:
+        return ""
+    sizes = "/".join(map(str, sorted({len(c.holm_family) for c in hits})))
+    n = len(hits)
+    return (f"{n} change{'s' if n > 1 else ''} with p (perm) <= {format_alpha(alpha)} {'are' if n > 1 else 'is'} not significant"
+            f" after Holm over {sizes} tests: the correction, not the data, decides {'them' if n > 1 else 'it'} (the 95% CI is"
+            " not corrected).")
 
 
 def fmt_p_short(p: float | None, alpha: float | None = None) -> str:
@@ -796,7 +829,8 @@ class Results:
         legend = (rf"$\uparrow$/$\downarrow$: significantly higher/lower than {than} after Holm's correction"
                   rf" ($\alpha = {format_alpha(alpha)}$, paired randomization test).")
         notes = [f"{MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant gain/loss after Holm (alpha {format_alpha(alpha)})."
-                 if any(m for row in marks for m in row) else "", *self._notes(primary)]
+                 if any(m for row in marks for m in row) else "", *self._notes(primary),
+                 holm_decided_note([c for r in self.runs if (c := self.comparison(r.backend, r.variant, primary))], alpha)]
         return Table(head, tuple(rows), tuple(n for n in notes if n), classes, left=1 if self.is_run_comparison else 2,
                      marks=tuple(marks), latex_sups=tuple(sups), verdicts=tuple(self.verdicts(primary, alpha)), latex_legend=legend,
                      titles=titles, sections=(head.index(f"d {primary}"),))
@@ -824,7 +858,7 @@ class Results:
         who = f"{variant} vs {self.baseline} (baseline)" if self.is_run_comparison else f"{variant}{same}"
         where = "" if self.is_run_comparison else f" on {backend}"
         return (f"{who}: {c.delta:+.3f} {metric_title(primary)}{where} [95% CI {lo:+.3f}, {hi:+.3f}], {status} after Holm"
-                f" (p {fmt_p_short(c.p_value_holm, alpha)}, \u03b1 {format_alpha(alpha)})")
+                f"{holm_reason(c, alpha)}")
 
     def verdicts(self, primary: str | None = None, alpha: float | None = None) -> list[str]:
         """:meth:`verdict` of every backend x variant other than the baseline, in :attr:`runs` order;
@@ -872,8 +906,34 @@ class Results:
             cfg = self.config
             self._extra[key] = compare_groups(by_backend, {field_name: values}, primary, baseline=self.baseline,
                                               n_permutations=int(cfg.get("n_permutations", 10_000)),
-                                              n_bootstrap=int(cfg.get("n_bootstrap", 10_000)), seed=int(cfg.get("seed", 0)))
+                                              n_bootstrap=int(cfg.get("n_bootstrap", 10_000)), seed=int(cfg.get("seed", 0)),
+                                              no_relevant=self.queries_without_relevant())
         return self._extra[key]
+
+    def queries_without_relevant(self) -> list[str]:
+        """The evaluated queries with no relevant page (grade >= :attr:`relevance_level`) in the
+        qrels, in order; ``[]`` when the qrels are not available (results loaded without them)."""
+        if self.qrels is None:
+            return []
+        return [q for q in self.query_ids if not self.relevant(q)]
+
+    def untested_groups(self, field_name: str) -> dict[str, int]:
+        """``{group: size}`` of the groups of ``field_name`` in which no query has a relevant page:
+        not compared, out of the Holm family (:func:`vdr.stats.untested_groups`), shown apart in
+        one line (:meth:`untested_note`)."""
+        values = {q: self.query_fields.get(q, {}).get(field_name) for q in self.query_ids}
+        return untested_groups(self.query_ids, values, self.queries_without_relevant())
+
+    def untested_note(self, field_name: str) -> str:
+        """One line naming the groups of :meth:`untested_groups` and their sizes (``""`` when none),
+        e.g. ``"Not compared: group none (4 queries): no query in it has a relevant page, so every run
+        scores 0 there; left out of the Holm family."``."""
+        skip = self.untested_groups(field_name)
+        if not skip:
+            return ""
+        names = ", ".join(f"{g} ({n} quer{'y' if n == 1 else 'ies'})" for g, n in skip.items())
+        return (f"Not compared: group{'s' if len(skip) > 1 else ''} {names}: no query in {'them' if len(skip) > 1 else 'it'}"
+                " has a relevant page, so every run scores 0 there; left out of the Holm family.")
 
     def group_rows(self, field_name: str, primary: str | None = None, alpha: float | None = None) -> list[dict]:
         """:meth:`grouped` as rows: ``backend, field, group, variant, metric, n_queries,
@@ -927,7 +987,8 @@ class Results:
                  f"; {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant"
                  f" gain/loss (alpha {format_alpha(alpha)}). Small groups can rarely reach significance (an exact test over n queries"
                  " cannot give p below 2/2^n)."]
-        notes += [_overlap_note(field_name, member)]
+        notes += [_overlap_note(field_name, member), self.untested_note(field_name),
+                  holm_decided_note([g.comparison for g in self.grouped(field_name, primary)], alpha)]
         if n_missing:
             notes.append(f"{n_missing} queries have no {field_name!r}: group (missing).")
         notes = [n for n in notes if n]
@@ -958,7 +1019,7 @@ class Results:
         member = query_groups(self.query_ids, {q: self.query_fields.get(q, {}).get(field_name) for q in self.query_ids})
         notes = (f"Change in {primary} against {self.baseline} within each group;"
                  f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm (alpha {format_alpha(alpha)}).",
-                 _overlap_note(field_name, member))
+                 _overlap_note(field_name, member), self.untested_note(field_name))
         return Table(head, tuple(cells), tuple(n for n in notes if n), left=1, marks=tuple(marks))
 
     # ---------------------------------------------------------------- query languages (MTEB's subsets)
@@ -1026,7 +1087,7 @@ class Results:
     def pairs_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
         """ranx's comparison table of :attr:`pairwise` (``vdr compare --pairs all``): a row per
         system labelled ``a``, ``b``, ... ; per compared table metric its mean, with the letters of
-        the systems it is significantly better than (Holm over every pair x metric, at ``alpha``)
+        the systems it is significantly better than (Holm p at ``alpha``, in the family of :meth:`family_line`)
         as a superscript; W/T/L against the baseline's row is in :meth:`pairwise_table`.
 
         Raises:
@@ -1063,8 +1124,8 @@ class Results:
 
     def pairwise_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
         """Every pair of systems on ``primary``: a row per pair (``run`` - ``vs``, in the order of
-        :attr:`pairwise`) with the mean change, its 95% CI, the paired tests (Holm over every pair x
-        metric) and W/T/L of ``run`` against ``vs``; significant changes marked.
+        :attr:`pairwise`) with the mean change, its 95% CI, the paired tests (Holm: the family of
+        :meth:`family_line`) and W/T/L of ``run`` against ``vs``; significant changes marked.
 
         Raises:
             InputError: no pairwise comparisons; ``primary`` was not compared pairwise.
@@ -1088,12 +1149,37 @@ class Results:
                                    f" {MARK_SYMBOLS['gain']}/{MARK_SYMBOLS['loss']}: significant after Holm"
                                    f" (alpha {format_alpha(alpha)}).",), left=2, marks=tuple(marks))
 
-    def _pair_family(self) -> str:
-        """The one Holm family of ``vdr compare --pairs all``, in words (stated once, under the summary)."""
-        n = len(self.names_compared_pairwise())
-        metrics = list(dict.fromkeys(c.metric for c in self.pairwise))
-        return (f"{len(self.pairwise)} tests of one family: every pair of the {n} systems ({n * (n - 1) // 2} pairs, the baseline's"
-                f" included) x {', '.join(metrics)}; each test has this one Holm p in every table")
+    def family_line(self, primary: str | None = None) -> str:
+        """The Holm family of ``primary``'s comparisons (default the primary metric) in words, as the
+        note under the summary table states it once (``"p (Holm): Holm-corrected over the ..."``):
+        its size and what it spans (variants or runs, every pair with ``--pairs all``, the metrics),
+        and, when it spans one metric of several compared, that every other metric has its own
+        (``vdr compare --family all``: one over them all). ``""`` without comparisons.
+
+        Raises:
+            InputError: ``primary`` was not evaluated.
+        """
+        primary = self.check_metric(primary or self.primary)
+        comps = self.comparisons if primary in self.compared_metrics else self._computed(primary)
+        if not comps:
+            return ""
+        fam = next((c.holm_family for _, c in comps if c.metric == primary), comps[0][1].holm_family)
+        fam_metrics = list(dict.fromkeys(lab.rsplit(":", 1)[-1] for lab in fam))
+        others = [m for m in self.compared_metrics if m not in fam_metrics]
+        per_metric = all(len({lab.rsplit(":", 1)[-1] for lab in c.holm_family}) == 1 for _, c in self.comparisons)
+        tail = ""
+        if others and per_metric:
+            tail = f"; each other metric ({', '.join(others)}) its own family" + (
+                " (--family all: one over every metric)" if self.is_run_comparison else "")
+        tests = f"{len(fam)} test{'' if len(fam) == 1 else 's'}"
+        pair_fam = next((c.holm_family for c in self.pairwise if c.metric == primary), None)
+        if self.pairwise and fam == pair_fam:
+            n = len(self.names_compared_pairwise())
+            return (f"{tests} of one family: every pair of the {n} systems ({n * (n - 1) // 2} pairs, the baseline's"
+                    f" included) x {', '.join(fam_metrics)}; each test has this one Holm p in every table{tail}")
+        if self.is_run_comparison:
+            return f"{tests} (runs x {', '.join(fam_metrics)}){tail}"
+        return f"{tests} (variants x {', '.join(fam_metrics)}) of each backend{tail}"
 
     def names_compared_pairwise(self) -> list[str]:
         """The systems of :attr:`pairwise`, in the order they were compared (empty without pairs)."""
@@ -1132,13 +1218,9 @@ class Results:
         notes = [f"{b}: skipped: {reason}" for b, reason in self.skipped.items()]
         comps = self.comparisons if primary in self.compared_metrics else self._computed(primary)
         if comps:
-            fam = comps[0][1].holm_family
-            fam_metrics = list(dict.fromkeys(lab.rsplit(":", 1)[-1] for lab in fam))
             what = (f"d = run - baseline ({self.baseline}) on the same queries" if self.is_run_comparison
                     else "d = rewritten - original on the same backend and queries")
-            family = (self._pair_family() if self.pairwise and fam == tuple(c.label for c in self.pairwise)
-                      else f"{len(fam)} tests (runs x {', '.join(fam_metrics)})" if self.is_run_comparison
-                      else f"{len(fam)} tests (variants x {', '.join(fam_metrics)}) of each backend")
+            family = self.family_line(primary)
             tail = "" if self.is_run_comparison else f" Backends reported separately ({len({b for b, _ in comps})} compared)."
             notes.append(
                 f"{what}; p (perm): two-sided paired randomization test"

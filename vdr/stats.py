@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -66,7 +66,11 @@ __all__ = [
     "compare_variants",
     "compare_pairs",
     "adopt_pair_family",
+    "holm_per_metric",
+    "check_family",
+    "FAMILIES",
     "compare_groups",
+    "untested_groups",
     "GroupComparison",
     "group_order",
     "query_groups",
@@ -783,8 +787,9 @@ def compare_pairs(
     For the systems in ``results`` order ``s_1, ..., s_m``, each pair ``i < j`` is compared with
     :func:`compare` (``variant = s_j``, ``baseline = s_i``, so ``delta = mean(s_j) - mean(s_i)``) on
     every metric; then the randomization p-values of all ``m (m - 1) / 2`` pairs x metrics are
-    Holm-adjusted as one family (:func:`holm_adjust`; labels ``"s_j-s_i:metric"``). The change of
-    the reversed pair is ``-delta`` with the same p-values and the wins and losses swapped.
+    Holm-adjusted as one family (:func:`holm_adjust`; labels ``"s_j-s_i:metric"``; ``vdr compare``'s
+    default then re-adjusts each metric's pairs as its own family, :func:`holm_per_metric`). The
+    change of the reversed pair is ``-delta`` with the same p-values and the wins and losses swapped.
 
     Args:
         results: ``{system name: MetricsResult}`` over the same queries in the same order.
@@ -805,6 +810,40 @@ def compare_pairs(
             comps += [replace(c, baseline=a) for c in compare(results[a], results[b], metrics, variant=b,
                                                                n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)]
     return holm_adjust(comps) if comps else []
+
+
+#: The Holm families of ``vdr compare`` (``--family``): ``"primary"`` (default), one family per
+#: compared metric (the primary metric's over the comparisons made is the one the verdicts read);
+#: ``"all"``, one family over the comparisons x every compared metric.
+FAMILIES = ("primary", "all")
+
+
+def check_family(family: object) -> str:
+    """``family`` if it is one of :data:`FAMILIES`; otherwise InputError naming ``--family``."""
+    if family not in FAMILIES:
+        raise InputError(f"--family must be 'primary' (Holm over the comparisons made, one family per metric) or 'all'"
+                         f" (one family over the comparisons x every compared metric), got {family!r}")
+    return str(family)
+
+
+def holm_per_metric(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """``comparisons`` (same order) with each metric's tests Holm-adjusted as one family
+    (:func:`holm_adjust` over the comparisons of that metric; ``holm_family`` lists them): the
+    default family of ``vdr compare`` (``--family primary``). Holm 1979 within each family.
+
+    >>> cs = [compare_arrays([0.0] * 3, [1.0] * 3, m, variant=v) for v in ("x", "y") for m in ("a", "b")]
+    >>> [c.holm_family for c in holm_per_metric(cs)][:2]
+    [('x:a', 'y:a'), ('x:b', 'y:b')]
+    """
+    comps = list(comparisons)
+    by_metric: dict[str, list[int]] = {}
+    for i, c in enumerate(comps):
+        by_metric.setdefault(c.metric, []).append(i)
+    out = list(comps)
+    for idx in by_metric.values():
+        for i, c in zip(idx, holm_adjust([comps[i] for i in idx])):
+            out[i] = c
+    return out
 
 
 def adopt_pair_family(comparisons: Sequence[tuple[str, Comparison]], pairwise: Sequence[Comparison],
@@ -898,6 +937,29 @@ def overlapping(query_ids: Sequence[str], values: Mapping[str, object]) -> int:
     return sum(1 for keys in query_groups(query_ids, values).values() if len(keys) > 1)
 
 
+def untested_groups(query_ids: Sequence[str], values: Mapping[str, object], no_relevant: Collection[str]) -> dict[str, int]:
+    """``{group: size}`` of the groups of ``values`` (:func:`query_groups` along ``query_ids``) in which
+    no query has a relevant page (every query id in ``no_relevant``): :func:`compare_groups` does not
+    compare them, and tables show them apart.
+
+    >>> untested_groups(["q1", "q2", "q3"], {"q1": "a", "q2": "none", "q3": "none"}, {"q2", "q3"})
+    {'none': 2}
+
+    Raises:
+        InputError: as :func:`query_groups`.
+    """
+    no_rel = set(no_relevant)
+    if not no_rel:
+        return {}
+    member = query_groups(query_ids, values)
+    out = {}
+    for group in group_order(query_ids, values):
+        qs = [q for q in query_ids if group in member[q]]
+        if qs and all(q in no_rel for q in qs):
+            out[group] = len(qs)
+    return out
+
+
 def compare_groups(
     results: Mapping[str, Mapping[str, object]],
     groups: Mapping[str, Mapping[str, str]],
@@ -907,6 +969,7 @@ def compare_groups(
     n_permutations: int = 10_000,
     n_bootstrap: int = 10_000,
     seed: int = 0,
+    no_relevant: Collection[str] = (),
 ) -> list[GroupComparison]:
     """Each variant against ``baseline`` within each group of queries (``--group-by FIELD``).
 
@@ -918,12 +981,15 @@ def compare_groups(
     randomization test, t-test, bootstrap CI, W/T/L); then the randomization p-values of all groups
     x variants of that backend and field are Holm-adjusted as one family (labels
     ``"field=group/variant:metric"``). A query whose value of ``metric`` is NaN in either run is
-    left out of its group's test.
+    left out of its group's test. A group made only of ``no_relevant`` queries (no page is
+    relevant to any of them: every ranking scores 0 or NaN there by definition) is not compared and
+    stays out of the family (:func:`untested_groups` names those groups).
 
     Args:
         results: ``{backend: {variant: MetricsResult}}``; every backend holds ``baseline``.
         groups: ``{field: {query id: value}}``: a string, number, boolean or a list of them.
         metric: the metric compared (the primary metric).
+        no_relevant: ids of the queries without a relevant page in the qrels.
         baseline, n_permutations, n_bootstrap, seed: see :func:`compare_variants`.
 
     Returns:
@@ -943,7 +1009,8 @@ def compare_groups(
         for field_name, values in groups.items():
             family: list[GroupComparison] = []
             member = query_groups(ids, values)
-            for group in group_order(ids, values):
+            skip = untested_groups(ids, values, no_relevant)
+            for group in (g for g in group_order(ids, values) if g not in skip):
                 idx = np.array([i for i, q in enumerate(ids) if group in member[q]], dtype=np.int64)
                 for variant, result in by_variant.items():
                     if variant == baseline:

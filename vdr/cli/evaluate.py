@@ -28,6 +28,7 @@ from .params import (
 # dict); _evaluation_kwargs turns their values into those arguments. None: the API's default.
 _PANEL_STATS, _PANEL_TEXT = common.PANEL_STATS, common.PANEL_TEXT
 Pairs = common._choice("Pairs", "baseline", "all")
+Family = common._choice("Family", "primary", "all")
 
 
 _EVALUATION_OPTIONS = {
@@ -508,6 +509,9 @@ def compare_command(
     pairs: Pairs = typer.Option(
         Pairs.baseline, "--pairs", rich_help_panel=common.PANEL_STATS,
         help="baseline: each run against the baseline; all: also every pair of runs (ranx's matrix: mean change, paired test, Holm over all pairs, W/T/L)."),
+    family: Family = typer.Option(
+        Family.primary, "--family", rich_help_panel=common.PANEL_STATS,
+        help="Holm family. primary: the comparisons made (each run vs the baseline; with --pairs all every pair), one family per metric, so the verdicts' primary metric is corrected over those tests only; all: one family over the comparisons x every compared metric."),
     alpha: float = _STORY_OPTIONS["alpha"](),
     group_by: Optional[list[str]] = _STORY_OPTIONS["group_by"](),
     groups: Optional[Path] = _STORY_OPTIONS["groups"](),
@@ -525,8 +529,8 @@ def compare_command(
         qrels, parse_run_items(runs), baseline=baseline, metrics=metric or None, primary_metric=primary_metric, k=k,
         relevance_level=relevance_level, queries_without_relevant="exclude" if exclude_no_relevant else "zero",
         allow_unjudged=allow_unjudged, allow_id_mismatch=allow_id_mismatch, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, out=out,
-        overwrite=overwrite, report=write_report, pairs=str(getattr(pairs, "value", pairs)), alpha=alpha, group_by=tuple(group_by or ()),
-        groups=groups, queries=queries, corpus_dir=corpus,
+        overwrite=overwrite, report=write_report, pairs=str(getattr(pairs, "value", pairs)), family=str(getattr(family, "value", family)), alpha=alpha,
+        group_by=tuple(group_by or ()), groups=groups, queries=queries, corpus_dir=corpus,
     )
     typer.echo(common.table_text(res.summary_table(), wide=wide))
     if res.pairwise:

@@ -5,9 +5,10 @@ Every run is evaluated on the qrels' query set (a query a run lacks scores 0, as
 ``-c``); every run other than the baseline is compared with the baseline on the compared metrics
 by :func:`vdr.stats.compare_variants`: paired randomization test (exact over all ``2^n`` sign
 assignments for ``n <= 16`` queries), paired t-test, 95% bootstrap CI of the mean change,
-wins/ties/losses, Holm over all runs x metrics. With ``pairs="all"`` every pair of runs is also
-compared (ranx's matrix, :func:`vdr.stats.compare_pairs`: Holm over all pairs x metrics, the one family of
-every test, those against the baseline included: one Holm p per test in every table); with
+wins/ties/losses, Holm over the runs, one family per metric (``family="all"``: one family over runs x
+metrics). With ``pairs="all"`` every pair of runs is also compared (ranx's matrix,
+:func:`vdr.stats.compare_pairs`: Holm over all pairs, one family per metric or, ``family="all"``, one
+over pairs x metrics; those against the baseline included: one Holm p per test in every table); with
 ``group_by`` each run is compared with the baseline within each group of queries
 (:func:`vdr.stats.compare_groups`). The outcome is a :class:`~vdr.results.Results`
 (one pseudo-backend ``runs``, one variant per run, the baseline first) written like
@@ -27,7 +28,7 @@ from typing import Any
 
 from ..io.digest import file_sha256
 from ..options import with_keywords
-from ..stats import adopt_pair_family, check_alpha, compare_pairs, compare_variants
+from ..stats import adopt_pair_family, check_alpha, check_family, compare_pairs, compare_variants, holm_per_metric
 from ..errors import InputError
 from .inputs import check_name
 from ..io.formats import load_qrels, load_queries, load_run, read_query_fields
@@ -126,7 +127,11 @@ class CompareOptions:
         report: with ``out``, also write the HTML/Markdown report (:func:`vdr.report`).
         pairs: ``"baseline"`` (default: each run against the baseline) or ``"all"``: also every
             pair of runs (ranx's comparison matrix; :meth:`Results.pairs_table
-            <vdr.results.Results.pairs_table>`), Holm over all pairs x metrics.
+            <vdr.results.Results.pairs_table>`).
+        family: the Holm families: ``"primary"`` (default) one per compared metric, so the primary
+            metric's family is the comparisons made on it (each run against the baseline, or with
+            ``pairs="all"`` every pair); ``"all"`` one family over the comparisons x every compared
+            metric. Each test has one Holm p, the same in every table (:func:`vdr.stats.holm_per_metric`).
         alpha: significance level of the verdicts and marks (default 0.05; Holm-adjusted p).
         group_by: query fields to break the comparison down by (``type``, ``language``): read
             from ``queries`` (extra JSON fields) or ``groups``.
@@ -152,6 +157,7 @@ class CompareOptions:
     overwrite: bool = False
     report: bool = True
     pairs: str = "baseline"
+    family: str = "primary"
     alpha: float = 0.05
     group_by: Sequence[str] = ()
     groups: str | Path | None = None
@@ -179,7 +185,7 @@ def compare_runs(
         **kwargs: any field of :class:`CompareOptions` (``baseline``, ``metrics``,
             ``primary_metric``, ``k``, ``relevance_level``, ``queries_without_relevant``,
             ``allow_unjudged``, ``allow_id_mismatch``, ``n_permutations``, ``n_bootstrap``, ``seed``, ``out``,
-            ``overwrite``, ``report``, ``pairs``, ``alpha``, ``group_by``, ``groups``, ``queries``,
+            ``overwrite``, ``report``, ``pairs``, ``family``, ``alpha``, ``group_by``, ``groups``, ``queries``,
             ``corpus_dir``: documented there, with their defaults); they override ``options``'
             fields.
 
@@ -238,6 +244,7 @@ def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
     if o.pairs not in ("baseline", "all"):
         raise InputError(f"--pairs must be 'baseline' (each run against the baseline) or 'all' (every pair), got {o.pairs!r}")
     alpha = check_alpha(o.alpha)
+    family = check_family(o.family)
     group_by = [o.group_by] if isinstance(o.group_by, str) else list(o.group_by or ())
     fields = read_query_fields([o.queries], o.groups, group_by)
     texts = load_queries(o.queries) if o.queries is not None else None
@@ -268,6 +275,9 @@ def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
                                    n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
     pairwise = (compare_pairs(by_name, plan.compared_names, n_permutations=o.n_permutations, n_bootstrap=o.n_bootstrap, seed=o.seed)
                 if o.pairs == "all" else [])
+    if family == "primary":  # one family per metric: the primary's over the comparisons made is the verdicts'
+        comparisons = list(zip([b for b, _ in comparisons], holm_per_metric([c for _, c in comparisons])))
+        pairwise = holm_per_metric(pairwise)
     if pairwise:  # one family: the tests against the baseline are pairs too, with the one Holm p of every pair
         comparisons = adopt_pair_family(comparisons, pairwise, baseline)
     config = {
@@ -275,7 +285,7 @@ def _compare(qrels, runs, qrels_path: str | None, o: CompareOptions) -> Results:
         "variants": order, "backends": [RUNS_BACKEND], "k": list(plan.cutoffs), "seed": o.seed, "relevance_level": o.relevance_level,
         "queries_without_relevant": o.queries_without_relevant, "n_permutations": o.n_permutations, "n_bootstrap": o.n_bootstrap,
         "metrics": plan.names, "table_metrics": plan.table_names, "compared_metrics": plan.compared_names,
-        "primary_metric": plan.primary_name, "pairs": o.pairs, "alpha": alpha,
+        "primary_metric": plan.primary_name, "pairs": o.pairs, "family": family, "alpha": alpha,
         **({"group_by": group_by} if group_by else {}),
         **({"groups": str(Path(o.groups).resolve())} if o.groups is not None else {}),
         **({"queries": str(Path(o.queries).resolve())} if o.queries is not None else {}),
