@@ -115,6 +115,7 @@ MODULE_TIERS = {
     "test_queries_tsv": "core",
     "test_query_groups": "core",
     "test_group_keys": "core",  # canonical group keys, overlapping groups: exact p by enumeration
+    "test_holm_reading": "core",  # Holm reading: exact sign-flip enumeration and Holm written in the test
     "test_query_budget": "core",
     "test_query_cache": "core",
     "test_rcp_metric": "core",

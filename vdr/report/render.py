@@ -741,19 +741,9 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
         TypeError: an unknown keyword (named, with the known ones); ``results_dir`` or ``out`` not a
             path (:class:`~vdr.errors.ArgumentTypeError`, naming it).
     """
-    from ..errors import check_path
-
     o = with_keywords(ReportOptions, options, kwargs, "report")
-    if o.top < 0:
-        raise InputError(f"top must be >= 0, got {o.top}")
-    out = check_path(out, "report", "out", optional=True)
-    res = Results.load(check_path(results_dir, "report", "results_dir"))
-    warnings = list(res.warnings)
-    p = res.check_metric(o.primary_metric or res.primary)
-    alpha = res.alpha if o.alpha is None else o.alpha
-    fields = _apply(res, o, warnings)
+    res, out, warnings, p, alpha, fields = _open_results(results_dir, out, o)
     summary = res.summary_table(p, alpha)
-    out = Path(out) if out is not None else res.root / "report.html"
     md_path = out.with_suffix(".md")
     thumbs = _Thumbs(res, pages_dir_of(out))
     words = _Words(res)
@@ -785,6 +775,27 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     latex_path = _write_latex(res, summary, o.latex, p, alpha)
     return ReportPaths(out, md_path, len(thumbs.missing), warnings, latex_path, len(thumbs.rules),
                        thumbs.pages if thumbs.files else None)
+
+
+def _open_results(results_dir, out, o: ReportOptions):
+    """What :func:`report` renders: ``(results, html path, warnings, primary metric, alpha, group
+    fields)``, ``o`` applied (:func:`_apply`).
+
+    Raises:
+        InputError: a negative ``top``, a path of the wrong type, an unreadable results folder, an
+            unknown primary metric.
+    """
+    from ..errors import check_path
+
+    if o.top < 0:
+        raise InputError(f"top must be >= 0, got {o.top}")
+    out = check_path(out, "report", "out", optional=True)
+    res = Results.load(check_path(results_dir, "report", "results_dir"))
+    warnings = list(res.warnings)
+    p = res.check_metric(o.primary_metric or res.primary)
+    alpha = res.alpha if o.alpha is None else o.alpha
+    fields = _apply(res, o, warnings)
+    return res, Path(out) if out is not None else res.root / "report.html", warnings, p, alpha, fields
 
 
 def _write_markdown(path: Path, parts: list[list[str]], warnings: list[str], html_name: str) -> None:
