@@ -400,13 +400,13 @@ def test_console_script_subprocess(tmp_path):
     exe = BIN / "vdr"
     assert exe.exists()
     j = tmp_path / "o.json"
-    p = subprocess.run([str(exe), "metrics", QRELS, RUN, "--json", str(j)], capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=60)
+    p = subprocess.run([str(exe), "metrics", QRELS, RUN, "--json", str(j)], capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=600)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0].split() == ["metric", "@1", "@3", "@5", "@10"]
     assert json.loads(j.read_text())["aggregate"]["ndcg@3"] == pytest.approx(NDCG3, abs=1e-12)
     bad = tmp_path / "bad.tsv"
     bad.write_text("q1\td1\t1\n")
-    p = subprocess.run([str(exe), "metrics", str(bad), RUN], capture_output=True, text=True, env=_env(), timeout=60)
+    p = subprocess.run([str(exe), "metrics", str(bad), RUN], capture_output=True, text=True, env=_env(), timeout=600)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines() == [p.stderr.strip()]
@@ -433,14 +433,14 @@ def test_python_m_vdr_writes_and_exit_codes(tmp_path):
     """``python -m vdr`` goes through ``entry`` (gc frozen before shutdown): files written, statuses kept."""
     j = tmp_path / "o.json"
     p = subprocess.run([sys.executable, "-m", "vdr", "metrics", QRELS, RUN, "-m", "ndcg@3", "--json", str(j)],
-                       capture_output=True, text=True, env=_env(), timeout=60)
+                       capture_output=True, text=True, env=_env(), timeout=600)
     assert p.returncode == 0, p.stderr
     assert json.loads(j.read_text())["aggregate"]["ndcg@3"] == pytest.approx(NDCG3, abs=1e-12)
     bad = tmp_path / "bad.tsv"
     bad.write_text("q1\td1\t1\n")
-    p = subprocess.run([sys.executable, "-m", "vdr", "metrics", str(bad), RUN], capture_output=True, text=True, env=_env(), timeout=60)
+    p = subprocess.run([sys.executable, "-m", "vdr", "metrics", str(bad), RUN], capture_output=True, text=True, env=_env(), timeout=600)
     assert (p.returncode, p.stderr.startswith(f"error: {bad}:1: ")) == (2, True)
-    p = subprocess.run([sys.executable, "-m", "vdr", "metrics", QRELS], capture_output=True, text=True, env=_env(), timeout=60)
+    p = subprocess.run([sys.executable, "-m", "vdr", "metrics", QRELS], capture_output=True, text=True, env=_env(), timeout=600)
     assert p.returncode == 2 and "Traceback" not in p.stderr
 
 
@@ -481,7 +481,7 @@ def test_usage_errors_exit_2_without_traceback(capsys, args):
 
 
 def test_no_arguments_shows_help():
-    p = subprocess.run([str(BIN / "vdr")], capture_output=True, text=True, env=_env(), timeout=60)
+    p = subprocess.run([str(BIN / "vdr")], capture_output=True, text=True, env=_env(), timeout=600)
     assert "Traceback" not in p.stderr
     assert "metrics" in p.stdout + p.stderr
 

@@ -170,7 +170,7 @@ def test_vdr_compare_is_callable_and_the_module_still_imports():
             "assert compare.__name__ == 'compare_runs'; assert isinstance(sys.modules['vdr.compare'], types.ModuleType); "
             "assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules; print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
-                       env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+                       env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}, timeout=600)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
 
 

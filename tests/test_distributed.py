@@ -380,7 +380,7 @@ def test_batch_script_dry_run(tmp_path):
     env = _script_env(DRY_RUN=1, SLURM_JOB_ID=4242, NPROC_PER_NODE=4, PDFS="/data/pdfs", QUERIES="q.jsonl",
                       QRELS="qrels.tsv", REWRITES="kw=rw-kw.jsonl conv=rw-conv.jsonl", OUT_ROOT=tmp_path / "jobs",
                       MODELS="/models/colqwen2.5-v0.2 vidore/colpali-v1.3", PYTHON="python3")
-    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr
     cmds = [line[2:] for line in p.stdout.splitlines() if line.startswith("+ ")]
     jobs = tmp_path / "jobs"
@@ -404,7 +404,7 @@ def test_batch_script_multi_node_dry_run(tmp_path):
     (fake / "scontrol").chmod(0o755)
     env = _script_env(DRY_RUN=1, SLURM_JOB_ID=9, SLURM_JOB_NUM_NODES=2, SLURM_JOB_NODELIST="node-[a-b]", NPROC_PER_NODE=8,
                       CORPUS="/c", MODELS="/m/colqwen", PYTHON="python3", PATH=f"{fake}:{os.environ['PATH']}")
-    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr
     cmds = [line[2:] for line in p.stdout.splitlines() if line.startswith("+ ")]
     assert len(cmds) == 2  # no ingest: CORPUS given
@@ -421,7 +421,7 @@ def test_batch_script_first_host_without_sigpipe(tmp_path):
     (fake / "scontrol").chmod(0o755)
     env = _script_env(DRY_RUN=1, SLURM_JOB_ID=9, SLURM_JOB_NUM_NODES=3, SLURM_JOB_NODELIST="node-[1-200000]",
                       NPROC_PER_NODE=1, CORPUS="/c", MODELS="/m/colqwen", PYTHON="python3", PATH=f"{fake}:{os.environ['PATH']}")
-    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    p = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr
     cmds = [line[2:] for line in p.stdout.splitlines() if line.startswith("+ ")]
     assert len(cmds) == 2 and all("--rdzv_endpoint node-1:29500 " in c for c in cmds)

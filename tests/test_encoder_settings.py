@@ -203,7 +203,7 @@ def test_cli_dtype_is_the_deprecated_store_dtype(tmp_path, capture_embed, capsys
 def test_cli_prints_the_deprecation(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     p = subprocess.run([sys.executable, "-m", "vdr", "embed", str(tmp_path / "missing"), "--model", "m", "--store", str(tmp_path / "s"),
-                        "--dtype", "float32"], capture_output=True, text=True, env=env, timeout=120)
+                        "--dtype", "float32"], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "DeprecationWarning: the encoder option 'dtype' is deprecated" in p.stderr and "--store-dtype" in p.stderr
 

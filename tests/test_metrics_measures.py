@@ -221,7 +221,7 @@ def _pytrec_eval_in_child(qrels: dict, run: dict, level: int, measures: tuple[st
             "        ref.setdefault(q, {}).update(vals)\n"
             "print(json.dumps(ref))\n")
     p = subprocess.run([sys.executable, "-c", code], input=json.dumps([qrels, run, level, list(measures)]), capture_output=True, text=True,
-                       timeout=120)
+                       timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(p.stdout)
 

@@ -238,5 +238,5 @@ def test_cli_serve_subprocess(tmp_path, world):
     assert TOKEN not in out + err
     assert "listening on http://127.0.0.1" in err
     env.pop("VDR_TEST_TOKEN")
-    bad = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "VDR_TEST_TOKEN" in bad.stderr
