@@ -15,6 +15,8 @@ import torch
 from vdr.errors import InputError
 from vdr.retrieve.maxsim import PackedPages, SubsetSource, maxsim, maxsim_topk
 
+from triton_interp import PRELUDE
+
 
 def _unit(n: int, g: torch.Generator, dim: int = 16, dtype=torch.float32) -> torch.Tensor:
     return torch.nn.functional.normalize(torch.randn(n, dim, generator=g), dim=-1).to(dtype)
@@ -74,18 +76,8 @@ def test_finite_inputs_score_as_the_exact_maxsim():
 
 
 
-_SCRIPT = r"""
-import json
-import triton.runtime.interpreter as interp
-_orig = interp._patch_lang_tensor
-def _patched(tensor):
-    _orig(tensor)
-    tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
-interp._patch_lang_tensor = _patched
-import os, torch
-import vdr.retrieve.maxsim_gpu as G
+_SCRIPT = PRELUDE + r"""
 from vdr.errors import InputError
-from vdr.retrieve import maxsim as scoring
 
 calls = []
 real = G.packed_maxima
@@ -93,9 +85,6 @@ def spy(*a, **k):
     calls.append(1)
     return real(*a, **k)
 G.packed_maxima = spy
-
-def unit(n, g, dtype=torch.float16):
-    return torch.nn.functional.normalize(torch.randn(n, 128, generator=g), dim=-1).to(dtype)
 
 def err(fn):
     try:

@@ -17,26 +17,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from triton_interp import PRELUDE
+
 triton = pytest.importorskip("triton", reason="Triton is not installed (it ships with torch's Linux wheels)")
 
 
-# Triton picks interpreter mode when it is imported, so the kernel checks run in a fresh process
-# with TRITON_INTERPRET=1 from the start. NumPy 2 refuses ``int()`` of a one-element array, which the
-# interpreter does for ``range`` bounds: the script gives it a 0-d read.
-_SCRIPT = r"""
-import json, sys
-import triton.runtime.interpreter as interp
-_orig = interp._patch_lang_tensor
-def _patched(tensor):
-    _orig(tensor)
-    tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
-interp._patch_lang_tensor = _patched
-import os, torch
-import vdr.retrieve.maxsim_gpu as G
-from vdr.retrieve import maxsim as scoring
-
-def unit(n, g, dtype=torch.float16):
-    return torch.nn.functional.normalize(torch.randn(n, 128, generator=g), dim=-1).to(dtype)
+# the kernel checks run in a fresh process under Triton's interpreter (tests/triton_interp.py)
+_SCRIPT = PRELUDE + r"""
 
 def exact_max(Q, rows):
     return torch.stack([(Q.double() @ r.double().T).amax(dim=1) for r in rows], dim=1)
