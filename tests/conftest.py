@@ -134,6 +134,7 @@ MODULE_TIERS = {
     "test_safe_outputs": "core",
     "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_semantic_similarity": "model",  # tiny sentence-transformers models declaring similarity_fn_name
+    "test_served": "model",  # issue 36: a tiny ColQwen2.5's page store served compressed; parse tests are plain
     "test_sample_assets": "core",
     "test_scoring": "core",  # MaxSim on torch tensors; no model
     "test_maxsim_packed": "core",  # packed pages and precision variants on the CPU reference path

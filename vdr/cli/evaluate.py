@@ -332,6 +332,11 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
     ("qrels", Optional[Path], lambda: typer.Option(None, "--qrels", rich_help_panel=common.PANEL_INPUTS, help="Qrels (BEIR TSV, TREC or JSON); default CORPUS_DIR/qrels.tsv.")),
     ("rewrites", Optional[list[str]], lambda: typer.Option(None, "--rewrites", rich_help_panel=common.PANEL_INPUTS, help="A rewrite variant NAME=FILE (repeatable).")),
     ("backend", str, lambda: typer.Option("multimodal,lexical,semantic,hybrid", "--backend", rich_help_panel=common.PANEL_BACKENDS, help="Comma-separated backends.")),
+    ("serve_as", Optional[list[str]], lambda: typer.Option(
+        None, "--serve-as", rich_help_panel=common.PANEL_BACKENDS,
+        help="A served system of the multimodal backend, audited against exact MaxSim (repeatable): pool:3, int8, binary,"
+             " fp16, bf16, muvera, qdrant, lancedb or plaid, with key=value parameters (binary:hamming=elasticsearch,"
+             " qdrant:prefetch=mean,candidates=100); NAME=SPEC names it.")),
     ("model", Optional[str], lambda: typer.Option(
         None, "--model", rich_help_panel=common.PANEL_ENCODER, help="ColPali-family model (hub name or local path) for the multimodal backend.")),
     ("k", str, lambda: typer.Option(cutoffs_text(EVALUATE_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Metric cutoffs; nDCG@3 is the primary metric.")),
@@ -419,6 +424,7 @@ def evaluate_command(**o: Any) -> None:
         rewrites=rw,
         out=out,
         backends=o["backend"],
+        serve_as=tuple(o["serve_as"] or ()),
         encoder=settings,
         k=o["k"],
         seed=o["seed"],

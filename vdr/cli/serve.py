@@ -37,12 +37,21 @@ def serve_command(
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_BACKENDS, help="Device of the semantic model (cpu, cuda)."),
     backend_option: Optional[list[str]] = typer.Option(
         None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help=BACKEND_OPTION_HELP),
+    serve_as: Optional[str] = typer.Option(
+        None, "--serve-as", rich_help_panel=common.PANEL_BACKENDS,
+        help="Reward through a served system of the multimodal backend (binary, int8, pool:3, muvera, qdrant ...: as vdr evaluate"
+             " --serve-as), so a rewriter trains against the index it will meet; the reward equals that system's evaluation."),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
     from ..rewards.serve import ServeLimits, serve
 
     parts = "lexical,semantic,hybrid" if backend == "hybrid" else str(backend)
     options = parse_backend_options(backend_option, parts)
+    if serve_as is not None:
+        if backend != "multimodal":
+            raise typer.BadParameter(f"--serve-as serves the multimodal backend's page vectors; got --backend {backend}", param_hint="--serve-as")
+        options = {**(options or {}), "served": {"system": serve_as}}
+        backend = "served"
 
     limits = ServeLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, batch_wait_ms=batch_wait_ms)
     serve(corpus_dir, backend=backend, qrels=qrels, host=host, port=port, token_env=token_env, metric=metric, depth=depth,

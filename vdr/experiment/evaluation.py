@@ -39,6 +39,7 @@ single process' on the CPU.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -85,6 +86,7 @@ class _Plan:
 
     metrics: MetricPlan
     wanted: list[str]
+    served: Mapping[str, Any] = field(default_factory=dict)  # --serve-as: {name: ServedSpec}
 
     @property
     def ks(self) -> list[int]:
@@ -161,6 +163,29 @@ def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: s
     return _Plan(metrics, wanted + [n for n in runs if n not in wanted])
 
 
+def _with_served(plan: _Plan, serve_as, runs: Mapping) -> _Plan:
+    """``plan`` with the ``--serve-as`` systems (:func:`vdr.retrieve.served.parse_serve_as`) added to
+    the backends wanted, after the others (they serve the ``multimodal`` backend's page vectors).
+
+    Raises:
+        InputError: a bad spec; a served name that is a backend's or a run's; served systems
+            without the multimodal backend.
+    """
+    from ..retrieve.served import parse_serve_as
+
+    specs = parse_serve_as(list(serve_as or ()))
+    if not specs:
+        return plan
+    if "multimodal" not in plan.wanted:
+        raise InputError(f"--serve-as {specs[0].text}: served systems serve the multimodal backend's page vectors;"
+                         " add multimodal to --backend")
+    taken = set(plan.wanted) | set(runs) | set(available_backends())
+    for s in specs:
+        if s.name in taken:
+            raise InputError(f"--serve-as {s.text}: the name {s.name!r} is taken by a backend or run; give another: NAME={s.text}")
+    return dataclasses.replace(plan, wanted=plan.wanted + [s.name for s in specs], served={s.name: s for s in specs})
+
+
 # --------------------------------------------------------------------------------------------- backends
 
 
@@ -190,13 +215,14 @@ def _specs(plan: _Plan, inputs: Inputs, o: "EvaluateOptions", *, encoder, runs, 
         defaults["multimodal"].update(qrels=inputs.qrels, out_dir=out / "mteb", ks=plan.ks, dataset=o.vidore)
     specs = []
     for name in plan.wanted:
-        factory = "run" if name in runs else "mteb" if name == "multimodal" and o.engine == "mteb" else name
+        factory = ("run" if name in runs else "served" if name in plan.served
+                   else "mteb" if name == "multimodal" and o.engine == "mteb" else name)
         opts = ({"path": _variant_files(name, runs[name], inputs), "allow_id_mismatch": o.allow_id_mismatch} if name in runs
-                else dict(defaults.get(name, {})))
+                else {"system": plan.served[name].text} if name in plan.served else dict(defaults.get(name, {})))
         opts.update(dict((backend_options or {}).get(name, {})))
         specs.append(_Spec(name, factory, opts))
     order = {b: i for i, b in enumerate(BACKENDS)}
-    return sorted(specs, key=lambda s: (s.factory == "hybrid", order.get(s.name, len(order))))
+    return sorted(specs, key=lambda s: (s.factory == "hybrid", s.factory == "served", order.get(s.name, len(order))))
 
 
 def _variant_files(name: str, given, inputs: Inputs) -> dict[str, str | Path]:
@@ -379,6 +405,8 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "Evaluat
         "rewrites": {n: str(Path(p).resolve()) for n, p in (o.rewrites or {}).items()},
         "variants": list(inputs.variants),
         "backends": plan.wanted,
+        **({"serve_as": [s.text if s.name == _default_name(s) else f"{s.name}={s.text}" for s in plan.served.values()]}
+           if plan.served else {}),
         "model": None if encoder is None else encoder.model,
         "encoder": None if encoder is None else encoder.to_json(),
         "engine": o.engine,
@@ -534,6 +562,10 @@ class RetrievalSettings:
         semantic_model: sentence-transformers name or path (default: offline all-MiniLM-L6-v2).
         bm25: BM25 parameters (``k1``, ``b``, ``method``, ``stemmer``, ``stopwords``, ...).
         rrf_k: the RRF constant of ``hybrid`` (default 60).
+        serve_as: served systems (issue 36): each the ``multimodal`` backend's page vectors compressed
+            (``pool:3``, ``int8``, ``binary``, ``fp16``, ``bf16``, ``muvera``) or searched by an engine
+            (``qdrant``, ``lancedb``, ``plaid``), a backend of its own (``multimodal-binary``) audited
+            against exact MaxSim (:mod:`vdr.retrieve.served`, :mod:`vdr.experiment.audit`).
     """
 
     backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid")
@@ -550,6 +582,7 @@ class RetrievalSettings:
     semantic_model: str | None = None
     bm25: Mapping | None = None
     rrf_k: int = 60
+    serve_as: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -703,12 +736,14 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
 
     progress = o.progress and D.is_main()
     timer = _Timer(progress)
-    _plan(o.k, o.backends, o.depth, o.engine, dict(o.runs or {}), o.primary_metric, o.queries_without_relevant, o.protocol)
+    _with_served(_plan(o.k, o.backends, o.depth, o.engine, dict(o.runs or {}), o.primary_metric, o.queries_without_relevant,
+                       o.protocol), o.serve_as, dict(o.runs or {}))
     folder = _open_folder(out, corpus_dir, o.queries, o.qrels, o.vidore, engine=o.engine, overwrite=o.overwrite,  # before any work
                           inputs=[o.store, o.cache_dir, *(o.rewrites or {}).values(), *_run_files(o.runs)])
     o, kept = (o, []) if folder is None or o.overwrite else _keep_held(out, o)  # the folder's other runs join this one
     runs = dict(o.runs or {})
-    plan = _plan(o.k, o.backends, o.depth, o.engine, runs, o.primary_metric, o.queries_without_relevant, o.protocol)
+    plan = _with_served(_plan(o.k, o.backends, o.depth, o.engine, runs, o.primary_metric, o.queries_without_relevant, o.protocol),
+                        o.serve_as, runs)
     with folder if folder is not None else nullcontext():
         with timer.stage("load", unit="page") as st:
             inputs = load_inputs(corpus_dir, options=o.inputs, vidore_dir=out / "corpus", progress=progress)
@@ -783,6 +818,12 @@ def _keep_held(out: Path, o: "EvaluateOptions") -> tuple["EvaluateOptions", list
     wanted = _parse_list(o.backends, "--backend")
     backends = wanted + [b for b in cfg.get("backends") or () if b not in wanted and b not in runs and b in available_backends()]
     kept += [f"backend {b}" for b in backends[len(wanted):]]
+    serve_as, named = list(o.serve_as or ()), {s.name for s in _parse_served(o.serve_as)}
+    for text in cfg.get("serve_as") or ():
+        spec = _parse_served([text])
+        if spec and spec[0].name not in named:
+            serve_as.append(text)
+            kept.append(f"served system {spec[0].name}")
     groups, held_groups = o.groups, cfg.get("groups")
     gone = o.groups is None and bool(held_groups) and not Path(held_groups).is_file()  # its fields cannot be read again
     group_by = _group_by(o) + [g for g in cfg.get("group_by") or () if g not in _group_by(o) and g != "language" and not gone]
@@ -793,7 +834,25 @@ def _keep_held(out: Path, o: "EvaluateOptions") -> tuple["EvaluateOptions", list
         return o, []
     warnings.warn(f"{out}: kept what the folder holds (evaluated again with this run): {', '.join(kept)}; --overwrite"
                   " replaces the folder's results instead", VdrWarning, stacklevel=3)
-    return o.replace(rewrites=rewrites or None, runs=runs or None, backends=backends, group_by=tuple(group_by), groups=groups), kept
+    return (o.replace(rewrites=rewrites or None, runs=runs or None, backends=backends, group_by=tuple(group_by), groups=groups,
+                      serve_as=tuple(serve_as)), kept)
+
+
+def _parse_served(texts) -> list:
+    """:func:`vdr.retrieve.served.parse_serve_as`, or ``[]`` for a spec this version cannot read."""
+    from ..retrieve.served import parse_serve_as
+
+    try:
+        return parse_serve_as(list(texts or ()))
+    except InputError:
+        return []
+
+
+def _default_name(spec) -> str:
+    """The name ``--serve-as`` gives ``spec`` when it names none."""
+    from ..retrieve.served import parse_serve_as
+
+    return parse_serve_as([spec.text])[0].name
 
 
 def _held(out: Path) -> dict | None:

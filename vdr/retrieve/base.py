@@ -11,7 +11,9 @@ Built-in backends (:data:`BUILTIN`): ``multimodal`` (colpali-engine + page store
 ``lexical`` (BM25, bm25s), ``pyserini`` (BM25 through Pyserini / Lucene; needs ``vdr[pyserini]`` and
 Java 21+), ``semantic`` (sentence-transformers), ``hybrid`` (reciprocal rank fusion
 of two or more backends), ``run`` (a TREC/JSON run file given by the user) and ``mteb`` (the
-multimodal backend run through ``mteb.evaluate``; needs the ``mteb`` extra). Other packages add
+multimodal backend run through ``mteb.evaluate``; needs the ``mteb`` extra) and ``served`` (the
+multimodal backend's page vectors compressed or through an engine, scored against exact MaxSim:
+:mod:`vdr.retrieve.served`). Other packages add
 backends through the entry-point group ``vdr.backends`` (see ``docs/architecture.md``): the entry
 point names a *factory*, a callable ``factory(ctx: BuildContext) -> Backend``.
 
@@ -73,6 +75,7 @@ BUILTIN: dict[str, str] = {
     "run": "vdr.retrieve.runfile:build",
     "mteb": "vdr.integrations.mteb:build",
     "pyserini": "vdr.retrieve.pyserini:build",
+    "served": "vdr.retrieve.served:build",
 }
 
 

@@ -18,6 +18,7 @@ This module is the one place where ``vdr evaluate`` loads the encoder
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,7 @@ class MultimodalBackend:
             batch_size=self.settings.batch_size, store=str(rep.store), stored_dtype=rep.dtype,  # batch_size as asked (None: auto)
             device=str(enc.device), attn_implementation=getattr(enc, "attn_implementation", None),
             score_dtype="float32 (MaxSim accumulated in float32)",
+            bytes_per_page=self._bytes_per_page(),
         )
         self.report = new_report()
         self.report["page_forward_passes"] = rep.encoded
@@ -181,6 +183,11 @@ class MultimodalBackend:
             "tokens_per_page": rep.tokens_per_page, "batch_size_final": rep.batch_size_final,
             "copied": rep.copied, "duplicate_pages": rep.duplicates,
         }
+
+    def _bytes_per_page(self) -> float:
+        """Mean bytes of a page's stored vectors (tokens x dim x the stored dtype's size)."""
+        lengths = self.store.lengths()
+        return sum(lengths) * self.store.dim * self.store.dtype.itemsize / max(1, len(lengths))
 
     def query_cache_info(self) -> dict:
         """``{"entries": query texts kept, "max_entries": query_cache_size (None: no bound),
@@ -231,12 +238,14 @@ class MultimodalBackend:
             vecs, n_new = self._query_vectors(texts)
             device = self.settings.device
             score_device = D.device_for_rank(device) if device and str(device).startswith("cuda") else None
+            t0 = time.perf_counter()
             top = sharded_maxsim_topk(vecs, self.store, min(depth, len(self.store)), device=score_device)
+            seconds = time.perf_counter() - t0
         except VdrError as e:
             raise self._unavailable(e) from e
         variant = queries.name
         self.report["searches"][variant] = {"num_queries": len(queries), "distinct_query_texts": len(texts),
-                                            "query_texts_encoded": n_new, "depth": depth}
+                                            "query_texts_encoded": n_new, "depth": depth, "score_seconds": round(seconds, 6)}
         if top is None:  # not rank 0
             return Run.from_checked({}, f"{self.name}-{variant}")
         by_text = {t: dict(zip(ids, scores)) for t, ids, scores in zip(texts, top.ids, top.scores.tolist())}

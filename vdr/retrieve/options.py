@@ -43,6 +43,7 @@ __all__ = [
     "RunOptions",
     "MtebOptions",
     "PyseriniOptions",
+    "ServedOptions",
     "BUILTIN_OPTIONS",
     "CLI_ALIASES",
 ]
@@ -363,6 +364,17 @@ class PyseriniOptions:
     index_threads: int | None = option(None, "Threads of pyserini.index.lucene (default CPU count, at most 8)", scores=False)
 
 
+@dataclass(frozen=True)
+class ServedOptions:
+    """Options of a served system (:class:`vdr.retrieve.served.ServedBackend`; ``vdr evaluate --serve-as``)."""
+
+    label: ClassVar[str] = "served"
+
+    system: str | None = option(None, "The system, as --serve-as spells it: pool:3, int8, binary, fp16, bf16, muvera, qdrant,"
+                                " lancedb or plaid, with key=value parameters (vdr.retrieve.served.parse_serve_as)")
+    exact: str = option("multimodal", "The exact backend whose page vectors are served (default multimodal)")
+
+
 #: Built-in backend name -> its options dataclass (read without importing the backend's module).
 BUILTIN_OPTIONS: dict[str, type] = {
     "lexical": LexicalOptions,
@@ -372,6 +384,7 @@ BUILTIN_OPTIONS: dict[str, type] = {
     "run": RunOptions,
     "mteb": MtebOptions,
     "pyserini": PyseriniOptions,
+    "served": ServedOptions,
 }
 
 #: The CLI's convenience flags, each an alias of one backend option: ``{parameter name: (backend,

@@ -212,7 +212,10 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
         name: ``"lexical"`` (BM25, bm25s), ``"semantic"`` (sentence-transformers), ``"hybrid"``
             (reciprocal rank fusion of the backends in its ``fuse`` option, default lexical and
             semantic), ``"multimodal"`` (a ColPali-family model over the page images; needs a page
-            :class:`~vdr.corpus.Corpus` and ``options["model"]``), ``"pyserini"`` or any registered name.
+            :class:`~vdr.corpus.Corpus` and ``options["model"]``), ``"served"`` (a served system of the
+            multimodal backend, ``backend_options={"served": {"system": "binary"}}``: the reward is the
+            metric of the run that system gives, as ``vdr evaluate --serve-as binary`` evaluates it),
+            ``"pyserini"`` or any registered name.
         corpus: what the backend indexes (the :class:`~vdr.retrieve.base.Backend` protocol): a
             page ``Corpus``, a passage corpus, or ``{corpus_id: text}`` for the text backends.
         options: ``{"backend_options": {backend: {option: value}}, "model": ..., "device": ...,
@@ -252,6 +255,9 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
             except BackendUnavailable:
                 if fuse is not None:
                     raise
+    if name == "served":  # a served system (issue 36) ranks from the multimodal backend's page store
+        exact = check_backend_options("served", per.get("served")).exact
+        built[exact] = create_backend(exact, per.get(exact), **context)
     backend = create_backend(name, per.get(name), built=built, **context)
     if index:
         backend.index(corpus)
