@@ -217,6 +217,14 @@ def test_make_engine_errors_name_the_allowed_values(monkeypatch):
     with pytest.raises(InputError, match="url=.*or path=.*not both"):
         make_engine("qdrant", {"url": "http://localhost:6333", "path": "/tmp/x"})
     assert make_engine("lancedb", {"nprobes": "none"}).params["nprobes"] is None
+    engine = make_engine("qdrant", {})
+    with pytest.raises(InputError, match="duplicate page id 'a'"):
+        engine.build(["a", "b", "a"], lambda pid: np.ones((2, DIM), np.float32), DIM, None)
+    with pytest.raises(InputError, match="no pages"):
+        engine.build([], lambda pid: None, DIM, None)
+    with pytest.raises(InputError, match=r"page 'a': expected a float32 \(n_tokens, 16\) array.*got shape \(3,\)"):
+        engine.build(["a"], lambda pid: np.ones(3, np.float32), DIM, None)
+    engine.close()
     assert set(ENGINES) == {"qdrant", "lancedb", "plaid"}
 
 

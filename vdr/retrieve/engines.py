@@ -255,7 +255,9 @@ class _EngineBase:
         return self.folder
 
     def _check_ids(self, ids: list[str], dim: int) -> None:
-        """Refuse duplicate ids and a non-positive ``dim``; remember both."""
+        """Refuse no pages, duplicate ids and a non-positive ``dim``; remember both."""
+        if not ids:
+            raise InputError(f"{self.kind} engine: no pages to index")
         if len(set(ids)) != len(ids):
             seen: set[str] = set()
             dup = next(i for i in ids if i in seen or seen.add(i))
