@@ -61,8 +61,15 @@ $(VENV)/bin/python:
 
 venv: $(STAMP)
 
+# PLAID for the served engines (issue 36, vdr.retrieve.engines): fast-plaid's wheels are built per torch
+# version (the suffix .290 = torch 2.9.x) and declare torch==2.9.0 exactly, while constraints.txt pins
+# torch 2.9.1; installed with --no-deps it runs on 2.9.1 (measured: tests/test_served_engines.py). Its
+# other dependencies (usearch, joblib, filelock) come with the test extra and the package's own.
+FAST_PLAID := fast-plaid==1.7.0.290 fastkmeans==0.5.0
+
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e '.[test]'
+	$(PIP) install -q --no-deps -c constraints.txt $(FAST_PLAID)
 	touch $(STAMP)
 
 clean:
