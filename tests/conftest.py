@@ -132,6 +132,7 @@ MODULE_TIERS = {
     "test_rewards_trl": "slow",  # TRL's GRPO trainer
     "test_rewrite": "core",
     "test_safe_outputs": "core",
+    "test_served_audit": "core",  # served systems vs exact MaxSim (issue 36): hand-built runs, a registered BM25-based served backend
     "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_semantic_similarity": "model",  # tiny sentence-transformers models declaring similarity_fn_name
     "test_sample_assets": "core",
