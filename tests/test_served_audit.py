@@ -290,7 +290,9 @@ def test_no_served_system_no_section(tmp_path):
     res.save(tmp_path / "r")
     assert "served_audit" not in json.loads((tmp_path / "r" / "results.json").read_text(encoding="utf-8"))
     assert Results.load(tmp_path / "r").served_audit == {} and Results.load(tmp_path / "r").to_pandas("served").empty
-    assert 'id="served"' not in vdr.report(tmp_path / "r").html.read_text(encoding="utf-8")
+    from vdr.report.render import _served_section
+
+    assert _served_section(Results.load(tmp_path / "r")) == ("", [])  # no section, no table-of-contents entry
 
 
 # ------------------------------------------------------------------------------------------------ end to end
@@ -346,3 +348,30 @@ def test_evaluate_end_to_end_with_a_registered_served_backend(tmp_path, monkeypa
     assert json.loads((out / "results.json").read_text(encoding="utf-8"))["served_audit"] == res.served_audit
     assert "audit" in json.loads((out / "timing.json").read_text(encoding="utf-8"))
     assert Results.load(out).served_verdicts() == res.served_verdicts() == [s["verdict"]]
+
+
+def test_cli_prints_the_served_tables(audited, capsys):
+    from vdr.cli.evaluate import _echo_served
+
+    _echo_served(audited, wide=True)
+    printed = capsys.readouterr().out
+    assert "served vs exact (original queries):" in printed and "do the rewrites' gains survive?" in printed
+    assert "multimodal-binary: -0.092 nDCG@3 vs exact multimodal" in printed and "survives" in printed
+    _echo_served(_results(), wide=True)  # no audit: nothing printed
+    assert capsys.readouterr().out == ""
+
+
+def test_a_variant_the_served_system_did_not_run_is_listed():
+    import pandas as pd
+
+    res = _results()
+    res.runs = [r for r in res.runs if (r.backend, r.variant) != ("multimodal-binary", "keywords")]
+    audit = served_audit(res)
+    b = audit["systems"][0]
+    assert b["gains"] == [{"variant": "keywords", "skipped": "multimodal-binary has no run of variant keywords"}]
+    assert b["verdict"].endswith("; rewrite keywords: not compared (multimodal-binary has no run of variant keywords)")
+    assert audit["test"]["holm_family"] == ["multimodal-binary:ndcg@3", "multimodal-pool3:ndcg@3", "multimodal-pool3:keywords:gain:ndcg@3"]
+    res.served_audit = audit
+    assert res.served_gains_table().rows[0] == ("multimodal-binary", "keywords", None, None, None, None, None,
+                                                "not compared: multimodal-binary has no run of variant keywords")
+    assert pd.isna(res.to_pandas("served").iloc[0]["gain_verdict:keywords"])

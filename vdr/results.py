@@ -1118,7 +1118,7 @@ class Results:
             row = {"system": e.get("system"), "exact": e.get("exact"), "kind": e.get("kind"), "metric": audit.get("metric"),
                    **{k: e.get(k) for k in keys[:3]}, "ci_low": ci[0], "ci_high": ci[1], **{k: e.get(k) for k in keys[3:]},
                    "verdict": e.get("verdict"), "skipped": e.get("skipped")}
-            for g in e.get("gains") or ():
+            for g in e.get("gains") or ():  # a gain not compared: None, its reason in the verdict
                 for k in ("gain_exact", "gain_served", "difference", "p_value_holm", "verdict"):
                     row[f"{k if k.startswith('gain') else 'gain_' + k}:{g['variant']}"] = g.get(k)
             out.append(row)
@@ -1164,6 +1164,9 @@ class Results:
         rows = []
         for e in self.served_systems_audited():
             for g in e.get("gains") or ():
+                if g.get("skipped"):
+                    rows.append((e["system"], g["variant"], *[None] * 5, f"not compared: {g['skipped']}"))
+                    continue
                 lo, hi = g["ci95"]
                 rows.append((e["system"], g["variant"], f"{g['gain_exact']:+.4f}", f"{g['gain_served']:+.4f}",
                              f"{g['difference']:+.4f}", f"[{lo:+.3f}, {hi:+.3f}]", fmt_p(g["p_value_holm"], alpha), g.get("verdict")))

@@ -237,7 +237,7 @@ def served_audit(res: Results) -> dict:
     labels = _adjust(entries, tests)
     for e in entries:
         if "skipped" not in e:
-            for g in e["gains"]:
+            for g in (g for g in e["gains"] if "skipped" not in g):
                 g["verdict"] = gain_verdict(g["gain_exact"], g["gain_served"], g["p_value_holm"], alpha)
             e["outcome"] = outcome(e["delta"], e["p_value_holm"], alpha)
             e["verdict"] = _sentence(e, metric, alpha)
@@ -283,22 +283,20 @@ def _system(res: Results, name: str, served: Mapping, metric: str, ks: list[int]
                              "label": f"{name}:{metric}", "served_value": c.rewritten, "exact_value": c.original,
                              "delta": c.delta, "ci95": list(c.ci95), "p_value": c.p_value, "p_value_holm": None,
                              "wins": c.wins, "ties": c.ties, "losses": c.losses, "n_queries": c.n_queries}
-    per_query = _agreement(res, name, exact, ks)
-    for q, d in zip(qids, (s_vals - e_vals).tolist()):
-        per_query[q]["delta"] = d
+    agree = _agreement(res, name, exact, ks)
     for key in [*(f"overlap@{k}" for k in ks), "rbo"]:
-        xs = [v[key] for v in per_query.values()]
+        xs = [v[key] for v in agree.values()]
         entry[key] = math.fsum(xs) / len(xs) if xs else None
     entry.update(_costs(res, name, exact))
     tests: list = [(entry, c)]
     entry["gains"] = []
-    for v in [v for v in res.rewrite_variants if res.has_run(exact, v) and res.has_run(name, v)]:
-        g = _gain(res, name, exact, v, metric, stats)
-        if g is not None:
-            entry["gains"].append(g[0])
-            tests.append(g)
-    entry["per_query"] = {q: {"delta": per_query[q].get("delta"), **{k: x for k, x in per_query[q].items() if k != "delta"}}
-                          for q in per_query}
+    for v in [v for v in res.rewrite_variants if res.has_run(exact, v) or res.has_run(name, v)]:
+        g, cv = _gain(res, name, exact, v, metric, stats)
+        entry["gains"].append(g)
+        if cv is not None:
+            tests.append((g, cv))
+    deltas = dict(zip(qids, (s_vals - e_vals).tolist()))
+    entry["per_query"] = {q: {"delta": deltas.get(q), **a} for q, a in agree.items()}
     return entry, tests
 
 
@@ -342,12 +340,16 @@ def _agreement(res: Results, name: str, exact: str, ks: list[int]) -> dict[str, 
     return out
 
 
-def _gain(res: Results, name: str, exact: str, variant: str, metric: str, stats: dict) -> tuple[dict, Comparison] | None:
+def _gain(res: Results, name: str, exact: str, variant: str, metric: str, stats: dict) -> tuple[dict, Comparison | None]:
     """Variant ``variant``'s gain over ``original`` on the exact and served backends, and the paired
-    test of their difference; ``None`` when no query has the metric defined in all four runs."""
+    test of their difference; ``({"variant", "skipped": reason}, None)`` when one backend has no run
+    of the variant or no query has the metric defined in all four runs."""
+    lacking = [b for b in (exact, name) if not res.has_run(b, variant)]
+    if lacking:
+        return {"variant": variant, "skipped": f"{lacking[0]} has no run of variant {variant}"}, None
     qids, ge, gs = _paired(res, [(exact, variant), (name, variant), (exact, ORIGINAL), (name, ORIGINAL)], metric)
     if not qids:
-        return None
+        return {"variant": variant, "skipped": f"no query has a defined {metric} in the four runs"}, None
     c = compare_arrays(ge, gs, metric, variant=f"{name}:{variant}", **stats)
     g = {"variant": variant, "label": f"{name}:{variant}:gain:{metric}", "gain_exact": c.original, "gain_served": c.rewritten,
          "difference": c.delta, "ci95": list(c.ci95), "p_value": c.p_value, "p_value_holm": None, "wins": c.wins, "ties": c.ties, "losses": c.losses,
@@ -391,6 +393,9 @@ def _sentence(e: dict, metric: str, alpha: float) -> str:
     text = (f"{e['system']}: {e['delta']:+.3f} {metric_title(metric)} vs exact {e['exact']} [95% CI {lo:+.3f}, {hi:+.3f}],"
             f" {status} after Holm (p {format_p(e['p_value_holm'], alpha, 'sentence')}, \u03b1 {a})")
     for g in e["gains"]:
+        if "skipped" in g:
+            text += f"; rewrite {g['variant']}: not compared ({g['skipped']})"
+            continue
         sig = outcome(g["difference"], g["p_value_holm"], alpha) != "ns"
         text += (f"; rewrite {g['variant']}: gain {g['gain_exact']:+.3f} -> {g['gain_served']:+.3f} ({g['verdict']}: difference"
                  f" {g['difference']:+.3f} {'significant' if sig else 'not significant'},"
