@@ -308,7 +308,7 @@ def _missing(res: Results, name: str, exact: object) -> str:
         return "its served config names itself as the exact backend"
     if exact not in res.backends:
         why = res.skipped.get(exact)
-        return f"its exact backend {exact} did not run" + (f" ({why})" if why else " (not among the evaluated backends)")
+        return f"its exact backend {exact} did not run" + (f": {why}" if why else " (not among the evaluated backends)")
     for b in (exact, name):
         if not res.has_run(b, ORIGINAL):
             return f"{b} has no run of the {ORIGINAL} queries"
