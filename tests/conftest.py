@@ -133,6 +133,7 @@ MODULE_TIERS = {
     "test_rewrite": "core",
     "test_safe_outputs": "core",
     "test_served_engines": "model",  # Qdrant, LanceDB, fast-plaid (torch) against exact MaxSim; issue 36
+    "test_served_audit": "core",  # served systems vs exact MaxSim (issue 36): hand-built runs, a registered BM25-based served backend
     "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_semantic_similarity": "model",  # tiny sentence-transformers models declaring similarity_fn_name
     "test_served": "model",  # issue 36: a tiny ColQwen2.5's page store served compressed; parse tests are plain

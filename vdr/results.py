@@ -19,7 +19,10 @@ with its tests) is computed once into a :class:`Table` and rendered as plain tex
 Schema versions: ``2`` (this one) stores the evaluated query texts in ``variants`` and writes
 ``per_query.csv`` in long form; ``1`` (no ``schema_version`` key, vdr 0.1) is still read (query
 texts then come from the query files named in its config, with a warning); anything else is
-refused with an :class:`~vdr.errors.InputError` naming the file and both versions.
+refused with an :class:`~vdr.errors.InputError` naming the file and both versions. Optional
+top-level keys added within version 2 (``per_language``, ``pairwise``, ``served_audit``: the served
+systems against exact MaxSim, :mod:`vdr.experiment.audit`) are written only when they hold
+something; a reader that does not know one ignores it, so they need no new version.
 """
 
 from __future__ import annotations
@@ -176,6 +179,11 @@ def _names_order(letter: Mapping[str, str]):
 def _letter(i: int) -> str:
     """ranx's system labels: ``a`` ... ``z``, then ``aa``, ``ab``, ..."""
     return chr(97 + i) if i < 26 else _letter(i // 26 - 1) + chr(97 + i % 26)
+
+
+def _times(x: float | None) -> str | None:
+    """A ratio as the served table prints it (``0.0312x``; 4 significant digits); ``None`` when unknown."""
+    return None if x is None else f"{x:.4g}x"
 
 
 def fmt4(x: float | None) -> str | None:
@@ -564,6 +572,9 @@ class Results:
             primary metric (:func:`vdr.stats.compare_groups`), as computed by :meth:`grouped`.
         pairwise: every pair of systems (``vdr compare --pairs all``, :func:`vdr.stats.compare_pairs`);
             empty otherwise.
+        served_audit: the served systems against their exact backend (results.json
+            ``served_audit``, computed by :func:`vdr.experiment.audit.served_audit`; its rows:
+            :meth:`served_rows`); ``{}`` when no served system ran.
     """
 
     config: dict
@@ -580,6 +591,7 @@ class Results:
     query_fields: dict[str, dict[str, str]] = field(default_factory=dict)
     group_comparisons: list[GroupComparison] = field(default_factory=list)
     pairwise: list[Comparison] = field(default_factory=list)
+    served_audit: dict = field(default_factory=dict)
     _rankings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _extra: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -1082,6 +1094,96 @@ class Results:
                  " Per-language changes with their tests: the breakdown by language.",)
         return Table(head, tuple(cells), notes, left=2)
 
+    # ---------------------------------------------------------------- served systems against exact MaxSim
+
+    def served_systems_audited(self) -> list[dict]:
+        """The entries of :attr:`served_audit` (``systems``), audited and skipped, in order."""
+        return list((self.served_audit or {}).get("systems") or [])
+
+    def served_rows(self) -> list[dict]:
+        """One row per served system of :attr:`served_audit` (what ``to_pandas("served")`` holds):
+        ``system, exact, kind, metric, served_value, exact_value, delta, ci_low, ci_high, p_value,
+        p_value_holm, wins, ties, losses, n_queries``, ``overlap@k`` per audited cutoff, ``rbo,
+        bytes_per_page, exact_bytes_per_page, storage_ratio, ms_per_query, exact_ms_per_query,
+        time_ratio, verdict, skipped`` (the reason, or ``None``), then per rewrite variant ``v``:
+        ``gain_exact:v, gain_served:v, gain_difference:v, gain_p_value_holm:v, gain_verdict:v``.
+        ``None`` where a value is not recorded (a skipped system holds only its names and reason)."""
+        audit = self.served_audit or {}
+        ks = [f"overlap@{k}" for k in audit.get("overlap_k") or ()]
+        keys = ["served_value", "exact_value", "delta", "p_value", "p_value_holm", "wins", "ties", "losses", "n_queries", *ks, "rbo",
+                "bytes_per_page", "exact_bytes_per_page", "storage_ratio", "ms_per_query", "exact_ms_per_query", "time_ratio"]
+        out = []
+        for e in self.served_systems_audited():
+            ci = e.get("ci95") or (None, None)
+            row = {"system": e.get("system"), "exact": e.get("exact"), "kind": e.get("kind"), "metric": audit.get("metric"),
+                   **{k: e.get(k) for k in keys[:3]}, "ci_low": ci[0], "ci_high": ci[1], **{k: e.get(k) for k in keys[3:]},
+                   "verdict": e.get("verdict"), "skipped": e.get("skipped")}
+            for g in e.get("gains") or ():  # a gain not compared: None, its reason in the verdict
+                for k in ("gain_exact", "gain_served", "difference", "p_value_holm", "verdict"):
+                    row[f"{k if k.startswith('gain') else 'gain_' + k}:{g['variant']}"] = g.get(k)
+            out.append(row)
+        return out
+
+    def served_table(self) -> Table:
+        """The served systems against their exact backend (:attr:`served_audit`): a row per system,
+        the primary metric's change against exact with its 95% CI, Holm p and W/T/L, the rankings'
+        overlap and RBO on the original queries, and the storage and time ratios served / exact; the
+        verdict lines under it (:meth:`served_verdicts`). A change significant after Holm at the
+        audit's ``alpha`` is marked. Empty (no row) when no served system ran."""
+        audit = self.served_audit or {}
+        metric, alpha = audit.get("metric") or self.primary, float(audit.get("alpha") or self.alpha)
+        ks = [f"overlap@{k}" for k in audit.get("overlap_k") or ()]
+        head = ("system", "exact", f"d {metric}", "95% CI", "p (Holm)", "W/T/L", *ks, "RBO", "storage ratio", "time ratio")
+        rows, marks = [], []
+        for e in self.served_systems_audited():
+            if e.get("skipped"):  # the reason: its verdict line
+                rows.append((str(e.get("system")), str(e.get("exact")), *[None] * (len(head) - 2)))
+                marks.append(("",) * len(head))
+                continue
+            lo, hi = e["ci95"]
+            rows.append((e["system"], e["exact"], f"{e['delta']:+.4f}", f"[{lo:+.3f}, {hi:+.3f}]", fmt_p(e["p_value_holm"], alpha),
+                         f"{e['wins']}/{e['ties']}/{e['losses']}", *(fmt4(e.get(k)) for k in ks), fmt4(e.get("rbo")),
+                         _times(e.get("storage_ratio")), _times(e.get("time_ratio"))))
+            marks.append(("", "", e.get("outcome", "ns").replace("ns", ""), *[""] * (len(head) - 3)))
+        rbo_p = audit.get("rbo_p")
+        notes = (f"Served system minus its exact backend on the original queries: per-query change of {metric} (W/T/L: served"
+                 f" higher/equal/lower), 95% bootstrap CI, paired randomization test, Holm over every test of the audit (alpha"
+                 f" {format_alpha(alpha)}); overlap@k = |top k of both| / k (k even when fewer pages were retrieved); RBO: rank-biased"
+                 f" overlap RBO_ext, p = {rbo_p} (Webber et al. 2010, eq. 32); ratios: bytes per page and ms per query (ranking"
+                 " only, query encoding excluded), served / exact.",)
+        return Table(head, tuple(rows), notes, left=2, marks=tuple(marks), verdicts=tuple(self.served_verdicts()))
+
+    def served_gains_table(self) -> Table:
+        """Whether each rewrite's gain on the exact backend survives on each served system: a row per
+        system x rewrite variant, the mean gain over the original queries on exact and on served,
+        their difference with its 95% CI and Holm p, the verdict (``survives``, ``shrinks``,
+        ``grows``, ``lost``, ``reversed``: the rules in the notes)."""
+        audit = self.served_audit or {}
+        alpha = float(audit.get("alpha") or self.alpha)
+        head = ("system", "variant", "gain exact", "gain served", "difference", "95% CI", "p (Holm)", "verdict")
+        rows = []
+        for e in self.served_systems_audited():
+            for g in e.get("gains") or ():
+                if g.get("skipped"):
+                    rows.append((e["system"], g["variant"], *[None] * 5, f"not compared: {g['skipped']}"))
+                    continue
+                lo, hi = g["ci95"]
+                rows.append((e["system"], g["variant"], f"{g['gain_exact']:+.4f}", f"{g['gain_served']:+.4f}",
+                             f"{g['difference']:+.4f}", f"[{lo:+.3f}, {hi:+.3f}]", fmt_p(g["p_value_holm"], alpha), g.get("verdict")))
+        rules = audit.get("verdict_rules") or {}
+        notes = (f"Gain: the variant's {audit.get('metric')} minus the original queries' on the same backend (mean over queries);"
+                 f" difference: served gain minus exact gain, paired test, Holm over every test of the audit (alpha"
+                 f" {format_alpha(alpha)}).", *(f"{k}: {v}." for k, v in rules.items()))
+        return Table(head, tuple(rows), notes, left=2)
+
+    def served_verdicts(self) -> list[str]:
+        """One line per served system of :attr:`served_audit`: its change against exact and each
+        rewrite's gain on both (e.g. ``"multimodal-binary: -0.021 nDCG@3 vs exact multimodal [95% CI
+        -0.040, -0.003], ...; rewrite keywords: gain +0.070 -> +0.050 (survives: ...)"``), or why it was not
+        audited."""
+        return [e["verdict"] if e.get("verdict") else f"{e.get('system')}: not audited ({e.get('skipped')})"
+                for e in self.served_systems_audited()]
+
     # ---------------------------------------------------------------- every pair of systems
 
     def pairs_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
@@ -1323,6 +1425,7 @@ class Results:
           then metric.
         * ``"groups"``: :meth:`group_rows` of every field of :attr:`group_fields`.
         * ``"languages"``: :meth:`language_rows` on the primary metric (multilingual evaluations).
+        * ``"served"``: :meth:`served_rows`, one row per served system (:attr:`served_audit`).
         * ``"pairs"``: every pair of systems (:attr:`pairwise`), one row per pair and metric:
           ``run, vs, metric, mean, vs_mean, delta, ci_low, ci_high, p_value, p_value_holm,
           p_value_ttest, wins, ties, losses, outcome``.
@@ -1337,6 +1440,8 @@ class Results:
             return pd.DataFrame.from_records([r for f in self.group_fields for r in self.group_rows(f)])
         if what == "languages":
             return pd.DataFrame.from_records(self.language_rows())
+        if what == "served":
+            return pd.DataFrame.from_records(self.served_rows())
         if what == "pairs":
             return pd.DataFrame.from_records([
                 {"run": c.variant, "vs": c.baseline, "metric": c.metric, "mean": c.rewritten, "vs_mean": c.original, "delta": c.delta,
@@ -1344,7 +1449,7 @@ class Results:
                  "p_value_ttest": c.p_value_ttest, "wins": c.wins, "ties": c.ties, "losses": c.losses, "outcome": c.outcome(self.alpha)}
                 for c in self.pairwise])
         if what != "per_query":
-            raise InputError(f"to_pandas({what!r}): choose 'per_query', 'groups', 'languages' or 'pairs'")
+            raise InputError(f"to_pandas({what!r}): choose 'per_query', 'groups', 'languages', 'pairs' or 'served'")
         df = pd.DataFrame.from_records(list(self._long_rows()), columns=list(PER_QUERY_COLUMNS))
         df["value"] = df["value"].astype("float64")
         for f in self.group_fields:
@@ -1475,6 +1580,7 @@ class Results:
             **({"groups": [g.to_dict() for f in self.group_fields for g in self.grouped(f)]} if self.group_fields else {}),
             **({"pairwise": [c.to_dict() for c in self.pairwise]} if self.pairwise else {}),
             **({"per_language": self.language_rows()} if self.languages else {}),
+            **({"served_audit": self.served_audit} if self.served_audit else {}),
         })
 
     def save(self, results_dir: str | Path) -> Path:
@@ -1547,7 +1653,7 @@ class Results:
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
                    root=root, qrels=qrels, corpus=corpus, warnings=warnings, query_fields=fields, group_comparisons=groups,
-                   pairwise=pairwise)
+                   pairwise=pairwise, served_audit=dict(doc.get("served_audit") or {}))
 
 
 # --------------------------------------------------------------------------------------------

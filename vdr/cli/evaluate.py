@@ -322,6 +322,21 @@ def _echo_groups(res, fields, wide: bool = False) -> None:
         typer.echo(common.table_text(table, wide=wide))
 
 
+def _echo_served(res, wide: bool = False) -> None:
+    """Print the served systems against their exact backend (issue 36: :meth:`Results.served_table`
+    with its verdict lines, then :meth:`Results.served_gains_table`) when the evaluation has any."""
+    if not res.served_systems_audited():
+        return
+    typer.echo("")
+    typer.echo("served vs exact (original queries):")
+    typer.echo(common.table_text(res.served_table(), wide=wide))
+    gains = res.served_gains_table()
+    if gains.rows:
+        typer.echo("")
+        typer.echo("do the rewrites' gains survive?")
+        typer.echo(common.table_text(gains, wide=wide))
+
+
 # ---------------------------------------------------------------------------------- evaluate
 # Every parameter of `vdr evaluate`, in --help order: (name, annotation, option factory). The command's
 # signature is built from it by signature_from (typer reads inspect.signature, hence __signature__).
@@ -456,6 +471,7 @@ def evaluate_command(**o: Any) -> None:
         return
     typer.echo(common.table_text(res.summary_table(), wide=o["wide"]))
     _echo_groups(res, res.group_fields, o["wide"])
+    _echo_served(res, o["wide"])
     main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
     if main_metric:  # --engine mteb: MTEB's own headline number
         values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())

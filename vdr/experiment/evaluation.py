@@ -779,6 +779,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
             query_fields=fields,
         )
+        _audit(results, timer)
         _write(results, folder, timer)
         _write_report(out, held, o.report)  # under the folder's lock
     return results
@@ -988,6 +989,17 @@ def _score(run_map, order, inputs, plan, skipped, timer: "_Timer", o: "EvaluateO
         comparisons = _statistics(run_results, plan, o.statistics)
         st.count = len(comparisons)
     return run_results, comparisons
+
+
+def _audit(results: Results, timer: "_Timer") -> None:
+    """The served systems against their exact backend (stage ``audit``, only when some backend is
+    served): :func:`vdr.experiment.audit.served_audit` into ``results.served_audit``."""
+    from .audit import served_audit, served_systems
+
+    if served_systems(results.config):
+        with timer.stage("audit", unit="system") as st:
+            results.served_audit = served_audit(results)
+            st.count = len(results.served_audit.get("systems") or ())
 
 
 def _write(results: Results, folder, timer: "_Timer") -> None:

@@ -621,6 +621,21 @@ def _languages_section(res: Results, p: str) -> tuple[str, list[str]]:
     return "\n".join(out), md
 
 
+def _served_section(res: Results) -> tuple[str, list[str]]:
+    """Served systems against their exact backend (:attr:`Results.served_audit`, issue 36): the
+    table of :meth:`Results.served_table` with the verdict lines, then whether each rewrite's gain
+    survives (:meth:`Results.served_gains_table`, when there are rewrite variants)."""
+    if not res.served_systems_audited():
+        return "", []
+    t, g = res.served_table(), res.served_gains_table()
+    out = ['<h2 id="served">Served vs exact</h2>', t.to_html(css_class="served")]
+    md = ["## Served vs exact", "", t.to_markdown(), ""]
+    if g.rows:
+        out += ["<h3>Do the rewrites' gains survive?</h3>", g.to_html(css_class="")]
+        md += ["### Do the rewrites' gains survive?", "", g.to_markdown(), ""]
+    return "\n".join(out), md
+
+
 def _pairs_section(res: Results, p: str, alpha: float) -> tuple[str, list[str]]:
     """ranx's table of every pair of systems and the pairwise changes (``vdr compare --pairs all``)."""
     if not res.pairwise:
@@ -635,7 +650,7 @@ def _pairs_section(res: Results, p: str, alpha: float) -> tuple[str, list[str]]:
 # the verb
 
 
-_TOC = [("verdicts", "Verdicts"), ("summary", "Summary"), ("languages", "Languages"), ("groups", "Groups"), ("pairs", "Every pair"), ("rcp", "Judge"),
+_TOC = [("verdicts", "Verdicts"), ("summary", "Summary"), ("languages", "Languages"), ("groups", "Groups"), ("served", "Served vs exact"), ("pairs", "Every pair"), ("rcp", "Judge"),
         ("metrics", "Metrics"), ("changes", "Per-query changes"), ("length", "Rewrite length"), ("cases", "Regressions and gains"),
         ("holes", "Unjudged pages"), ("about", "Inputs")]
 
@@ -710,7 +725,9 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     verdicts (one sentence per backend x variant: the change of the primary metric with its 95% CI,
     significant or not after Holm at ``alpha``), the summary table (significant changes marked
     with a symbol and a colour) and, with ``group_by``, the change within each group of queries.
-    Below: every pair of systems (``vdr compare --pairs all``); per backend, bars of nDCG@3, MRR@3
+    Below: the served systems against their exact backend (issue 36: change of the primary metric,
+    overlap, RBO, storage and time ratios, whether each rewrite's gain survives); every pair of
+    systems (``vdr compare --pairs all``); per backend, bars of nDCG@3, MRR@3
     and Recall@10 per variant with 95% bootstrap intervals; the distribution of per-query changes;
     rewrite length against change (rewrites only); the ``top`` largest regressions and gains per
     backend, each with the query, its rewrite and history, the top-3 retrieved pages of both and
@@ -752,6 +769,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     verdicts_html, verdicts_md = _verdicts_section(res, p, alpha, words)
     groups_html, groups_md = _groups_section(res, fields, p, alpha, words)
     pairs_html, pairs_md = _pairs_section(res, p, alpha)
+    served_html, served_md = _served_section(res)
     bars_html, bars_md = _bars_section(res, p, words)
     changes_html = _change_sections(res, p, words)
     cases_html, cases_md = _cases_section(res, thumbs, o.top, p, words)
@@ -764,14 +782,14 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in summary.notes)
     first = [verdicts_html, '<h2 id="summary">Summary</h2>', summary.to_html(verdicts=False, notes=False), groups_html,
              f'<div class="notes">{notes}</div>' if notes else ""]
-    body = [pairs_html, judge_html, bars_html, changes_html, cases_html, hole_html]
+    body = [served_html, pairs_html, judge_html, bars_html, changes_html, cases_html, hole_html]
     write_text_atomic(out, _page(title, res, thumbs, warnings, first, body))
 
     what = "systems" if words.systems else "variants"
     head = [f"# {title}", "", f"Results: `{_md(res.root)}`; corpus: `{_md(_show(res.config.get('corpus_dir')))}`; "
             f"{len(res.query_ids)} queries; {what}: {_md(', '.join(res.variants))}.", "", *verdicts_md,
             "## Summary", "", summary.to_markdown(verdicts=False), ""]
-    _write_markdown(md_path, [head, groups_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
+    _write_markdown(md_path, [head, groups_md, served_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
     latex_path = _write_latex(res, summary, o.latex, p, alpha)
     return ReportPaths(out, md_path, len(thumbs.missing), warnings, latex_path, len(thumbs.rules),
                        thumbs.pages if thumbs.files else None)
