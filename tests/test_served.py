@@ -180,7 +180,8 @@ def test_parse_serve_as():
         with pytest.raises(InputError, match=said):
             parse_serve_as([bad])
     with pytest.raises(InputError, match="both named 'multimodal-binary'"):
-        parse_serve_as(["binary", "binary:hamming=elasticsearch"])
+        parse_serve_as(["binary", "binary:hamming=vespa"])
+    assert [s.name for s in parse_serve_as(["binary", "binary:hamming=elasticsearch"])] == ["multimodal-binary", "multimodal-binary-es"]
 
 
 @pytest.mark.model
@@ -226,3 +227,20 @@ def test_evaluate_serve_as(setup, tmp_path):
     with pytest.raises(InputError, match="add multimodal to --backend"):
         vdr.evaluate(root / "corpus", queries=root / "q.jsonl", qrels=root / "qrels.tsv", out=tmp_path / "x", backends="lexical",
                      serve_as=["binary"], progress=False)
+
+
+@pytest.mark.model
+def test_engines_through_the_served_backend(setup):
+    """Qdrant (local mode, no prefetch) and LanceDB (flat) search every page exactly: through the served
+    backend they give the exact run's pages, in order; their configs name the engine."""
+    pytest.importorskip("qdrant_client", reason="qdrant-client not installed: pip install 'vdr[served]'")
+    pytest.importorskip("lancedb", reason="lancedb not installed: pip install 'vdr[served]'")
+    exact_run = setup["exact"].search(setup["queries"], DEPTH)
+    for system in ("qdrant", "lancedb"):
+        backend, run = _served(setup, system)
+        assert backend.config["served"]["kind"] == "engine" and backend.config["engine"]
+        for qid in exact_run:
+            assert [d for d, _ in run.ranked(qid)][:5] == [d for d, _ in exact_run.ranked(qid)][:5], (system, qid)
+        if system == "qdrant":
+            for qid in exact_run:
+                assert dict(run[qid]) == pytest.approx(dict(exact_run[qid]), abs=1e-4)

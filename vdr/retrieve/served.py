@@ -144,7 +144,8 @@ def _one_spec(text: str, exact: str) -> ServedSpec:
             raise InputError(f"--serve-as {text!r}: unknown {kind} parameter(s) {unknown}; known: {', '.join(known) or 'none'}")
         params = {**known, **params}
         _check_params(kind, params, text)
-    default = f"{exact}-{kind}{params['factor'] if kind == 'pool' else ''}"
+    suffix = params["factor"] if kind == "pool" else "-es" if kind == "binary" and params["hamming"] == "elasticsearch" else ""
+    default = f"{exact}-{kind}{suffix}"
     name = name or default
     if not _NAME_RE.match(name):
         raise InputError(f"--serve-as {text!r}: name {name!r} must be letters, digits, '_', '.', '-' (it names files)")
@@ -164,7 +165,8 @@ def parse_serve_as(specs: Sequence[str] | str | None, exact: str = "multimodal")
     """Parse ``--serve-as`` values: ``[NAME=]KIND[:PARAMS]``, PARAMS one number (``pool:3``: the pool
     factor) or ``key=value`` pairs separated by commas (``muvera:candidates=200``,
     ``qdrant:prefetch=mean,candidates=100``). The default name is ``<exact>-<kind>`` (pool:
-    ``<exact>-pool<F>``); give ``NAME=`` to run one kind twice.
+    ``<exact>-pool<F>``; Elasticsearch's Hamming rule: ``<exact>-binary-es``); give ``NAME=`` to
+    run one kind twice.
 
     Returns:
         one :class:`ServedSpec` per value, in order.
