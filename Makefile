@@ -17,7 +17,8 @@ SYSDEPS := bash scripts/sysdeps.sh
 SAMPLE := assets/sample_corpus
 
 # The main job on the bundled sample: ingest its PDFs, then original vs two rewrite variants on
-# every backend that runs offline (the multimodal one needs a ColPali-family checkpoint: MODEL=DIR),
+# every backend that runs offline (the multimodal one needs a ColPali-family checkpoint: MODEL=DIR, which
+# also serves its page vectors pooled, int8, binary, MUVERA and through Qdrant, audited against exact MaxSim),
 # broken down by the queries' type (evaluate writes the report: out/demo/results/report.html); then every
 # pair of the BM25 runs compared (ranx's matrix).
 demo: $(STAMP)
@@ -26,7 +27,8 @@ demo: $(STAMP)
 	$(VENV)/bin/vdr evaluate out/demo/corpus --queries $(SAMPLE)/queries.jsonl --qrels $(SAMPLE)/qrels.tsv \
 		--rewrites conversational=$(SAMPLE)/rewrites-conversational.jsonl \
 		--rewrites keywords=$(SAMPLE)/rewrites-keywords.jsonl --group-by type \
-		$(if $(MODEL),--model $(MODEL)) --quiet --out out/demo/results
+		$(if $(MODEL),--model $(MODEL) --serve-as pool:3 --serve-as int8 --serve-as binary --serve-as muvera --serve-as qdrant) \
+		--quiet --out out/demo/results
 	$(VENV)/bin/vdr compare $(SAMPLE)/qrels.tsv bm25=out/demo/results/runs/lexical.original.trec \
 		bm25-conversational=out/demo/results/runs/lexical.conversational.trec \
 		bm25-keywords=out/demo/results/runs/lexical.keywords.trec --pairs all \
