@@ -163,3 +163,21 @@ def test_trec_eval_cli_benchmark_small(tmp_path) -> None:
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["differing_lines"] == 0 and res["lines"] > 2 * 5 * 90
     assert res["ratio"] == pytest.approx(res["vdr_s"] / res["trec_eval_s"], rel=1e-3)
+
+
+@pytest.mark.slow
+def test_served_benchmark_quick() -> None:
+    """benchmarks/served.py --quick (issue 36): one JSON line per system, storage ratios as the formats
+    define them (float16 store: int8 half, binary 1/16), fp16 storage is the exact system (overlap 1)."""
+    script = SCRIPT.parent / "served.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--systems", "fp16,int8,binary,pool:3"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = {d["system"]: d for d in map(json.loads, proc.stdout.strip().splitlines())}
+    assert list(lines) == ["multimodal-fp16", "multimodal-int8", "multimodal-binary", "multimodal-pool3"]
+    assert lines["multimodal-fp16"]["overlap@10"] == 1.0 and lines["multimodal-fp16"]["storage_ratio"] == 1.0
+    assert lines["multimodal-int8"]["storage_ratio"] == 0.5 and lines["multimodal-binary"]["storage_ratio"] == 0.0625
+    assert 0 < lines["multimodal-pool3"]["storage_ratio"] <= 1 / 3 and lines["multimodal-pool3"]["pages"] == 40
+    for d in lines.values():
+        assert d["time_ratio"] == pytest.approx(d["ms_per_query"] / d["exact_ms_per_query"], rel=1e-9)
+        assert 0 <= d["overlap@10"] <= 1
