@@ -367,7 +367,8 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
             except InputError as e:
                 raise InputError(f"--run {b} (variant {name}): {e}") from None
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
-    full = [b for b in order if set(runs[b]) == set(inputs.variants)]  # the macro row averages backends with every variant
+    # the macro row averages backends with every variant; a served system (--serve-as) is its exact backend again: left out
+    full = [b for b in order if set(runs[b]) == set(inputs.variants) and b not in plan.served]
     if settings.macro_average and len(full) > 1:
         order = full
         for name in inputs.variants:
