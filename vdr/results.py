@@ -575,6 +575,12 @@ class Results:
         served_audit: the served systems against their exact backend (results.json
             ``served_audit``, computed by :func:`vdr.experiment.audit.served_audit`; its rows:
             :meth:`served_rows`); ``{}`` when no served system ran.
+        samples: the N-sample rewrite variants (results.json ``samples``, :mod:`vdr.experiment.samples`):
+            ``{variant: {"n", "members", "mean", "rrf", "best", "rrf_k", "backends": {backend: {"spread":
+            {metric: {"per_sample", "mean", "sd", "ci95"}}, "disagreement": {...}, "run_files"}}, ...}}``;
+            ``{}`` when there is none.
+        sample_runs: the hidden member runs (``NAME.s1 .. NAME.sN``) of the N-sample variants, one
+            :class:`RunResult` each (results.json ``sample_runs``; ``to_pandas("samples")``).
     """
 
     config: dict
@@ -592,6 +598,8 @@ class Results:
     group_comparisons: list[GroupComparison] = field(default_factory=list)
     pairwise: list[Comparison] = field(default_factory=list)
     served_audit: dict = field(default_factory=dict)
+    samples: dict = field(default_factory=dict)
+    sample_runs: list[RunResult] = field(default_factory=list)
     _rankings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _extra: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -753,13 +761,21 @@ class Results:
     def _computed(self, metric: str) -> list[tuple[str, Comparison]]:
         if metric not in self._extra:
             self.check_metric(metric)
-            by_backend = {b: {r.variant: r.metrics for r in self.runs if r.backend == b} for b in self.backends}
+            by_backend = {b: {r.variant: r.metrics for r in self.runs if r.backend == b and r.variant not in self.oracle_variants}
+                          for b in self.backends}
             by_backend = {b: v for b, v in by_backend.items() if self.baseline in v}
             cfg = self.config
             self._extra[metric] = compare_variants(by_backend, [metric], baseline=self.baseline,
                                                    n_permutations=int(cfg.get("n_permutations", 10_000)),
                                                    n_bootstrap=int(cfg.get("n_bootstrap", 10_000)), seed=int(cfg.get("seed", 0)))
         return self._extra[metric]
+
+    @property
+    def oracle_variants(self) -> set[str]:
+        """The oracle best-of-N rows of the N-sample variants (:attr:`samples`): never tested, no verdict."""
+        from .experiment.samples import oracle_variants
+
+        return oracle_variants(self.samples)
 
     def rows(self, primary: str | None = None) -> list[dict]:
         """The summary table as rows, one per backend x variant in :attr:`runs` order.
@@ -815,6 +831,10 @@ class Results:
         reused = self._reused_runs()
         for r in self.rows(primary):
             variant = f"{r['variant']} (same run)" if r["backend"] in reused and r["variant"] != self.baseline else r["variant"]
+            if self.samples:
+                from .experiment.samples import sample_label
+
+                variant = sample_label(self.samples, r["backend"], variant, primary)
             cells = [r["backend"], variant, *(fmt4(r[m]) for m in metrics), str(r["queries"])]
             mark = [""] * (len(cells) + 6)
             sup = [""] * (len(cells) + 6)
@@ -913,7 +933,8 @@ class Results:
         key = ("groups", field_name, primary)
         if key not in self._extra:
             values = self.groups(field_name)
-            by_backend = {b: {r.variant: r.metrics for r in self.runs if r.backend == b} for b in self.backends}
+            by_backend = {b: {r.variant: r.metrics for r in self.runs if r.backend == b and r.variant not in self.oracle_variants}
+                          for b in self.backends}
             by_backend = {b: v for b, v in by_backend.items() if self.baseline in v and len(v) > 1}
             cfg = self.config
             self._extra[key] = compare_groups(by_backend, {field_name: values}, primary, baseline=self.baseline,
@@ -1344,6 +1365,10 @@ class Results:
             notes.append(f"{metric_label(m)}: averaged over the queries present in each run only"
                          f" ({'/'.join(map(str, counts))} of {n}), as the paper's released code does; not comparable with vdr's"
                          " cut-off metrics (queries missing from a run score 0 there); not tested for significance.")
+        if self.samples:
+            from .experiment.samples import sample_notes
+
+            notes += sample_notes(self.samples, primary, metric_title)
         if any(r.backend == "macro" for r in self.runs):
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
         gain = self.config.get("graded_gain")
@@ -1415,6 +1440,14 @@ class Results:
                 for m, col in zip(names, cols):
                     yield r.backend, r.variant, q, m, col[qi]
 
+    def _sample_rows(self):
+        member = {m: (name, i + 1) for name, rec in self.samples.items() for i, m in enumerate(rec.get("members") or ())}
+        for r in self.sample_runs:
+            name, i = member.get(r.variant, (r.variant, 0))
+            for m, col in r.metrics.values.items():
+                for q, x in zip(r.metrics.query_ids, col.tolist()):
+                    yield r.backend, name, i, q, m, x
+
     def to_pandas(self, what: str = "per_query"):
         """A tidy :class:`pandas.DataFrame`.
 
@@ -1426,6 +1459,8 @@ class Results:
         * ``"groups"``: :meth:`group_rows` of every field of :attr:`group_fields`.
         * ``"languages"``: :meth:`language_rows` on the primary metric (multilingual evaluations).
         * ``"served"``: :meth:`served_rows`, one row per served system (:attr:`served_audit`).
+        * ``"samples"``: the per-sample values of the N-sample variants (:attr:`sample_runs`): columns
+          ``backend, variant`` (the N-sample variant), ``sample`` (1-based), ``query_id, metric, value``.
         * ``"pairs"``: every pair of systems (:attr:`pairwise`), one row per pair and metric:
           ``run, vs, metric, mean, vs_mean, delta, ci_low, ci_high, p_value, p_value_holm,
           p_value_ttest, wins, ties, losses, outcome``.
@@ -1442,6 +1477,8 @@ class Results:
             return pd.DataFrame.from_records(self.language_rows())
         if what == "served":
             return pd.DataFrame.from_records(self.served_rows())
+        if what == "samples":
+            return pd.DataFrame.from_records(list(self._sample_rows()), columns=["backend", "variant", "sample", "query_id", "metric", "value"])
         if what == "pairs":
             return pd.DataFrame.from_records([
                 {"run": c.variant, "vs": c.baseline, "metric": c.metric, "mean": c.rewritten, "vs_mean": c.original, "delta": c.delta,
@@ -1449,7 +1486,7 @@ class Results:
                  "p_value_ttest": c.p_value_ttest, "wins": c.wins, "ties": c.ties, "losses": c.losses, "outcome": c.outcome(self.alpha)}
                 for c in self.pairwise])
         if what != "per_query":
-            raise InputError(f"to_pandas({what!r}): choose 'per_query', 'groups', 'languages', 'pairs' or 'served'")
+            raise InputError(f"to_pandas({what!r}): choose 'per_query', 'groups', 'languages', 'pairs', 'served' or 'samples'")
         df = pd.DataFrame.from_records(list(self._long_rows()), columns=list(PER_QUERY_COLUMNS))
         df["value"] = df["value"].astype("float64")
         for f in self.group_fields:
@@ -1572,15 +1609,15 @@ class Results:
                                                                          **({"answers": list(x.answers)} if x.answers else {})}
                                                                       for q, x in qs.items()})
                          for name, qs in self.variants.items()},
-            "runs": [{"backend": r.backend, "variant": r.variant, "run_file": r.run_file, "num_queries": r.metrics.num_queries,
-                      "policy": dict(r.metrics.policy), "aggregate": r.metrics.aggregate, "per_query": r.metrics.per_query}
-                     for r in self.runs],
+            "runs": [_run_entry(r) for r in self.runs],
             "comparisons": [dict(c.to_dict(), backend=b) for b, c in self.comparisons],
             **({"query_fields": self.query_fields} if self.query_fields else {}),
             **({"groups": [g.to_dict() for f in self.group_fields for g in self.grouped(f)]} if self.group_fields else {}),
             **({"pairwise": [c.to_dict() for c in self.pairwise]} if self.pairwise else {}),
             **({"per_language": self.language_rows()} if self.languages else {}),
             **({"served_audit": self.served_audit} if self.served_audit else {}),
+            **({"samples": self.samples} if self.samples else {}),
+            **({"sample_runs": [_run_entry(r) for r in self.sample_runs]} if self.sample_runs else {}),
         })
 
     def save(self, results_dir: str | Path) -> Path:
@@ -1600,6 +1637,12 @@ class Results:
         for r in self.runs:
             if r.run_file and not (same and r.ranking is None and (out / r.run_file).is_file()):
                 save_run(self.ranking(r.backend, r.variant), out / r.run_file, tag=f"vdr-{r.backend}-{r.variant}")
+        for r in self.sample_runs:  # the members of N-sample variants (in memory, else read from this folder)
+            if r.run_file and not (same and r.ranking is None and (out / r.run_file).is_file()):
+                if r.ranking is None and (self.root is None or not (Path(self.root) / r.run_file).is_file()):
+                    raise InputError(f"the run of sample {r.variant} on {r.backend} is neither in memory nor in {self.root}")
+                ranking = r.ranking if r.ranking is not None else load_run(Path(self.root) / r.run_file)
+                save_run(ranking, out / r.run_file, tag=f"vdr-{r.backend}-{r.variant}")
         with atomic_write(out / RESULTS_FILE) as f:
             json.dump(self.to_dict(), f, indent=1, ensure_ascii=False, allow_nan=False)
             f.write("\n")
@@ -1653,7 +1696,9 @@ class Results:
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
                    root=root, qrels=qrels, corpus=corpus, warnings=warnings, query_fields=fields, group_comparisons=groups,
-                   pairwise=pairwise, served_audit=dict(doc.get("served_audit") or {}))
+                   pairwise=pairwise, served_audit=dict(doc.get("served_audit") or {}), samples=dict(doc.get("samples") or {}),
+                   sample_runs=[RunResult(r["backend"], r["variant"], r.get("run_file"), _metrics_from_doc(r))
+                                for r in doc.get("sample_runs") or []])
 
 
 # --------------------------------------------------------------------------------------------
@@ -1683,6 +1728,12 @@ def _read_document(root: Path, path: Path) -> dict:
         if not isinstance(r, dict) or not {"backend", "variant", "aggregate", "per_query"} <= set(r):
             raise InputError(f"run #{i + 1} lacks backend/variant/aggregate/per_query", path=path)
     return doc
+
+
+def _run_entry(r: RunResult) -> dict:
+    """One entry of results.json ``runs`` (or ``sample_runs``)."""
+    return {"backend": r.backend, "variant": r.variant, "run_file": r.run_file, "num_queries": r.metrics.num_queries,
+            "policy": dict(r.metrics.policy), "aggregate": r.metrics.aggregate, "per_query": r.metrics.per_query}
 
 
 def _metrics_from_doc(r: dict) -> MetricsResult:

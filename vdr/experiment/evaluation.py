@@ -58,6 +58,7 @@ from ..corpus import PAGES_FILE
 from ..errors import InputError, VdrWarning
 from ..progress import counted
 from .inputs import ORIGINAL, InputSettings, Inputs, build_variants, check_inputs, check_name, duplicate_texts, load_inputs
+from .samples import derived_names, fold_samples, oracle_variants, reported_variants
 from ..io.atomic import write_text_atomic
 from ..metrics import EVALUATE_CUTOFFS, MetricPlan, MetricsResult, evaluate_run
 from ..metrics.plan import EVALUATE_DEFAULTS
@@ -379,14 +380,16 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
     return results
 
 
-def _statistics(results: list[RunResult], plan: _Plan, settings: StatisticsSettings) -> list:
+def _statistics(results: list[RunResult], plan: _Plan, settings: StatisticsSettings, exclude: Collection[str] = ()) -> list:
     """Each rewrite variant against the originals, per backend (and macro) and compared metric;
-    Holm over all variants x metrics of a backend (:func:`vdr.stats.compare_variants`)."""
+    Holm over all variants x metrics of a backend (:func:`vdr.stats.compare_variants`). The variants
+    of ``exclude`` (the oracle best-of-N rows) are not tested and are in no family."""
     from ..stats import compare_variants
 
     by_backend: dict[str, dict[str, MetricsResult]] = {}
     for r in results:
-        by_backend.setdefault(r.backend, {})[r.variant] = r.metrics
+        if r.variant not in exclude:
+            by_backend.setdefault(r.backend, {})[r.variant] = r.metrics
     return compare_variants(by_backend, plan.compared_metrics, n_permutations=settings.n_permutations,
                             n_bootstrap=settings.n_bootstrap, seed=settings.seed)
 
@@ -752,7 +755,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             st.unit = inputs.corpus.kind
             fields = _query_fields(inputs, o)  # --group-by: a missing field fails here, before any search
         held = _held(out) if folder is not None else None  # what the folder holds now (we hold its lock)
-        planned = {(b, v) for b in [*plan.wanted, "macro"] for v in inputs.variants}  # a superset of what this run writes
+        planned = {(b, v) for b in [*plan.wanted, "macro"] for v in [*inputs.variants, *derived_names(inputs.samples)]}  # a superset
         group_by = _language_config(fields, inputs.qrels, _group_by(o)).get("group_by", _group_by(o))
         _check_nothing_lost(out, held, planned, group_by, o.overwrite)  # before any search
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
@@ -763,10 +766,12 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
         if folder is None:
             return None  # other ranks only compute (the multimodal backend); rank 0 writes everything
         order = [s for s in sorted(run_map, key=_result_order(plan.wanted))]
-        run_results, comparisons = _score(run_map, order, inputs, plan, skipped, timer, o)
+        folded, comparisons = _score(run_map, order, inputs, plan, skipped, timer, o)
+        run_results, variants = folded.runs, reported_variants(inputs.variants, inputs.samples)
         ran = {b: built[b] for b in order}
         with timer.stage("results"):  # config, versions (file hashes), the Results object
             config = _config(inputs, plan, ran, o, encoder=encoder, cache_dir=cache)
+            config["variants"] = list(variants)
             config[RELATIVE_INPUTS] = relative_inputs(config, out)
             config.update(_language_config(fields, inputs.qrels, config.get("group_by") or []))
             config.update(_graded_gain(run_results, inputs.qrels, o.metrics, config["primary_metric"]))
@@ -776,9 +781,9 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             config["kept_from_folder"] = kept
         results = Results(
             config=config, versions=_versions_of(inputs, config["backend_config"], o.vidore), runs=run_results,
-            comparisons=comparisons, skipped=skipped, variants=inputs.variants,
+            comparisons=comparisons, skipped=skipped, variants=variants,
             backend_reports={b: m.report for b, m in ran.items()}, root=out, qrels=inputs.qrels, corpus=inputs.corpus,
-            query_fields=fields,
+            query_fields=fields, samples=folded.record, sample_runs=folded.sample_runs,
         )
         _audit(results, timer)
         _write(results, folder, timer)
@@ -986,10 +991,28 @@ def _score(run_map, order, inputs, plan, skipped, timer: "_Timer", o: "EvaluateO
         st.count = len(run_results)
     if not run_results:
         raise InputError("no backend ran: " + "; ".join(f"{b}: {r}" for b, r in skipped.items()))
+    folded = _fold_samples(run_results, inputs, plan, o)
     with timer.stage("statistics", unit="comparison") as st:
-        comparisons = _statistics(run_results, plan, o.statistics)
+        comparisons = _statistics(folded.runs, plan, o.statistics, exclude=oracle_variants(inputs.samples))
         st.count = len(comparisons)
-    return run_results, comparisons
+    return folded, comparisons
+
+
+def _fold_samples(run_results: list[RunResult], inputs: Inputs, plan: _Plan, o: "EvaluateOptions"):
+    """The N-sample variants' rows (mean, RRF, oracle best-of-N) in place of their members' runs
+    (:func:`vdr.experiment.samples.fold_samples`); the fused runs scored as every run is."""
+    from ..io.idjoin import IdJoinWarning
+
+    def score(b: str, run: Run, metrics) -> MetricsResult:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", IdJoinWarning)
+            return evaluate_run(inputs.qrels, run.renamed(f"{b}/{run.name}"), plan.metrics if metrics is None else metrics,
+                                relevance_level=o.relevance_level, allow_unjudged=True,
+                                queries_without_relevant=o.queries_without_relevant, allow_id_mismatch=o.allow_id_mismatch)
+
+    primary = plan.table_metrics[0]
+    k = int(primary.split("@", 1)[1]) if "@" in primary and primary.split("@", 1)[1].isdigit() else min(plan.ks)
+    return fold_samples(run_results, inputs.samples, score, primary=primary, hit_metric=f"hit@{k}", depth=o.depth)
 
 
 def _audit(results: Results, timer: "_Timer") -> None:

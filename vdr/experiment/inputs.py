@@ -21,6 +21,7 @@ from ..io.formats import load_qrels, load_queries, load_rewrites
 from ..io.turn_ids import IdMapping, load_rewrites_mapped, mapping_note, remap_qrels
 from ..retrieve.budget import DEFAULT_MAX_QUERY_TOKENS, budget_config, check_max_tokens, fit_query_budget
 from ..types import ORIGINAL, Qrels, Query, QuerySet, duplicate_texts
+from .samples import is_samples_file
 
 __all__ = ["InputSettings", "Inputs", "load_inputs", "build_variants", "concat_variant", "check_inputs", "duplicate_texts", "same_text_variants", "ORIGINAL", "CONCAT"]
 
@@ -99,6 +100,9 @@ class Inputs:
             recorded under ``config.id_mapping``; empty when nothing was mapped.
         id_join: ``{"queries_qrels": record}``: how the query ids of the queries file and of the qrels
             join (:func:`vdr.io.idjoin.check_id_join`), recorded under ``config.id_join``.
+        samples: ``{name: SampleVariant}``: the N-sample rewrite variants (a file whose ``text`` is a
+            list, :mod:`vdr.experiment.samples`); their hidden members ``NAME.s1 .. NAME.sN`` are in
+            ``variants`` (searched like any variant), ``NAME`` itself is not.
     """
 
     corpus: Corpus
@@ -113,6 +117,7 @@ class Inputs:
     same_texts: dict = field(default_factory=dict)
     id_mapping: dict = field(default_factory=dict)
     id_join: dict = field(default_factory=dict)
+    samples: dict = field(default_factory=dict)
 
 
 def same_text_variants(variants: Mapping[str, QuerySet]) -> dict[str, str]:
@@ -404,14 +409,41 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
     check_inputs(corpus, originals, qrels_obj, qrels_path)
     qrels_obj, judged = _judged_passages(corpus, qrels_obj, qrels_path, drop_missing_judged)
     variants = build_variants(originals, {}, concat=concat, concat_max_tokens=concat_max_tokens)
-    rewritten, rewrite_mappings = _rewrite_variants(originals, dict(rewrites))
+    sampled = {n: p for n, p in rewrites.items() if is_samples_file(p)}  # N samples per query (issue 37.2)
+    rewritten, rewrite_mappings = _rewrite_variants(originals, {n: p for n, p in rewrites.items() if n not in sampled})
     variants.update(rewritten)
     concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
     same = same_text_variants(variants)
     variants = {n: qs for n, qs in variants.items() if n not in same}
+    variants, samples = _with_samples(variants, originals, sampled, list(rewrites))
     id_mapping = {**({"qrels": qrels_mapping.to_json()} if qrels_mapping else {}), **({"rewrites": rewrite_mappings} if rewrite_mappings else {})}
     return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same, id_mapping,
-                  {"queries_qrels": id_join})
+                  {"queries_qrels": id_join}, samples)
+
+
+def _with_samples(variants: dict[str, QuerySet], originals: QuerySet, files: Mapping[str, str | Path],
+                  order: list[str]) -> tuple[dict[str, QuerySet], dict]:
+    """``variants`` with the members of the N-sample variants of ``files`` (:mod:`vdr.experiment.samples`)
+    where their names stand in ``order`` (the ``rewrites`` order), and their records. Members are never
+    collapsed by :func:`same_text_variants` (identical samples are N samples).
+
+    Raises:
+        InputError: see :func:`vdr.experiment.samples.load_sample_variants`; a bad name.
+    """
+    from .samples import load_sample_variants
+
+    if not files:
+        return variants, {}
+    for name in files:
+        check_name(name, "rewrite variant")
+    members, samples = load_sample_variants(originals, files, taken=list(variants))
+    out = {n: qs for n, qs in variants.items() if n not in order}
+    for name in order:
+        if name in samples:
+            out.update({m: members[m] for m in samples[name].members})
+        elif name in variants:
+            out[name] = variants[name]
+    return out, samples
 
 
 def _judged_passages(corpus, qrels_obj: Qrels, qrels_path: Path, drop_missing_judged: bool) -> tuple[Qrels, dict]:
