@@ -138,6 +138,7 @@ MODULE_TIERS = {
     "test_semantic_similarity": "model",  # tiny sentence-transformers models declaring similarity_fn_name
     "test_served": "model",  # issue 36: a tiny ColQwen2.5's page store served compressed; parse tests are plain
     "test_sample_assets": "core",
+    "test_samples": "core",  # N samples as one system (issue 37.2): lexical on the bundled sample; the ranx check is crosscheck
     "test_scoring": "core",  # MaxSim on torch tensors; no model
     "test_maxsim_packed": "core",  # packed pages and precision variants on the CPU reference path
     "test_maxsim_finite": "core",  # non-finite vectors refused; the fused-kernel checks (Triton interpreter) are slow
@@ -163,6 +164,7 @@ TEST_TIERS = {
     "test_backends::test_mteb_main_metric_of_vidore_v2_datasets": "model",
     "test_compare_runs::test_compare_cli_values_hand_computed_and_pytrec_eval": "crosscheck",
     "test_compare_runs::test_pairs_all_against_ranx": "crosscheck",
+    "test_samples::test_rrf_fusion_equals_ranx": "crosscheck",
     "test_convert::test_evaluate_converted_topiocqa_lexical_matches_pytrec_eval": "crosscheck",
     "test_convert::test_evaluate_drop_missing_judged_is_labelled": "crosscheck",  # pytrec_eval
     "test_judge_fit::test_bt_gradient_and_choix_crosscheck": "crosscheck",

@@ -66,6 +66,7 @@ def rewrite_command(
     seed: Optional[int] = typer.Option(None, "--seed", rich_help_panel=common.PANEL_LLM, help="Sampling seed sent to the endpoint (sample I asks with SEED + I; default: not sent)."),
     stop: Optional[list[str]] = typer.Option(None, "--stop", rich_help_panel=common.PANEL_LLM, help="A stop sequence (repeatable; default: none)."),
     sample: int = typer.Option(0, "--sample", rich_help_panel=common.PANEL_LLM, help="Index of this sample among several rewrites per query (needs --temperature > 0); each index is its own variant and cache key."),
+    samples: Optional[int] = typer.Option(None, "--samples", rich_help_panel=common.PANEL_LLM, help="Write N rewrites per query into OUT as one N-sample variant ({\"_id\", \"text\": [N texts]}; vdr evaluate reports it as one system: mean with its spread, RRF fusion, oracle best-of-N). Samples 0..N-1 go to OUT.sample<I>.jsonl and share one cache (default OUT.cache.jsonl; --sample I runs with the same --cache are reused). N > 1 needs --temperature > 0."),
     max_history_words: int = typer.Option(2000, "--max-history-words", rich_help_panel=common.PANEL_LLM, help="History word budget (oldest turns dropped first, the question always kept)."),
     fill_failed: Optional[FillFailed] = typer.Option(None, "--fill-failed", rich_help_panel=common.PANEL_RUN, help="'original': write failed ids with their original text (still listed as failed; vdr evaluate counts them). Default: leave them out (vdr evaluate then refuses the variant, naming the failures file)."),
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_LLM, help="Device of --local (cpu, cuda)."),
@@ -77,6 +78,14 @@ def rewrite_command(
     from $VDR_JUDGE_API_KEY or $OPENAI_API_KEY and never written. Exits 1 when any query failed (all listed)."""
     from ..rewrite import rewrite
 
+    if samples is not None:
+        return _rewrite_samples_command(queries, template=template, out=out, n=samples, sample=sample, endpoint=endpoint, model=model,
+                                        local=local, cache=cache, concurrency=concurrency, budget=budget, timeout=timeout,
+                                        deadline=deadline, max_retries=max_retries, max_tokens=max_tokens, temperature=temperature,
+                                        max_history_words=max_history_words, fill_failed=fill_failed, device=device,
+                                        trust_remote_code=trust_remote_code, top_p=top_p, seed=seed,
+                                        allow_pickle_weights=allow_pickle_weights, stop=tuple(stop) if stop else None,
+                                        progress=not quiet)
     r = rewrite(queries, template=template, out=out, endpoint=endpoint, model=model, local=local, cache=cache,
                 concurrency=concurrency, budget=budget, timeout=timeout, deadline=deadline, max_retries=max_retries,
                 max_tokens=max_tokens, temperature=temperature, max_history_words=max_history_words,
@@ -108,4 +117,25 @@ def rewrite_command(
         more = f" ({len(r.failed) - 20} more)" if len(r.failed) > 20 else ""
         typer.echo(f"{counted(len(r.failed), 'failed query', 'failed queries')}{more} listed in {r.failures_path};"
                    " rerun to retry them (successes are cached)", err=True)
+        raise typer.Exit(code=1)
+
+
+def _rewrite_samples_command(queries: Path, *, out: Path, n: int, sample: int, **kwargs) -> None:
+    """``vdr rewrite --samples N`` (:func:`vdr.rewrite.rewrite_samples`): one line per sample, the
+    failures on stderr; exit 1 when a query failed in some sample."""
+    from ..errors import InputError
+    from ..rewrite import rewrite_samples
+
+    if sample:
+        raise InputError("give either --samples N (every index 0..N-1) or --sample I (one index), not both")
+    r = rewrite_samples(queries, out=out, n=n, **kwargs)
+    for i, s in enumerate(r.samples):
+        typer.echo(f"sample {i}: {counted(s.total, 'query')}: {s.rewritten} rewritten, {s.cached} from cache, {len(s.failed)} failed"
+                   f" -> {s.out}")
+    typer.echo(f"{counted(n, 'sample')} per query -> {r.out}")
+    if r.failed:
+        for qid, reason in list(r.failed.items())[:20]:
+            typer.echo(f"failed: {qid}: {reason}", err=True)
+        typer.echo(f"{counted(len(r.failed), 'failed query', 'failed queries')} listed in {r.failures_path}; rerun to retry them"
+                   " (successes are cached)", err=True)
         raise typer.Exit(code=1)

@@ -23,8 +23,10 @@ How it is evaluated (:func:`vdr.evaluate`):
 * ``NAME.rrf``: reciprocal rank fusion of the N sample runs (Cormack, Clarke & Buettcher 2009,
   ``sum_i 1 / (60 + rank_i)``, 1-based ranks in trec_eval order; the fused ``depth`` best kept): a
   system of its own, with its run file, compared with the originals like any variant (one more test
-  per metric). It equals ``ranx.fuse(runs, method="rrf", norm=None)`` (ranx's rrf ``k`` default is
-  60) on the same runs given in trec_eval order (tests/test_samples.py checks scores and order);
+  per metric). It equals ``ranx.fuse(runs, method="rrf")`` (ranx 0.3.21: ``k`` 60 by default,
+  1-based ranks) on the same ranks, scores and order (tests/test_samples.py); ranx orders tied
+  scores by numba's unstable argsort where vdr follows trec_eval (corpus id descending), so on runs
+  with ties ranx must be given the ranks (e.g. score ``-rank``) to agree;
 * ``NAME.best-of-N``: per query the best value over the samples of each metric: an ORACLE upper
   bound (it picks the sample with the qrels), labelled so, never tested, never in a verdict nor a
   Holm family; no run file;
@@ -272,10 +274,10 @@ def spread(per_sample_means: Sequence[float], confidence: float = 0.95) -> dict:
     x = np.asarray(list(per_sample_means), dtype=np.float64)
     if x.size == 0:
         raise InputError("no samples")
-    mean = float(x.mean())
+    mean = float(_mean(x))
     if x.size == 1:
         return {"per_sample": x.tolist(), "mean": mean, "sd": None, "ci95": None}
-    sd = float(x.std(ddof=1))
+    sd = float((x - x[0]).std(ddof=1))
     if sd == 0.0:
         return {"per_sample": x.tolist(), "mean": mean, "sd": 0.0, "ci95": [mean, mean]}
     from scipy.stats import t
@@ -365,6 +367,13 @@ def _assemble(run_results: Sequence, samples: Mapping[str, SampleVariant], rows:
     return SampleFold(out, members, record)
 
 
+def _mean(x: np.ndarray) -> np.ndarray:
+    """The mean over axis 0 as ``x[0] + mean(x - x[0])``: exactly ``x[0]`` where every row equals
+    it (N identical samples give the single sample's values bit for bit; a plain mean of three
+    ``2/3`` is not ``2/3`` in floating point)."""
+    return x[0] + (x - x[0]).mean(axis=0)
+
+
 def _stack(results: Sequence, metric: str) -> np.ndarray:
     """``(N, queries)`` values of ``metric`` over the member results."""
     return np.stack([np.asarray(r.metrics.values[metric], dtype=np.float64) for r in results])
@@ -378,7 +387,7 @@ def _backend_rows(b: str, rec: SampleVariant, have: Sequence, score, primary: st
             raise AlignmentError(f"backend {b!r}: the samples of {rec.name!r} were scored on different query sets")
     names = list(have[0].metrics.values)
     pol = dict(have[0].metrics.policy)
-    mean = {m: _stack(have, m).mean(axis=0) for m in names}
+    mean = {m: _mean(_stack(have, m)) for m in names}
     prim = np.nan_to_num(_stack(have, primary), nan=-np.inf)
     pick = prim.argmax(axis=0)  # the first best sample of each query (ties: the lower index)
     best = {m: _stack(have, m)[pick, np.arange(len(ids))] for m in names}
@@ -392,7 +401,7 @@ def _backend_rows(b: str, rec: SampleVariant, have: Sequence, score, primary: st
 def _macro_row(rec: SampleVariant, i: int, parts: Sequence, like, RunResult):
     """Row ``i`` (mean, rrf, best) of the macro backend: the mean of the backends' rows."""
     name = rec.derived()[i]
-    vals = {m: np.mean(np.stack([p.metrics.values[m] for p in parts]), axis=0) for m in like.metrics.values}
+    vals = {m: _mean(np.stack([p.metrics.values[m] for p in parts])) for m in like.metrics.values}
     return RunResult("macro", name, None, MetricsResult(like.metrics.query_ids, vals, dict(like.metrics.policy)))
 
 
