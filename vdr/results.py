@@ -773,9 +773,7 @@ class Results:
     @property
     def oracle_variants(self) -> set[str]:
         """The oracle best-of-N rows of the N-sample variants (:attr:`samples`): never tested, no verdict."""
-        from .experiment.samples import oracle_variants
-
-        return oracle_variants(self.samples)
+        return {str(rec.get("best")) for rec in self.samples.values()}
 
     def rows(self, primary: str | None = None) -> list[dict]:
         """The summary table as rows, one per backend x variant in :attr:`runs` order.
@@ -832,9 +830,7 @@ class Results:
         for r in self.rows(primary):
             variant = f"{r['variant']} (same run)" if r["backend"] in reused and r["variant"] != self.baseline else r["variant"]
             if self.samples:
-                from .experiment.samples import sample_label
-
-                variant = sample_label(self.samples, r["backend"], variant, primary)
+                variant = _sample_label(self.samples, r["backend"], variant, primary)
             cells = [r["backend"], variant, *(fmt4(r[m]) for m in metrics), str(r["queries"])]
             mark = [""] * (len(cells) + 6)
             sup = [""] * (len(cells) + 6)
@@ -1366,9 +1362,7 @@ class Results:
                          f" ({'/'.join(map(str, counts))} of {n}), as the paper's released code does; not comparable with vdr's"
                          " cut-off metrics (queries missing from a run score 0 there); not tested for significance.")
         if self.samples:
-            from .experiment.samples import sample_notes
-
-            notes += sample_notes(self.samples, primary, metric_title)
+            notes += _sample_notes(self.samples, primary, metric_title)
         if any(r.backend == "macro" for r in self.runs):
             notes.append("macro: unweighted mean of the backends' per-query values (labelled; not a backend).")
         gain = self.config.get("graded_gain")
@@ -1728,6 +1722,57 @@ def _read_document(root: Path, path: Path) -> dict:
         if not isinstance(r, dict) or not {"backend", "variant", "aggregate", "per_query"} <= set(r):
             raise InputError(f"run #{i + 1} lacks backend/variant/aggregate/per_query", path=path)
     return doc
+
+
+# --------------------------------------------------------------------------------------------
+# N-sample variants (issue 37.2; computed by vdr.experiment.samples)
+
+def _rows_of(samples: Mapping) -> dict[str, tuple[str, dict]]:
+    """``{row name: (kind, record)}`` of results.json ``samples``; kind ``mean``, ``rrf`` or ``best``."""
+    out: dict[str, tuple[str, dict]] = {}
+    for rec in samples.values():
+        for kind in ("mean", "rrf", "best"):
+            out[str(rec[kind])] = (kind, rec)
+    return out
+
+
+def _sample_label(samples: Mapping, backend: str, variant: str, primary: str) -> str:
+    """The table's label of ``variant`` (results.json ``samples`` records, :mod:`vdr.experiment.samples`): the mean row with its
+    spread on ``primary`` (``rl (mean of 3, sd 0.0141)``), the fused row, the oracle row; other
+    variants unchanged."""
+    kind, rec = _rows_of(samples).get(variant, (None, None))
+    if kind is None:
+        return variant
+    if kind == "rrf":
+        return f"{variant} (RRF of {rec['n']} samples)"
+    if kind == "best":
+        return f"{variant} (oracle upper bound, not tested)"
+    s = ((rec.get("backends") or {}).get(backend) or {}).get("spread", {}).get(primary)
+    sd = "" if s is None or s.get("sd") is None else f", sd {s['sd']:.4f}"
+    return f"{variant} (mean of {rec['n']} samples{sd})"
+
+
+def _sample_notes(samples: Mapping, primary: str, title=str) -> list[str]:
+    """One note per N-sample variant: per backend the per-sample means of ``primary``, their mean,
+    sd and 95% t-interval, and the share of queries whose samples disagree on hit@k; what the three
+    rows are."""
+    notes = []
+    for name, rec in samples.items():
+        parts = []
+        for b, br in (rec.get("backends") or {}).items():
+            s, d = br["spread"].get(primary), br.get("disagreement") or {}
+            if s is None:
+                continue
+            ci = "" if s.get("ci95") is None else f", 95% t-interval [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]"
+            sd = "" if s.get("sd") is None else f" ± {s['sd']:.4f} (sd)"
+            parts.append(f"{b}: per sample {', '.join(f'{x:.4f}' for x in s['per_sample'])}; {s['mean']:.4f}{sd}{ci};"
+                         f" samples disagree on {d.get('metric')} for {d.get('share', 0.0):.0%} of the queries"
+                         f" ({d.get('queries', 0)} of {d.get('num_queries', 0)})")
+        notes.append(f"{name}: {rec['n']} samples per query ({title(primary)}: " + "; ".join(parts) + f"). {rec['mean']}: per query the"
+                     f" mean over the samples, tested (one test per metric); {rec['rrf']}: reciprocal rank fusion (k {rec['rrf_k']:g})"
+                     f" of the sample runs, tested; {rec['best']}: oracle upper bound (per query the sample best on {title(primary)}),"
+                     " never tested nor in a verdict.")
+    return notes
 
 
 def _run_entry(r: RunResult) -> dict:

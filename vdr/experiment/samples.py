@@ -55,8 +55,7 @@ from ..retrieve.hybrid import RRF_K, reciprocal_rank_fusion
 from ..types import Query, QuerySet, Run
 
 __all__ = ["SampleVariant", "is_samples_file", "load_sample_variant", "load_sample_variants", "fuse_samples", "fold_samples",
-           "spread", "SampleFold", "derived_names", "reported_variants", "oracle_variants", "sample_label", "sample_notes",
-           "SAMPLES_RRF_K"]
+           "spread", "SampleFold", "derived_names", "reported_variants", "oracle_variants", "SAMPLES_RRF_K"]
 
 #: The RRF constant of ``NAME.rrf`` (Cormack et al. 2009; ranx's rrf default too).
 SAMPLES_RRF_K = RRF_K
@@ -430,54 +429,3 @@ def _backend_record(b: str, have: Sequence, score, hit_metric: str) -> dict:
                            "queries": int(split.sum()), "num_queries": int(split.size),
                            "examples": [q for q, s in zip(ids, split) if s][:20]}
     return out
-
-
-# --------------------------------------------------------------------------------------------- presentation
-
-
-def _rows_of(samples: Mapping) -> dict[str, tuple[str, dict]]:
-    """``{row name: (kind, record)}`` of results.json ``samples``; kind ``mean``, ``rrf`` or ``best``."""
-    out: dict[str, tuple[str, dict]] = {}
-    for rec in samples.values():
-        for kind in ("mean", "rrf", "best"):
-            out[str(rec[kind])] = (kind, rec)
-    return out
-
-
-def sample_label(samples: Mapping, backend: str, variant: str, primary: str) -> str:
-    """The table's label of ``variant`` (results.json ``samples`` records): the mean row with its
-    spread on ``primary`` (``rl (mean of 3, sd 0.0141)``), the fused row, the oracle row; other
-    variants unchanged."""
-    kind, rec = _rows_of(samples).get(variant, (None, None))
-    if kind is None:
-        return variant
-    if kind == "rrf":
-        return f"{variant} (RRF of {rec['n']} samples)"
-    if kind == "best":
-        return f"{variant} (oracle upper bound, not tested)"
-    s = ((rec.get("backends") or {}).get(backend) or {}).get("spread", {}).get(primary)
-    sd = "" if s is None or s.get("sd") is None else f", sd {s['sd']:.4f}"
-    return f"{variant} (mean of {rec['n']} samples{sd})"
-
-
-def sample_notes(samples: Mapping, primary: str, title=str) -> list[str]:
-    """One note per N-sample variant: per backend the per-sample means of ``primary``, their mean,
-    sd and 95% t-interval, and the share of queries whose samples disagree on hit@k; what the three
-    rows are."""
-    notes = []
-    for name, rec in samples.items():
-        parts = []
-        for b, br in (rec.get("backends") or {}).items():
-            s, d = br["spread"].get(primary), br.get("disagreement") or {}
-            if s is None:
-                continue
-            ci = "" if s.get("ci95") is None else f", 95% t-interval [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]"
-            sd = "" if s.get("sd") is None else f" ± {s['sd']:.4f} (sd)"
-            parts.append(f"{b}: per sample {', '.join(f'{x:.4f}' for x in s['per_sample'])}; {s['mean']:.4f}{sd}{ci};"
-                         f" samples disagree on {d.get('metric')} for {d.get('share', 0.0):.0%} of the queries"
-                         f" ({d.get('queries', 0)} of {d.get('num_queries', 0)})")
-        notes.append(f"{name}: {rec['n']} samples per query ({title(primary)}: " + "; ".join(parts) + f"). {rec['mean']}: per query the"
-                     f" mean over the samples, tested (one test per metric); {rec['rrf']}: reciprocal rank fusion (k {rec['rrf_k']:g})"
-                     f" of the sample runs, tested; {rec['best']}: oracle upper bound (per query the sample best on {title(primary)}),"
-                     " never tested nor in a verdict.")
-    return notes
