@@ -151,6 +151,7 @@ MODULE_TIERS = {
     "test_trec_comments": "core",
     "test_types": "core",
     "test_ux": "core",  # issue 35; the test of every offline backend (MiniLM) and the tiny model's are model
+    "test_variant_backends": "model",  # issue 37.1: per-backend variants over the tiny ColQwen2.5 corpus of test_served
 }
 
 #: single tests above their module's tier, as ``module::function``

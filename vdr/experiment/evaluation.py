@@ -307,11 +307,59 @@ def _run_backend(spec: _Spec, context: dict, inputs: Inputs, depth: int, timer: 
         st.note = _cache_note(backend.report)
     runs = {}
     for variant, queries in inputs.variants.items():
-        if not _runs_variant(spec, variant):
+        if variant in inputs.per_backend:  # a per-backend variant: this backend's own file, else the NAME=FILE one
+            queries = _backend_queries(inputs.per_backend[variant], spec)
+        if queries is None or not _runs_variant(spec, variant):
             continue
         with timer.stage("search", spec.name, variant, count=len(queries), unit="query"):  # query encoding included
             runs[variant] = backend.search(queries, depth)
     return backend, runs
+
+
+def _feeding_backend(spec: "_Spec") -> str:
+    """The backend whose per-backend rewrites feed ``spec``: a served system's exact backend, else itself."""
+    return str(spec.options.get("exact") or "multimodal") if spec.factory == "served" else spec.name
+
+
+def _backend_queries(by_backend: Mapping[str, QuerySet], spec: "_Spec") -> QuerySet | None:
+    """The queries of a per-backend variant that ``spec`` searches: its own file's, else the ``*``
+    (``NAME=FILE``) ones, else ``None`` (no run of the variant on this backend; recorded in
+    ``config.per_backend_variants``)."""
+    return by_backend.get(_feeding_backend(spec), by_backend.get("*"))
+
+
+def _per_backend_config(inputs: Inputs, specs: list["_Spec"], runs: Mapping[str, Mapping[str, Run]]) -> dict:
+    """``config.per_backend_variants``: per variant, its files (``{backend or "*": file}``) and which file
+    fed which backend (``fed``; ``None``: the backend has no run of the variant)."""
+    out = {}
+    for variant, files in inputs.per_backend_files.items():
+        fed = {}
+        for spec in specs:
+            if spec.name in runs:
+                src = _feeding_backend(spec)
+                fed[spec.name] = files.get(src, files.get("*")) if variant in runs[spec.name] else None
+        out[variant] = {"files": dict(files), "fed": fed}
+    return {"per_backend_variants": out} if out else {}
+
+
+def _check_per_backend(inputs: Inputs, plan: "_Plan") -> None:
+    """Refuse a per-backend variant naming a backend that does not run; warn, naming them, about the
+    backends that will have no run of it (no file of their own and no ``NAME=FILE``).
+
+    Raises:
+        InputError: ``NAME@BACKEND`` with a backend that is not among those wanted.
+    """
+    for variant, files in inputs.per_backend_files.items():
+        unknown = [b for b in files if b != "*" and b not in plan.wanted]
+        if unknown:
+            raise InputError(f"--rewrites {variant}@{unknown[0]}: no backend {unknown[0]!r} runs; the backends are"
+                             f" {', '.join(plan.wanted)}")
+        if "*" not in files:
+            fed = set(files) | ({b for b in plan.served} if "multimodal" in files else set())
+            left = [b for b in plan.wanted if b not in fed]
+            if left:
+                warnings.warn(f"per-backend variant {variant!r} has no file for {', '.join(left)} (and no {variant}=FILE for"
+                              " the others): those backends have no run of it", VdrWarning, stacklevel=3)
 
 
 def _cache_note(report: Mapping) -> str:
@@ -758,6 +806,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         specs = _specs(plan, inputs, o, encoder=encoder, runs=runs, out=out)
+        _check_per_backend(inputs, plan)
         built, run_map, skipped = _run_backends(specs, inputs, depth=o.depth, cache_dir=cache, device=o.device, progress=progress,
                                                 timer=timer)
         if folder is None:
@@ -770,6 +819,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             config[RELATIVE_INPUTS] = relative_inputs(config, out)
             config.update(_language_config(fields, inputs.qrels, config.get("group_by") or []))
             config.update(_graded_gain(run_results, inputs.qrels, o.metrics, config["primary_metric"]))
+            config.update(_per_backend_config(inputs, specs, run_map))
         _warn_duplicates(inputs.variants)
         _check_nothing_lost(out, held, {(r.backend, r.variant) for r in run_results}, group_by, o.overwrite)
         if kept:
