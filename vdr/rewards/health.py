@@ -45,6 +45,7 @@ The alerts are also kept in :meth:`TrainingHealth.snapshot`.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import unicodedata
@@ -138,6 +139,7 @@ class HealthOptions:
 # scripts
 
 
+@functools.lru_cache(maxsize=65536)
 def char_script(ch: str) -> str | None:
     """The script of a letter: the first word of its Unicode name (``FULLWIDTH`` / ``HALFWIDTH``
     dropped; Hiragana and Katakana folded into ``CJK``); ``None`` for a character that is not a
