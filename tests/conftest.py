@@ -130,6 +130,7 @@ MODULE_TIERS = {
     "test_rewards": "core",
     "test_rewards_bench_smoke": "slow",
     "test_rewards_trl": "slow",  # TRL's GRPO trainer
+    "test_training_health": "core",  # issue 37.4: synthetic training log, fake scorers, one lexical server
     "test_rewrite": "core",
     "test_safe_outputs": "core",
     "test_served_engines": "model",  # Qdrant, LanceDB, fast-plaid (torch) against exact MaxSim; issue 36
