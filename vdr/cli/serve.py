@@ -41,6 +41,11 @@ def serve_command(
         None, "--serve-as", rich_help_panel=common.PANEL_BACKENDS,
         help="Reward through a served system of the multimodal backend (binary, int8, pool:3, muvera, qdrant ...: as vdr evaluate"
              " --serve-as), so a rewriter trains against the index it will meet; the reward equals that system's evaluation."),
+    rerank: Optional[str] = typer.Option(
+        None, "--rerank", rich_help_panel=common.PANEL_BACKENDS,
+        help="Reward through --backend's run reranked by this model (a cross-encoder or a multimodal reranker, as vdr evaluate"
+             " --rerank); the reward equals the evaluation of BACKEND+rerank."),
+    rerank_depth: int = typer.Option(100, "--rerank-depth", rich_help_panel=common.PANEL_BACKENDS, help="Pages reranked per rewrite."),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
     from ..rewards.serve import ServeLimits, serve
@@ -52,6 +57,10 @@ def serve_command(
             raise typer.BadParameter(f"--serve-as serves the multimodal backend's page vectors; got --backend {backend}", param_hint="--serve-as")
         options = {**(options or {}), "served": {"system": serve_as}}
         backend = "served"
+    if rerank is not None:
+        options = {**(options or {}), "rerank": {**(options or {}).get("rerank", {}), "model": rerank, "base": backend,
+                                                 "depth": rerank_depth}}
+        backend = "rerank"
 
     limits = ServeLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, batch_wait_ms=batch_wait_ms)
     serve(corpus_dir, backend=backend, qrels=qrels, host=host, port=port, token_env=token_env, metric=metric, depth=depth,

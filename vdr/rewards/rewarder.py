@@ -216,6 +216,9 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
             :class:`~vdr.corpus.Corpus` and ``options["model"]``), ``"served"`` (a served system of the
             multimodal backend, ``backend_options={"served": {"system": "binary"}}``: the reward is the
             metric of the run that system gives, as ``vdr evaluate --serve-as binary`` evaluates it),
+            ``"rerank"`` (a base backend's run re-scored by a reranker,
+            ``backend_options={"rerank": {"model": ..., "base": "lexical", "depth": 100}}``: the reward
+            is the metric of the reranked run, as ``vdr evaluate --rerank MODEL`` evaluates it),
             ``"pyserini"`` or any registered name.
         corpus: what the backend indexes (the :class:`~vdr.retrieve.base.Backend` protocol): a
             page ``Corpus``, a passage corpus, or ``{corpus_id: text}`` for the text backends.
@@ -259,6 +262,9 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
     if name == "served":  # a served system (issue 36) ranks from the multimodal backend's page store
         exact = check_backend_options("served", per.get("served")).exact
         built[exact] = create_backend(exact, per.get(exact), **context)
+    if name == "rerank":  # a reranked system (issue 37): the base first, then its run re-scored by the reranker
+        base = check_backend_options("rerank", per.get("rerank")).base
+        built[base] = build_backend(base, corpus, options, index=False)
     backend = create_backend(name, per.get(name), built=built, **context)
     if index:
         backend.index(corpus)
