@@ -347,8 +347,11 @@ def _run_backend(spec: _Spec, context: dict, inputs: Inputs, depth: int, timer: 
 
 
 def _feeding_backend(spec: "_Spec") -> str:
-    """The backend whose per-backend rewrites feed ``spec``: a served system's exact backend, else itself."""
-    return str(spec.options.get("exact") or "multimodal") if spec.factory == "served" else spec.name
+    """The backend whose per-backend rewrites feed ``spec``: a served system's exact backend, a reranked
+    system's base, else itself."""
+    if spec.factory == "served":
+        return str(spec.options.get("exact") or "multimodal")
+    return str(spec.options.get("base") or spec.name) if spec.factory == "rerank" else spec.name
 
 
 def _backend_queries(by_backend: Mapping[str, QuerySet], spec: "_Spec") -> QuerySet | None:
@@ -386,6 +389,7 @@ def _check_per_backend(inputs: Inputs, plan: "_Plan") -> None:
                              f" {', '.join(plan.wanted)}")
         if "*" not in files:
             fed = set(files) | ({b for b in plan.served} if "multimodal" in files else set())
+            fed |= {name for name, base in plan.reranked.items() if base in fed}
             left = [b for b in plan.wanted if b not in fed]
             if left:
                 warnings.warn(f"per-backend variant {variant!r} has no file for {', '.join(left)} (and no {variant}=FILE for"
