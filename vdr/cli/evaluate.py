@@ -322,6 +322,13 @@ def _echo_groups(res, fields, wide: bool = False) -> None:
         typer.echo(common.table_text(table, wide=wide))
 
 
+def _echo_per_backend(res) -> None:
+    """One line per per-backend variant (``--rewrites NAME@BACKEND=FILE``): which file fed which backend."""
+    for variant, rec in (res.config.get("per_backend_variants") or {}).items():
+        fed = ", ".join(f"{b} <- {Path(f).name if f else 'no file: no run'}" for b, f in (rec.get("fed") or {}).items())
+        typer.echo(f"per-backend variant {variant}: {fed}")
+
+
 def _echo_served(res, wide: bool = False) -> None:
     """Print the served systems against their exact backend (issue 36: :meth:`Results.served_table`
     with its verdict lines, then :meth:`Results.served_gains_table`) when the evaluation has any."""
@@ -517,6 +524,7 @@ def evaluate_command(**o: Any) -> None:
     _echo_groups(res, res.group_fields, o["wide"])
     _echo_served(res, o["wide"])
     _echo_reranked(res, o["wide"])
+    _echo_per_backend(res)
     main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
     if main_metric:  # --engine mteb: MTEB's own headline number
         values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())
