@@ -271,3 +271,27 @@ def test_stats_endpoint():
     assert last["length_words"] == (2 + 2 + 1 + 2 + 2) / 5 and last["length_chars"] == (12 + 12 + 6 + 11 + 10) / 5
     assert [a["signal"] for a in snap["alerts"]] == ["format_break_share", "off_script_share"]  # 1/6 > 0.1 each
     assert rr["result"][0] == rr["result"][1] and after["steps"] == 2 and after["last"]["zero_advantage_share"] == 1.0
+
+
+def test_stats_with_the_queries_texts():
+    """`vdr serve --queries FILE`: the server's tracker takes each query's script from its text, so a
+    Cyrillic rewrite of a Latin query is off-script without any expected_script; `--health-option`
+    values are read by the fields' types."""
+    pytest.importorskip("fastapi", reason="vdr serve needs fastapi + uvicorn")
+    httpx = pytest.importorskip("httpx")
+    from rewards_fixtures import make_passages, running
+    from vdr.cli.serve import _health_options
+    from vdr.rewards.rewarder import Rewarder, build_backend
+    from vdr.rewards.serve import create_app
+
+    texts, _, qrels = make_passages()
+    health = TrainingHealth(_health_options(["off_script_max=0.3", "warn=false"]))
+    assert health.options.off_script_max == 0.3 and health.options.warn is False
+    health.query_texts = {"q0": "volcano", "q1": "violin", "q2": "ice"}
+    app = create_app(Rewarder(build_backend("lexical", texts), qrels), health=health)
+    with running(app) as url:
+        httpx.post(url + "/reward", json={"query_ids": ["q0", "q1", "q2"], "rewrites": ["volcano lava", "скрипка", "ice"]})
+        last = httpx.get(url + "/stats").json()["last"]
+    assert last["off_script_share"] == 1 / 3  # q1's Cyrillic rewrite against its Latin query text
+    with pytest.raises(InputError, match="unknown TrainingHealth option"):
+        _health_options(["bogus=1"])

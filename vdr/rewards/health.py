@@ -216,6 +216,10 @@ class TrainingHealth:
     Args:
         options: :class:`HealthOptions`, or its fields as keywords.
 
+    Attributes:
+        query_texts: ``{query id: original query text}`` or ``None``: the off-script reference that
+            ``vdr serve --queries FILE`` gives the server's tracker (its requests carry no query text).
+
     Raises:
         InputError: a bad option (named with its value).
 
@@ -236,6 +240,7 @@ class TrainingHealth:
         self._recent: deque = deque(maxlen=o.window)
         self._crossed: dict[str, bool] = {}
         self.steps = 0
+        self.query_texts: dict[str, str] | None = None
         self.last: dict | None = None
         self.totals = {"completions": 0, "groups": 0, "zero_advantage_groups": 0, "with_rewrite": 0, "format_breaks": 0,
                        "empty": 0, "off_script": 0, "script_unchecked": 0, "alerts": 0}

@@ -281,7 +281,8 @@ def _error_response(payload: dict, status: int):
     return Response(json.dumps(payload), status_code=status, media_type="application/json")
 
 
-def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits, health: TrainingHealth):
+def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits, health: TrainingHealth,
+                    texts: Mapping[str, str] | None = None):
     async def reward(request) -> dict:
         obj = await _read_json(request, limits)
         ids = _list_field(obj, "query_ids", limits, kinds=(str, int), what="a string or an integer")
@@ -296,13 +297,19 @@ def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits, 
         if any(r["replaced"]):  # lone UTF-16 surrogates scored as U+FFFD: which rewrites, how many code points
             out["replaced_text"] = {str(i): n for i, n in enumerate(r["replaced"]) if n}
         if ids:
-            health.record(ids, out["rewards"], rws)
+            health.record(ids, out["rewards"], rws, references=_references(texts, ids))
         return out
 
     return reward
 
 
-def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits, health: TrainingHealth):
+def _references(texts: Mapping[str, str] | None, ids: list[str]) -> list | None:
+    """The original query text of each id (the off-script reference of training health), when known."""
+    return None if not texts else [texts.get(i) for i in ids]
+
+
+def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits, health: TrainingHealth,
+                      texts: Mapping[str, str] | None = None):
     async def retrieve(request) -> dict:
         obj = await _read_json(request, limits)
         qs = _list_field(obj, "queries", limits, kinds=(str,), what="a string")
@@ -320,7 +327,7 @@ def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits
         r = await _run(batcher, _Job(ids, qs, [rewarder.metric], max_len, scores, asyncio.get_running_loop().create_future()))
         ranks = [k if 0 < k <= topk else -1 for k in r["ranks"]]
         if ids:
-            health.record(ids, ranks, qs)
+            health.record(ids, ranks, qs, references=_references(texts, ids))
         if not scores:
             return {"result": ranks}
         return {"result": [ranks, [[s for _, s in row[:topk]] for row in r["rows"]]]}
@@ -375,7 +382,9 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
         if not hmac.compare_digest(got.encode("utf-8", "replace"), f"Bearer {token}".encode("utf-8")):
             raise _ApiError(401, "missing or wrong bearer token (Authorization: Bearer ...)")
 
-    reward, retrieve = _reward_handler(rewarder, batcher, limits, tracker), _retrieve_handler(rewarder, batcher, limits, tracker)
+    texts = getattr(tracker, "query_texts", None)
+    reward, retrieve = (_reward_handler(rewarder, batcher, limits, tracker, texts),
+                        _retrieve_handler(rewarder, batcher, limits, tracker, texts))
 
     @app.post("/reward", dependencies=[Depends(auth)])
     async def reward_endpoint(request: Request):
@@ -451,6 +460,8 @@ class ServeOptions:
     log_level: str = option("warning", "uvicorn's log level", scores=False)
     backend_options: Mapping[str, Any] | None = option(None, "{backend: {option: value}}")
     health: Any = option(None, "HealthOptions (or a dict of them) of GET /stats", scores=False)
+    queries: Path | None = option(None, "The original queries (queries.jsonl): their texts are the off-script reference of GET /stats",
+                                  scores=False)
 
 
 def serve(corpus_dir: str | Path, options: ServeOptions | None = None, *, ready=None, **kwargs: Any) -> None:
@@ -490,6 +501,10 @@ def serve(corpus_dir: str | Path, options: ServeOptions | None = None, *, ready=
     from .health import HealthOptions
 
     health = TrainingHealth(o.health) if isinstance(o.health, HealthOptions) else TrainingHealth(**dict(o.health or {}))
+    if o.queries is not None:  # the off-script signal compares each rewrite with its query's script
+        from ..io import load_queries
+
+        health.query_texts = {qid: q.text for qid, q in load_queries(o.queries).items()}
     app = create_app(rw, token=token, limits=o.limits, info=info, health=health)
     if ready is not None:
         ready(f"vdr serve: {o.backend} over {len(ids)} pages, {len(qr)} queries, metric {rw.metric}, depth {o.depth};"
