@@ -40,6 +40,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from report_fixtures import lexical_results, sample_corpus  # noqa: F401
 from shared_data import REPO_ROOT, missing_reason
 from tiny_models import colpali_dir, colqwen, colqwen_dir  # noqa: F401
+from tiny_rerank import cross_encoder_dir, monovlm_dir  # noqa: F401
 from tiny_st import tiny_st_dir  # noqa: F401
 
 # hypothesis keeps its example database and caches in ./.hypothesis by default: inside the repository
@@ -130,12 +131,14 @@ MODULE_TIERS = {
     "test_rewards": "core",
     "test_rewards_bench_smoke": "slow",
     "test_rewards_trl": "slow",  # TRL's GRPO trainer
+    "test_training_health": "core",  # issue 37.4: synthetic training log, fake scorers, one lexical server
     "test_rewrite": "core",
     "test_safe_outputs": "core",
     "test_served_engines": "model",  # Qdrant, LanceDB, fast-plaid (torch) against exact MaxSim; issue 36
     "test_served_audit": "core",  # served systems vs exact MaxSim (issue 36): hand-built runs, a registered BM25-based served backend
     "test_semantic_prompts": "model",  # tiny sentence-transformers models declaring prompts
     "test_semantic_similarity": "model",  # tiny sentence-transformers models declaring similarity_fn_name
+    "test_rerank": "model",  # issue 37.3: a tiny cross-encoder and a tiny Qwen2-VL (MonoVLMRanker) built offline
     "test_served": "model",  # issue 36: a tiny ColQwen2.5's page store served compressed; parse tests are plain
     "test_sample_assets": "core",
     "test_samples": "core",  # N samples as one system (issue 37.2): lexical on the bundled sample; the ranx check is crosscheck
@@ -152,6 +155,7 @@ MODULE_TIERS = {
     "test_trec_comments": "core",
     "test_types": "core",
     "test_ux": "core",  # issue 35; the test of every offline backend (MiniLM) and the tiny model's are model
+    "test_variant_backends": "model",  # issue 37.1: per-backend variants over the tiny ColQwen2.5 corpus of test_served
 }
 
 #: single tests above their module's tier, as ``module::function``
@@ -180,7 +184,7 @@ TEST_TIERS = {
 }
 
 #: fixtures that build or load a torch model: a test using any of them is at least ``model``
-MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir", "tiny_st_dir"})
+MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir", "tiny_st_dir", "cross_encoder_dir", "monovlm_dir"})
 
 
 def tier_of(module: str, function: str, fixtures=(), marks=()) -> str:

@@ -28,7 +28,9 @@ def test_evaluate_options_are_grouped_with_flat_names():
     assert EvaluateOptions() == EvaluateOptions.of(None) and EvaluateOptions(seed=0) == EvaluateOptions()
     # every setting of 0.1's flat EvaluateOptions kept its name (35), plus alpha, group_by and groups (issue 27),
     # allow_id_mismatch (issue 34.1) and report (issue 35.3)
-    assert len(EvaluateOptions.flat_fields()) == 41 and "report" in EvaluateOptions.flat_fields()
+    # and rerank, rerank_depth, rerank_backends, rerank_options (issue 37.3)
+    assert len(EvaluateOptions.flat_fields()) == 45 and "report" in EvaluateOptions.flat_fields()
+    assert EvaluateOptions.flat_fields()["rerank"] == "retrieval"
     assert EvaluateOptions.flat_fields()["serve_as"] == "retrieval"  # issue 36
 
 

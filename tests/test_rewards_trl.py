@@ -45,3 +45,6 @@ def test_grpo_trainer_two_steps_with_vdr_reward(tmp_path):
     logged = [h for h in trainer.state.log_history if f"rewards/{reward.__name__}/mean" in h]
     assert len(logged) == 2
     assert reward.stats["completions"] == sum(len(c[1]) for c in calls)
+    # training health (issue 37.4) reaches TRL's logs through log_metric
+    assert all("vdr/zero_advantage_share" in h and "vdr/length_words" in h for h in logged)
+    assert reward.health.snapshot()["steps"] == len(calls)

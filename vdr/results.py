@@ -575,6 +575,9 @@ class Results:
         served_audit: the served systems against their exact backend (results.json
             ``served_audit``, computed by :func:`vdr.experiment.audit.served_audit`; its rows:
             :meth:`served_rows`); ``{}`` when no served system ran.
+        rerank_audit: the reranked systems against their base (results.json ``rerank_audit``,
+            :func:`vdr.experiment.audit.rerank_audit`; :meth:`rerank_verdicts`,
+            :meth:`rerank_gains_table`); ``{}`` when no system was reranked.
         samples: the N-sample rewrite variants (results.json ``samples``, :mod:`vdr.experiment.samples`):
             ``{variant: {"n", "members", "mean", "rrf", "best", "rrf_k", "backends": {backend: {"spread":
             {metric: {"per_sample", "mean", "sd", "ci95"}}, "disagreement": {...}, "run_files"}}, ...}}``;
@@ -598,6 +601,7 @@ class Results:
     group_comparisons: list[GroupComparison] = field(default_factory=list)
     pairwise: list[Comparison] = field(default_factory=list)
     served_audit: dict = field(default_factory=dict)
+    rerank_audit: dict = field(default_factory=dict)
     samples: dict = field(default_factory=dict)
     sample_runs: list[RunResult] = field(default_factory=list)
     _rankings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -1201,6 +1205,49 @@ class Results:
         return [e["verdict"] if e.get("verdict") else f"{e.get('system')}: not audited ({e.get('skipped')})"
                 for e in self.served_systems_audited()]
 
+    # ---------------------------------------------------------------- reranked systems against their base
+
+    def rerank_systems_audited(self) -> list[dict]:
+        """The entries of :attr:`rerank_audit` (``systems``), audited and skipped, in order."""
+        return list((self.rerank_audit or {}).get("systems") or [])
+
+    def rerank_verdicts(self) -> list[str]:
+        """One line per reranked system of :attr:`rerank_audit`: its change against its base and each
+        rewrite's gain before and after reranking (e.g. ``"lexical+rerank: +0.012 nDCG@3 vs base
+        lexical [...]; rewrite keywords: gain +0.070 before reranking, +0.050 after (survives: ...)"``),
+        or why it was not audited."""
+        return [e["verdict"] if e.get("verdict") else f"{e.get('system')}: not audited ({e.get('skipped')})"
+                for e in self.rerank_systems_audited()]
+
+    def rerank_gains_table(self) -> Table:
+        """Whether each rewrite's gain holds after reranking: a row per reranked system x rewrite
+        variant, the mean gain over the original queries on the base and on the reranked system,
+        their difference with its 95% CI and Holm p (one family: every test of the rerank audit) and
+        the verdict (the rules in the notes); the verdict lines under it. Empty when nothing was reranked."""
+        audit = self.rerank_audit or {}
+        alpha = float(audit.get("alpha") or self.alpha)
+        head = ("system", "base", "variant", "gain before", "gain after", "difference", "95% CI", "p (Holm)", "verdict")
+        rows = []
+        for e in self.rerank_systems_audited():
+            for g in e.get("gains") or ():
+                if g.get("skipped"):
+                    rows.append((e["system"], e.get("exact"), g["variant"], *[None] * 5, f"not compared: {g['skipped']}"))
+                    continue
+                lo, hi = g["ci95"]
+                rows.append((e["system"], e.get("exact"), g["variant"], f"{g['gain_exact']:+.4f}", f"{g['gain_served']:+.4f}",
+                             f"{g['difference']:+.4f}", f"[{lo:+.3f}, {hi:+.3f}]", fmt_p(g["p_value_holm"], alpha), g.get("verdict")))
+        words = (("the exact gain's sign", "the sign of the gain before reranking"), ("an exact gain", "a gain before reranking"),
+                 ("the exact gain", "the gain before reranking"), ("served gain", "gain after reranking"))
+        rules = {}
+        for k, v in (audit.get("verdict_rules") or {}).items():
+            for a, b in words:
+                v = v.replace(a, b)
+            rules[k] = v
+        notes = (f"Gain: the variant's {audit.get('metric')} minus the original queries' on the same system (mean over queries);"
+                 f" before: the base backend, after: its top pages reranked; difference: after minus before, paired test, Holm"
+                 f" over every test of the rerank audit (alpha {format_alpha(alpha)}).", *(f"{k}: {v}." for k, v in rules.items()))
+        return Table(head, tuple(rows), notes, left=2, verdicts=tuple(self.rerank_verdicts()))
+
     # ---------------------------------------------------------------- every pair of systems
 
     def pairs_table(self, primary: str | None = None, alpha: float | None = None) -> Table:
@@ -1610,6 +1657,7 @@ class Results:
             **({"pairwise": [c.to_dict() for c in self.pairwise]} if self.pairwise else {}),
             **({"per_language": self.language_rows()} if self.languages else {}),
             **({"served_audit": self.served_audit} if self.served_audit else {}),
+            **({"rerank_audit": self.rerank_audit} if self.rerank_audit else {}),
             **({"samples": self.samples} if self.samples else {}),
             **({"sample_runs": [_run_entry(r) for r in self.sample_runs]} if self.sample_runs else {}),
         })
@@ -1690,7 +1738,8 @@ class Results:
         return cls(config=config, versions=doc.get("versions") or {}, runs=runs, comparisons=comparisons,
                    skipped=dict(doc.get("skipped") or {}), variants=variants, backend_reports=doc.get("backend_reports") or {},
                    root=root, qrels=qrels, corpus=corpus, warnings=warnings, query_fields=fields, group_comparisons=groups,
-                   pairwise=pairwise, served_audit=dict(doc.get("served_audit") or {}), samples=dict(doc.get("samples") or {}),
+                   pairwise=pairwise, served_audit=dict(doc.get("served_audit") or {}),
+                   rerank_audit=dict(doc.get("rerank_audit") or {}), samples=dict(doc.get("samples") or {}),
                    sample_runs=[RunResult(r["backend"], r["variant"], r.get("run_file"), _metrics_from_doc(r))
                                 for r in doc.get("sample_runs") or []])
 

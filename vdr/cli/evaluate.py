@@ -322,6 +322,13 @@ def _echo_groups(res, fields, wide: bool = False) -> None:
         typer.echo(common.table_text(table, wide=wide))
 
 
+def _echo_per_backend(res) -> None:
+    """One line per per-backend variant (``--rewrites NAME@BACKEND=FILE``): which file fed which backend."""
+    for variant, rec in (res.config.get("per_backend_variants") or {}).items():
+        fed = ", ".join(f"{b} <- {Path(f).name if f else 'no file: no run'}" for b, f in (rec.get("fed") or {}).items())
+        typer.echo(f"per-backend variant {variant}: {fed}")
+
+
 def _echo_served(res, wide: bool = False) -> None:
     """Print the served systems against their exact backend (issue 36: :meth:`Results.served_table`
     with its verdict lines, then :meth:`Results.served_gains_table`) when the evaluation has any."""
@@ -335,6 +342,32 @@ def _echo_served(res, wide: bool = False) -> None:
         typer.echo("")
         typer.echo("do the rewrites' gains survive?")
         typer.echo(common.table_text(gains, wide=wide))
+
+
+def _echo_reranked(res, wide: bool = False) -> None:
+    """Print whether each rewrite's gain holds before and after reranking (issue 37:
+    :meth:`Results.rerank_gains_table` with its verdict lines) when some system was reranked."""
+    if not res.rerank_systems_audited():
+        return
+    typer.echo("")
+    typer.echo("reranked vs base: do the rewrites' gains hold after reranking?")
+    typer.echo(common.table_text(res.rerank_gains_table(), wide=wide))
+
+
+def _rerank_options(items: list[str] | None) -> dict:
+    """``--rerank-option KEY=VALUE`` items -> ``{KEY: VALUE}`` converted by the field types of
+    :class:`~vdr.retrieve.options.RerankOptions` (an unknown key or a bad value named)."""
+    from ..errors import InputError
+    from ..retrieve.options import RerankOptions, check_options
+
+    raw: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--rerank-option takes KEY=VALUE (e.g. batch_size=8), got {item!r}")
+        raw[key.strip()] = value
+    checked = check_options(RerankOptions, raw, backend="rerank", strings=True)
+    return {k: getattr(checked, k) for k in raw}
 
 
 # ---------------------------------------------------------------------------------- evaluate
@@ -352,6 +385,20 @@ _EVALUATE_PARAMS: list[tuple[str, Any, Callable[[], Any]]] = [
         help="A served system of the multimodal backend, audited against exact MaxSim (repeatable): pool:3, int8, binary,"
              " fp16, bf16, muvera, qdrant, lancedb or plaid, with key=value parameters (binary:hamming=elasticsearch,"
              " qdrant:prefetch=mean,candidates=100); NAME=SPEC names it.")),
+    ("rerank", Optional[str], lambda: typer.Option(
+        None, "--rerank", rich_help_panel=common.PANEL_BACKENDS,
+        help="Rerank each backend's top --rerank-depth pages with this model (hub name or folder): a text cross-encoder"
+             " (sentence-transformers CrossEncoder) or a multimodal reranker that reads the page image (rerankers MonoVLMRanker,"
+             " MonoQwen2-VL); each reranked run is a system of its own, BASE+rerank, audited against its base.")),
+    ("rerank_depth", int, lambda: typer.Option(
+        100, "--rerank-depth", rich_help_panel=common.PANEL_BACKENDS, help="Pages of the base's run reranked per query (pages below are dropped).")),
+    ("rerank_backends", Optional[str], lambda: typer.Option(
+        None, "--rerank-backends", rich_help_panel=common.PANEL_BACKENDS,
+        help="Comma-separated bases to rerank (default every backend but the served systems).")),
+    ("rerank_option", Optional[list[str]], lambda: typer.Option(
+        None, "--rerank-option", rich_help_panel=common.PANEL_BACKENDS,
+        help="A reranker option KEY=VALUE (repeatable): kind (auto, text, multimodal), library, max_length, batch_size, dtype,"
+             " processor, revision, trust_remote_code.")),
     ("model", Optional[str], lambda: typer.Option(
         None, "--model", rich_help_panel=common.PANEL_ENCODER, help="ColPali-family model (hub name or local path) for the multimodal backend.")),
     ("k", str, lambda: typer.Option(cutoffs_text(EVALUATE_CUTOFFS), "--k", rich_help_panel=common.PANEL_STATS, help="Metric cutoffs; nDCG@3 is the primary metric.")),
@@ -440,6 +487,10 @@ def evaluate_command(**o: Any) -> None:
         out=out,
         backends=o["backend"],
         serve_as=tuple(o["serve_as"] or ()),
+        rerank=o["rerank"],
+        rerank_depth=o["rerank_depth"],
+        rerank_backends=o["rerank_backends"],
+        rerank_options=_rerank_options(o["rerank_option"]) or None,
         encoder=settings,
         k=o["k"],
         seed=o["seed"],
@@ -472,6 +523,8 @@ def evaluate_command(**o: Any) -> None:
     typer.echo(common.table_text(res.summary_table(), wide=o["wide"]))
     _echo_groups(res, res.group_fields, o["wide"])
     _echo_served(res, o["wide"])
+    _echo_reranked(res, o["wide"])
+    _echo_per_backend(res)
     main_metric = res.backend_reports.get("multimodal", {}).get("main_metric")
     if main_metric:  # --engine mteb: MTEB's own headline number
         values = ", ".join(f"{v} {x:.4f}" for v, x in main_metric["values"].items())

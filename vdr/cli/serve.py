@@ -37,10 +37,23 @@ def serve_command(
     device: Optional[str] = typer.Option(None, "--device", rich_help_panel=common.PANEL_BACKENDS, help="Device of the semantic model (cpu, cuda)."),
     backend_option: Optional[list[str]] = typer.Option(
         None, "--backend-option", rich_help_panel=common.PANEL_BACKENDS, help=BACKEND_OPTION_HELP),
+    queries: Optional[Path] = typer.Option(
+        None, "--queries", rich_help_panel=common.PANEL_REWARD,
+        help="The original queries (queries.jsonl): GET /stats compares each rewrite's script with its query's (off-script share)."),
+    health_option: Optional[list[str]] = typer.Option(
+        None, "--health-option", rich_help_panel=common.PANEL_REWARD,
+        help="A training-health setting of GET /stats, KEY=VALUE (repeatable): zero_advantage_max, length_drift_max,"
+             " length_drift_min, format_break_max, empty_max, off_script_max, baseline_steps, window, group_size,"
+             " expected_script ... (null turns a threshold off)."),
     serve_as: Optional[str] = typer.Option(
         None, "--serve-as", rich_help_panel=common.PANEL_BACKENDS,
         help="Reward through a served system of the multimodal backend (binary, int8, pool:3, muvera, qdrant ...: as vdr evaluate"
              " --serve-as), so a rewriter trains against the index it will meet; the reward equals that system's evaluation."),
+    rerank: Optional[str] = typer.Option(
+        None, "--rerank", rich_help_panel=common.PANEL_BACKENDS,
+        help="Reward through --backend's run reranked by this model (a cross-encoder or a multimodal reranker, as vdr evaluate"
+             " --rerank); the reward equals the evaluation of BACKEND+rerank."),
+    rerank_depth: int = typer.Option(100, "--rerank-depth", rich_help_panel=common.PANEL_BACKENDS, help="Pages reranked per rewrite."),
 ) -> None:
     """Serve retrieval metrics as RL rewards over HTTP: POST /reward, POST /retrieve (ConvSearch-R1), GET /health."""
     from ..rewards.serve import ServeLimits, serve
@@ -52,8 +65,33 @@ def serve_command(
             raise typer.BadParameter(f"--serve-as serves the multimodal backend's page vectors; got --backend {backend}", param_hint="--serve-as")
         options = {**(options or {}), "served": {"system": serve_as}}
         backend = "served"
+    if rerank is not None:
+        options = {**(options or {}), "rerank": {**(options or {}).get("rerank", {}), "model": rerank, "base": backend,
+                                                 "depth": rerank_depth}}
+        backend = "rerank"
 
+    health = _health_options(health_option)
     limits = ServeLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_items=max_items, batch_wait_ms=batch_wait_ms)
     serve(corpus_dir, backend=backend, qrels=qrels, host=host, port=port, token_env=token_env, metric=metric, depth=depth,
           max_query_tokens=max_query_tokens, budget_preset=budget_preset, cache_size=cache_size, limits=limits, model=model, device=device,
-          backend_options=options or None, ready=lambda line: typer.echo(line, err=True))
+          backend_options=options or None, health=health, queries=queries, ready=lambda line: typer.echo(line, err=True))
+
+
+def _health_options(items: list[str] | None):
+    """``--health-option KEY=VALUE`` -> :class:`~vdr.rewards.health.HealthOptions` (values read by the
+    fields' types; ``null`` turns a threshold off).
+
+    Raises:
+        InputError: an item without ``=``, an unknown key or a bad value (named).
+    """
+    from ..errors import InputError
+    from ..retrieve.options import check_options
+    from ..rewards.health import HealthOptions
+
+    values = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--health-option takes KEY=VALUE, got {item!r}")
+        values[key.strip()] = value
+    return check_options(HealthOptions, values, backend="--health-option", strings=True)

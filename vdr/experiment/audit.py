@@ -33,6 +33,14 @@ Queries: the evaluated query set (the qrels'); a query whose metric is undefined
 the runs a test pairs is left out of that test (``n_queries`` says how many were paired). A served
 system that cannot be audited (its exact backend did not run, no ``original`` run) is listed with
 the reason (``skipped``), never dropped.
+
+Reranked systems (issue 37, item 3: ``vdr evaluate --rerank MODEL``) are audited against their base
+the same way by :func:`rerank_audit` (results.json ``rerank_audit``, its own Holm family): a backend
+whose config holds a ``rerank`` mapping is compared with ``rerank["base"]``. Its entries carry
+``"relation": "rerank"`` and ``"reference"`` (the base); the keys keep the served audit's names, so
+there ``exact*`` is the base (before reranking) and ``served*`` the reranked system (after):
+``gain_exact`` is the rewrite's gain before reranking, ``gain_served`` after, and the verdict says
+whether the gain holds (``survives``) after reranking.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from ..results import Results, json_safe, metric_title
 from ..stats import ALPHA, Comparison, compare_arrays, describe_test, format_alpha, format_p, holm, outcome
 from ..types import ORIGINAL
 
-__all__ = ["served_audit", "served_systems", "overlap_at", "rbo", "gain_verdict", "GAIN_VERDICTS", "RBO_P", "OVERLAP_K",
+__all__ = ["served_audit", "served_systems", "rerank_audit", "reranked_systems", "RERANK_AUDIT_KEY", "overlap_at", "rbo", "gain_verdict", "GAIN_VERDICTS", "RBO_P", "OVERLAP_K",
            "AUDIT_KEY"]
 
 #: The persistence of :func:`rbo` in the audit (the expected depth a user looks at is 1 / (1 - p) = 10).
@@ -58,6 +66,8 @@ RBO_P = 0.9
 OVERLAP_K = 10
 #: The results.json key (and :attr:`vdr.results.Results.served_audit`).
 AUDIT_KEY = "served_audit"
+#: The results.json key of the reranked systems' audit (and :attr:`vdr.results.Results.rerank_audit`).
+RERANK_AUDIT_KEY = "rerank_audit"
 #: The verdicts of :func:`gain_verdict`, with their rule.
 GAIN_VERDICTS = {
     "survives": "the served gain has the exact gain's sign (or the exact gain is 0) and their difference is not significant",
@@ -77,6 +87,19 @@ def served_systems(config: Mapping[str, Any]) -> dict[str, dict]:
         served = bc.get("served") if isinstance(bc, Mapping) else None
         if isinstance(served, Mapping):
             out[str(name)] = dict(served)
+    return out
+
+
+def reranked_systems(config: Mapping[str, Any]) -> dict[str, dict]:
+    """The reranked systems of an evaluation, as :func:`served_systems` gives served ones:
+    ``{backend: {"exact": base, "kind": "rerank", "parameters": {model, kind, library, depth}}}``
+    for every backend whose ``backend_config`` holds a ``rerank`` mapping; ``{}`` when none."""
+    out = {}
+    for name, bc in (config.get("backend_config") or {}).items():
+        rr = bc.get("rerank") if isinstance(bc, Mapping) else None
+        if isinstance(rr, Mapping):
+            params = {k: rr.get(k) for k in ("model", "kind", "library", "depth")}
+            out[str(name)] = {"exact": rr.get("base"), "kind": "rerank", "parameters": params}
     return out
 
 
@@ -219,7 +242,23 @@ def served_audit(res: Results) -> dict:
     Raises:
         InputError: bad ``seed`` / counts in ``config`` (as :func:`vdr.stats.compare_arrays`).
     """
-    systems = served_systems(res.config)
+    return _audit(res, served_systems(res.config), "served")
+
+
+def rerank_audit(res: Results) -> dict:
+    """The audit of every reranked system of ``res`` against its base backend (see the module
+    docstring): what results.json holds under ``rerank_audit``, as :func:`served_audit` (one Holm
+    family over every test of the reranked systems); each entry adds ``relation`` (``"rerank"``) and
+    ``reference`` (the base). ``{}`` when no backend is reranked.
+
+    Raises:
+        InputError: bad ``seed`` / counts in ``config``.
+    """
+    return _audit(res, reranked_systems(res.config), "rerank")
+
+
+def _audit(res: Results, systems: Mapping[str, Mapping], relation: str) -> dict:
+    """:func:`served_audit` (``relation="served"``) or :func:`rerank_audit` (``"rerank"``) of ``systems``."""
     if not systems:
         return {}
     metric = res.primary
@@ -240,12 +279,15 @@ def served_audit(res: Results) -> dict:
             for g in (g for g in e["gains"] if "skipped" not in g):
                 g["verdict"] = gain_verdict(g["gain_exact"], g["gain_served"], g["p_value_holm"], alpha)
             e["outcome"] = outcome(e["delta"], e["p_value_holm"], alpha)
-            e["verdict"] = _sentence(e, metric, alpha)
+            e["verdict"] = _sentence(e, metric, alpha, relation)
+        if relation == "rerank":
+            e.update(relation="rerank", reference=e.get("exact"))
     test = {"p_value": "two-sided paired randomization (sign-flip) test (exact enumeration when n <= 16 and 2^n <= n_permutations)",
             "description": describe_test([c for _, c in tests]) if tests else "",
             "ci95": "percentile bootstrap of the mean difference", "p_value_holm": "Holm-Bonferroni step-down over holm_family:"
-            " every test of the audit, all served systems (Holm 1979)", "holm_family": labels, **stats,
-            "overlap": "|top_k(served) ∩ top_k(exact)| / k on the original queries; the denominator is k even when fewer pages"
+            f" every test of the audit, all {'reranked' if relation == 'rerank' else 'served'} systems (Holm 1979)", "holm_family": labels, **stats,
+            "overlap": ("|top_k(reranked) ∩ top_k(base)|" if relation == "rerank" else "|top_k(served) ∩ top_k(exact)|")
+            + " / k on the original queries; the denominator is k even when fewer pages"
             " were retrieved", "rbo": f"RBO_ext (Webber, Moffat & Zobel 2010, TOIS, eq. 32), p = {RBO_P}, over both rankings to"
             f" depth {cfg.get('depth')}, trec_eval order"}
     return json_safe({"metric": metric, "overlap_k": ks, "rbo_p": RBO_P, "alpha": alpha, "test": test,
@@ -383,21 +425,24 @@ def _ms_per_query(searches: Mapping, variants: list[str]) -> float | None:
     return 1000.0 * math.fsum(float(searches[v]["score_seconds"]) for v in variants) / n if n else None
 
 
-def _sentence(e: dict, metric: str, alpha: float) -> str:
+def _sentence(e: dict, metric: str, alpha: float, relation: str = "served") -> str:
     """The entry's verdict line: ``"multimodal-binary: -0.021 nDCG@3 vs exact multimodal [95% CI
     -0.040, -0.003], significant loss after Holm (p 0.012, α 0.05); rewrite keywords: gain +0.070 -> +0.050
     (survives: difference -0.020 not significant, p 0.45)"``."""
     lo, hi = e["ci95"]
     status = {"gain": "significant gain", "loss": "significant loss", "ns": "not significant"}[e["outcome"]]
     a = format_alpha(alpha)
-    text = (f"{e['system']}: {e['delta']:+.3f} {metric_title(metric)} vs exact {e['exact']} [95% CI {lo:+.3f}, {hi:+.3f}],"
+    ref = "base" if relation == "rerank" else "exact"
+    text = (f"{e['system']}: {e['delta']:+.3f} {metric_title(metric)} vs {ref} {e['exact']} [95% CI {lo:+.3f}, {hi:+.3f}],"
             f" {status} after Holm (p {format_p(e['p_value_holm'], alpha, 'sentence')}, \u03b1 {a})")
     for g in e["gains"]:
         if "skipped" in g:
             text += f"; rewrite {g['variant']}: not compared ({g['skipped']})"
             continue
         sig = outcome(g["difference"], g["p_value_holm"], alpha) != "ns"
-        text += (f"; rewrite {g['variant']}: gain {g['gain_exact']:+.3f} -> {g['gain_served']:+.3f} ({g['verdict']}: difference"
+        pair = (f"{g['gain_exact']:+.3f} before reranking, {g['gain_served']:+.3f} after" if relation == "rerank"
+                else f"{g['gain_exact']:+.3f} -> {g['gain_served']:+.3f}")
+        text += (f"; rewrite {g['variant']}: gain {pair} ({g['verdict']}: difference"
                  f" {g['difference']:+.3f} {'significant' if sig else 'not significant'},"
                  f" p {format_p(g['p_value_holm'], alpha, 'sentence')})")
     return text

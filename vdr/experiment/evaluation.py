@@ -88,6 +88,7 @@ class _Plan:
     metrics: MetricPlan
     wanted: list[str]
     served: Mapping[str, Any] = field(default_factory=dict)  # --serve-as: {name: ServedSpec}
+    reranked: Mapping[str, str] = field(default_factory=dict)  # --rerank: {name: base}
 
     @property
     def ks(self) -> list[int]:
@@ -187,6 +188,33 @@ def _with_served(plan: _Plan, serve_as, runs: Mapping) -> _Plan:
     return dataclasses.replace(plan, wanted=plan.wanted + [s.name for s in specs], served={s.name: s for s in specs})
 
 
+def _with_reranked(plan: _Plan, o: "EvaluateOptions") -> _Plan:
+    """``plan`` with one reranked system ``<base>+rerank`` per base (``o.rerank_backends``, default
+    every backend wanted but the served systems) added after the others, when ``o.rerank`` names a
+    reranker (:mod:`vdr.retrieve.rerank`).
+
+    Raises:
+        InputError: a base that is not wanted; a reranked name taken by a backend or run; a bad depth.
+    """
+    from ..retrieve._common import check_depth
+    from ..retrieve.rerank import rerank_name
+
+    if not o.rerank:
+        return plan
+    check_depth(o.rerank_depth, "--rerank-depth")
+    given = _parse_list(o.rerank_backends, "--rerank-backends") if o.rerank_backends else None
+    bases = given or [b for b in plan.wanted if b not in plan.served]
+    missing = [b for b in bases if b not in plan.wanted]
+    if missing:
+        raise InputError(f"--rerank-backends {','.join(bases)}: {', '.join(missing)} not among the backends ({', '.join(plan.wanted)})")
+    taken = set(plan.wanted) | set(available_backends())
+    names = {rerank_name(b): b for b in bases}
+    clash = [n for n in names if n in taken]
+    if clash:
+        raise InputError(f"--rerank: the reranked system's name {clash[0]!r} is taken by a backend or run")
+    return dataclasses.replace(plan, wanted=plan.wanted + list(names), reranked=names)
+
+
 # --------------------------------------------------------------------------------------------- backends
 
 
@@ -216,14 +244,16 @@ def _specs(plan: _Plan, inputs: Inputs, o: "EvaluateOptions", *, encoder, runs, 
         defaults["multimodal"].update(qrels=inputs.qrels, out_dir=out / "mteb", ks=plan.ks, dataset=o.vidore)
     specs = []
     for name in plan.wanted:
-        factory = ("run" if name in runs else "served" if name in plan.served
+        factory = ("run" if name in runs else "served" if name in plan.served else "rerank" if name in plan.reranked
                    else "mteb" if name == "multimodal" and o.engine == "mteb" else name)
         opts = ({"path": _variant_files(name, runs[name], inputs), "allow_id_mismatch": o.allow_id_mismatch} if name in runs
-                else {"system": plan.served[name].text} if name in plan.served else dict(defaults.get(name, {})))
+                else {"system": plan.served[name].text} if name in plan.served
+                else {**dict(o.rerank_options or {}), "model": o.rerank, "base": plan.reranked[name], "depth": o.rerank_depth}
+                if name in plan.reranked else dict(defaults.get(name, {})))
         opts.update(dict((backend_options or {}).get(name, {})))
         specs.append(_Spec(name, factory, opts))
     order = {b: i for i, b in enumerate(BACKENDS)}
-    return sorted(specs, key=lambda s: (s.factory == "hybrid", s.factory == "served", order.get(s.name, len(order))))
+    return sorted(specs, key=lambda s: (s.factory == "rerank", s.factory == "hybrid", s.factory == "served", order.get(s.name, len(order))))
 
 
 def _variant_files(name: str, given, inputs: Inputs) -> dict[str, str | Path]:
@@ -308,11 +338,63 @@ def _run_backend(spec: _Spec, context: dict, inputs: Inputs, depth: int, timer: 
         st.note = _cache_note(backend.report)
     runs = {}
     for variant, queries in inputs.variants.items():
-        if not _runs_variant(spec, variant):
+        if variant in inputs.per_backend:  # a per-backend variant: this backend's own file, else the NAME=FILE one
+            queries = _backend_queries(inputs.per_backend[variant], spec)
+        if queries is None or not _runs_variant(spec, variant):
             continue
         with timer.stage("search", spec.name, variant, count=len(queries), unit="query"):  # query encoding included
             runs[variant] = backend.search(queries, depth)
     return backend, runs
+
+
+def _feeding_backend(spec: "_Spec") -> str:
+    """The backend whose per-backend rewrites feed ``spec``: a served system's exact backend, a reranked
+    system's base, else itself."""
+    if spec.factory == "served":
+        return str(spec.options.get("exact") or "multimodal")
+    return str(spec.options.get("base") or spec.name) if spec.factory == "rerank" else spec.name
+
+
+def _backend_queries(by_backend: Mapping[str, QuerySet], spec: "_Spec") -> QuerySet | None:
+    """The queries of a per-backend variant that ``spec`` searches: its own file's, else the ``*``
+    (``NAME=FILE``) ones, else ``None`` (no run of the variant on this backend; recorded in
+    ``config.per_backend_variants``)."""
+    return by_backend.get(_feeding_backend(spec), by_backend.get("*"))
+
+
+def _per_backend_config(inputs: Inputs, specs: list["_Spec"], runs: Mapping[str, Mapping[str, Run]]) -> dict:
+    """``config.per_backend_variants``: per variant, its files (``{backend or "*": file}``) and which file
+    fed which backend (``fed``; ``None``: the backend has no run of the variant)."""
+    out = {}
+    for variant, files in inputs.per_backend_files.items():
+        fed = {}
+        for spec in specs:
+            if spec.name in runs:
+                src = _feeding_backend(spec)
+                fed[spec.name] = files.get(src, files.get("*")) if variant in runs[spec.name] else None
+        out[variant] = {"files": dict(files), "fed": fed}
+    return {"per_backend_variants": out} if out else {}
+
+
+def _check_per_backend(inputs: Inputs, plan: "_Plan") -> None:
+    """Refuse a per-backend variant naming a backend that does not run; warn, naming them, about the
+    backends that will have no run of it (no file of their own and no ``NAME=FILE``).
+
+    Raises:
+        InputError: ``NAME@BACKEND`` with a backend that is not among those wanted.
+    """
+    for variant, files in inputs.per_backend_files.items():
+        unknown = [b for b in files if b != "*" and b not in plan.wanted]
+        if unknown:
+            raise InputError(f"--rewrites {variant}@{unknown[0]}: no backend {unknown[0]!r} runs; the backends are"
+                             f" {', '.join(plan.wanted)}")
+        if "*" not in files:
+            fed = set(files) | ({b for b in plan.served} if "multimodal" in files else set())
+            fed |= {name for name, base in plan.reranked.items() if base in fed}
+            left = [b for b in plan.wanted if b not in fed]
+            if left:
+                warnings.warn(f"per-backend variant {variant!r} has no file for {', '.join(left)} (and no {variant}=FILE for"
+                              " the others): those backends have no run of it", VdrWarning, stacklevel=3)
 
 
 def _cache_note(report: Mapping) -> str:
@@ -368,8 +450,9 @@ def _metrics(runs: dict[str, dict[str, Run]], order: list[str], inputs: Inputs, 
             except InputError as e:
                 raise InputError(f"--run {b} (variant {name}): {e}") from None
             results.append(RunResult(b, name, f"runs/{b}.{name}.trec", res, ranking=run))
-    # the macro row averages backends with every variant; a served system (--serve-as) is its exact backend again: left out
-    full = [b for b in order if set(runs[b]) == set(inputs.variants) and b not in plan.served]
+    # the macro row averages backends with every variant; a served system (--serve-as) is its exact backend again, a
+    # reranked one (--rerank) its base's pages again: left out
+    full = [b for b in order if set(runs[b]) == set(inputs.variants) and b not in plan.served and b not in plan.reranked]
     if settings.macro_average and len(full) > 1:
         order = full
         for name in inputs.variants:
@@ -411,6 +494,8 @@ def _config(inputs: Inputs, plan: _Plan, backends: dict[str, _Memo], o: "Evaluat
         "backends": plan.wanted,
         **({"serve_as": [s.text if s.name == _default_name(s) else f"{s.name}={s.text}" for s in plan.served.values()]}
            if plan.served else {}),
+        **({"rerank": {"model": str(o.rerank), "depth": o.rerank_depth, "backends": list(plan.reranked.values()),
+                       "options": dict(o.rerank_options or {})}} if plan.reranked else {}),
         "model": None if encoder is None else encoder.model,
         "encoder": None if encoder is None else encoder.to_json(),
         "engine": o.engine,
@@ -570,6 +655,16 @@ class RetrievalSettings:
             (``pool:3``, ``int8``, ``binary``, ``fp16``, ``bf16``, ``muvera``) or searched by an engine
             (``qdrant``, ``lancedb``, ``plaid``), a backend of its own (``multimodal-binary``) audited
             against exact MaxSim (:mod:`vdr.retrieve.served`, :mod:`vdr.experiment.audit`).
+        rerank: a reranker (hub name or folder; issue 37): each base backend's top ``rerank_depth``
+            pages re-scored by it, a system of its own (``lexical+rerank``) audited against its base
+            (:mod:`vdr.retrieve.rerank`, :func:`vdr.experiment.audit.rerank_audit`). Pages below the
+            depth are dropped. ``None``: no reranking.
+        rerank_depth: pages of the base's run re-scored per query (default 100).
+        rerank_backends: the bases (comma-separated or a list; default every backend wanted but the
+            served systems, ``hybrid`` included).
+        rerank_options: the other options of the reranker
+            (:class:`~vdr.retrieve.options.RerankOptions`: ``kind``, ``library``, ``max_length``,
+            ``batch_size``, ``dtype``, ...), for every reranked system.
     """
 
     backends: str | Sequence[str] = ("multimodal", "lexical", "semantic", "hybrid")
@@ -587,6 +682,10 @@ class RetrievalSettings:
     bm25: Mapping | None = None
     rrf_k: int = 60
     serve_as: Sequence[str] = ()
+    rerank: str | Path | None = None
+    rerank_depth: int = 100
+    rerank_backends: str | Sequence[str] | None = None
+    rerank_options: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -740,14 +839,14 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
 
     progress = o.progress and D.is_main()
     timer = _Timer(progress)
-    _with_served(_plan(o.k, o.backends, o.depth, o.engine, dict(o.runs or {}), o.primary_metric, o.queries_without_relevant,
-                       o.protocol), o.serve_as, dict(o.runs or {}))
+    _with_reranked(_with_served(_plan(o.k, o.backends, o.depth, o.engine, dict(o.runs or {}), o.primary_metric,
+                                      o.queries_without_relevant, o.protocol), o.serve_as, dict(o.runs or {})), o)
     folder = _open_folder(out, corpus_dir, o.queries, o.qrels, o.vidore, engine=o.engine, overwrite=o.overwrite,  # before any work
                           inputs=[o.store, o.cache_dir, *(o.rewrites or {}).values(), *_run_files(o.runs)])
     o, kept = (o, []) if folder is None or o.overwrite else _keep_held(out, o)  # the folder's other runs join this one
     runs = dict(o.runs or {})
-    plan = _with_served(_plan(o.k, o.backends, o.depth, o.engine, runs, o.primary_metric, o.queries_without_relevant, o.protocol),
-                        o.serve_as, runs)
+    plan = _with_reranked(_with_served(_plan(o.k, o.backends, o.depth, o.engine, runs, o.primary_metric, o.queries_without_relevant,
+                                             o.protocol), o.serve_as, runs), o)
     with folder if folder is not None else nullcontext():
         with timer.stage("load", unit="page") as st:
             inputs = load_inputs(corpus_dir, options=o.inputs, vidore_dir=out / "corpus", progress=progress)
@@ -761,6 +860,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
         cache = None if o.cache_dir is False else Path(o.cache_dir) if o.cache_dir not in (None, True) else inputs.corpus_dir / CACHE_DIR_NAME
         encoder = _encoder_settings(o.encoder, o.model, batch_size=o.batch_size, device=o.device, trust_remote_code=o.trust_remote_code)
         specs = _specs(plan, inputs, o, encoder=encoder, runs=runs, out=out)
+        _check_per_backend(inputs, plan)
         built, run_map, skipped = _run_backends(specs, inputs, depth=o.depth, cache_dir=cache, device=o.device, progress=progress,
                                                 timer=timer)
         if folder is None:
@@ -775,6 +875,7 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
             config[RELATIVE_INPUTS] = relative_inputs(config, out)
             config.update(_language_config(fields, inputs.qrels, config.get("group_by") or []))
             config.update(_graded_gain(run_results, inputs.qrels, o.metrics, config["primary_metric"]))
+            config.update(_per_backend_config(inputs, specs, run_map))
         _warn_duplicates(inputs.variants)
         _check_nothing_lost(out, held, {(r.backend, r.variant) for r in run_results}, group_by, o.overwrite)
         if kept:
@@ -831,6 +932,9 @@ def _keep_held(out: Path, o: "EvaluateOptions") -> tuple["EvaluateOptions", list
         if spec and spec[0].name not in named:
             serve_as.append(text)
             kept.append(f"served system {spec[0].name}")
+    rerank = cfg.get("rerank") if not o.rerank and isinstance(cfg.get("rerank"), Mapping) else None
+    if rerank and rerank.get("model"):
+        kept.append(f"reranked systems ({rerank['model']})")
     groups, held_groups = o.groups, cfg.get("groups")
     gone = o.groups is None and bool(held_groups) and not Path(held_groups).is_file()  # its fields cannot be read again
     group_by = _group_by(o) + [g for g in cfg.get("group_by") or () if g not in _group_by(o) and g != "language" and not gone]
@@ -841,8 +945,10 @@ def _keep_held(out: Path, o: "EvaluateOptions") -> tuple["EvaluateOptions", list
         return o, []
     warnings.warn(f"{out}: kept what the folder holds (evaluated again with this run): {', '.join(kept)}; --overwrite"
                   " replaces the folder's results instead", VdrWarning, stacklevel=3)
+    more = ({"rerank": rerank["model"], "rerank_depth": int(rerank.get("depth") or 100), "rerank_options": rerank.get("options") or None,
+             "rerank_backends": [b for b in rerank.get("backends") or () if b in backends] or None} if rerank and rerank.get("model") else {})
     return (o.replace(rewrites=rewrites or None, runs=runs or None, backends=backends, group_by=tuple(group_by), groups=groups,
-                      serve_as=tuple(serve_as)), kept)
+                      serve_as=tuple(serve_as), **more), kept)
 
 
 def _parse_served(texts) -> list:
@@ -1016,14 +1122,20 @@ def _fold_samples(run_results: list[RunResult], inputs: Inputs, plan: _Plan, o: 
 
 
 def _audit(results: Results, timer: "_Timer") -> None:
-    """The served systems against their exact backend (stage ``audit``, only when some backend is
-    served): :func:`vdr.experiment.audit.served_audit` into ``results.served_audit``."""
-    from .audit import served_audit, served_systems
+    """The served systems against their exact backend and the reranked systems against their base
+    (stage ``audit``, only when some backend is served or reranked):
+    :func:`vdr.experiment.audit.served_audit` into ``results.served_audit``,
+    :func:`~vdr.experiment.audit.rerank_audit` into ``results.rerank_audit``."""
+    from .audit import rerank_audit, reranked_systems, served_audit, served_systems
 
     if served_systems(results.config):
         with timer.stage("audit", unit="system") as st:
             results.served_audit = served_audit(results)
             st.count = len(results.served_audit.get("systems") or ())
+    if reranked_systems(results.config):
+        with timer.stage("rerank_audit", unit="system") as st:
+            results.rerank_audit = rerank_audit(results)
+            st.count = len(results.rerank_audit.get("systems") or ())
 
 
 def _write(results: Results, folder, timer: "_Timer") -> None:

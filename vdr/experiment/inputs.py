@@ -103,6 +103,11 @@ class Inputs:
         samples: ``{name: SampleVariant}``: the N-sample rewrite variants (a file whose ``text`` is a
             list, :mod:`vdr.experiment.samples`); their hidden members ``NAME.s1 .. NAME.sN`` are in
             ``variants`` (searched like any variant), ``NAME`` itself is not.
+        per_backend: per-backend variants (``--rewrites NAME@BACKEND=FILE``, issue 37.1): ``{variant:
+            {backend: QuerySet, ["*": the NAME=FILE queries, for the backends without a file of
+            their own]}}``; ``variants[name]`` is then the ``*`` queries or, without them, the first
+            backend's (what tables show as the variant's texts).
+        per_backend_files: ``{variant: {backend or "*": file}}`` of :attr:`per_backend`.
     """
 
     corpus: Corpus
@@ -117,7 +122,48 @@ class Inputs:
     same_texts: dict = field(default_factory=dict)
     id_mapping: dict = field(default_factory=dict)
     id_join: dict = field(default_factory=dict)
+    per_backend: dict = field(default_factory=dict)
+    per_backend_files: dict = field(default_factory=dict)
     samples: dict = field(default_factory=dict)
+
+
+def split_backend_rewrites(rewrites: Mapping[str, str | Path]) -> tuple[dict[str, str | Path], dict[str, dict[str, str | Path]]]:
+    """Split ``--rewrites`` into plain variants ``{name: file}`` and per-backend ones ``{name: {backend:
+    file}}`` (``NAME@BACKEND=FILE``: the file feeds that backend only, issue 37.1). A per-backend
+    variant may also have a plain ``NAME=FILE``: it feeds the backends without a file of their own
+    (returned under the backend key ``"*"``).
+
+    Raises:
+        InputError: an empty name or backend, or a bad variant name.
+    """
+    plain: dict[str, str | Path] = {}
+    per: dict[str, dict[str, str | Path]] = {}
+    for key, path in rewrites.items():
+        name, at, backend = str(key).partition("@")
+        if at and (not name or not backend):
+            raise InputError(f"--rewrites {key}={path}: a per-backend variant is NAME@BACKEND=FILE (e.g. rlqr@lexical=FILE)")
+        if at:
+            per.setdefault(check_name(name, "rewrite variant"), {})[backend] = path
+        else:
+            plain[name] = path
+    for name in per:
+        if name in plain:
+            per[name]["*"] = plain.pop(name)
+    return plain, per
+
+
+def _per_backend_variants(originals: QuerySet, per: Mapping[str, Mapping[str, str | Path]]) -> tuple[dict, dict]:
+    """Load every file of the per-backend variants: ``({variant: {backend: QuerySet}}, {name@backend:
+    id-mapping record})`` (each file checked as a plain variant is: ids, empty rewrites)."""
+    out: dict[str, dict[str, QuerySet]] = {}
+    mappings: dict[str, dict] = {}
+    for name, files in per.items():
+        for backend, path in files.items():
+            loaded, mapping = _rewrite_variants(originals, {name: path})
+            out.setdefault(name, {})[backend] = loaded[name]
+            if mapping:
+                mappings[f"{name}@{backend}"] = mapping[name]
+    return out, mappings
 
 
 def same_text_variants(variants: Mapping[str, QuerySet]) -> dict[str, str]:
@@ -409,16 +455,24 @@ def load_inputs(corpus_dir: str | Path | None, *, options: InputSettings | None 
     check_inputs(corpus, originals, qrels_obj, qrels_path)
     qrels_obj, judged = _judged_passages(corpus, qrels_obj, qrels_path, drop_missing_judged)
     variants = build_variants(originals, {}, concat=concat, concat_max_tokens=concat_max_tokens)
-    sampled = {n: p for n, p in rewrites.items() if is_samples_file(p)}  # N samples per query (issue 37.2)
-    rewritten, rewrite_mappings = _rewrite_variants(originals, {n: p for n, p in rewrites.items() if n not in sampled})
+    plain, per_files = split_backend_rewrites(dict(rewrites))
+    sampled = {n: p for n, p in plain.items() if is_samples_file(p)}  # N samples per query (issue 37.2)
+    rewritten, rewrite_mappings = _rewrite_variants(originals, {n: p for n, p in plain.items() if n not in sampled})
     variants.update(rewritten)
     concat_record = concat_variant(originals, concat_max_tokens)[1] if CONCAT in variants else {}
     same = same_text_variants(variants)
     variants = {n: qs for n, qs in variants.items() if n not in same}
-    variants, samples = _with_samples(variants, originals, sampled, list(rewrites))
+    variants, samples = _with_samples(variants, originals, sampled, list(plain))
+    per_backend, per_mappings = _per_backend_variants(originals, per_files)
+    rewrite_mappings.update(per_mappings)
+    for name, by_backend in per_backend.items():  # never collapsed into another variant: their texts differ per backend
+        if name in variants or name in samples:
+            raise InputError(f"--rewrites {name}@...: the name {name!r} is taken by another variant")
+        variants[name] = by_backend.get("*", next(iter(by_backend.values())))
     id_mapping = {**({"qrels": qrels_mapping.to_json()} if qrels_mapping else {}), **({"rewrites": rewrite_mappings} if rewrite_mappings else {})}
     return Inputs(corpus, corpus_dir, queries_path, qrels_path, qrels_obj, variants, vidore_info, judged, concat_record, same, id_mapping,
-                  {"queries_qrels": id_join}, samples)
+                  {"queries_qrels": id_join}, per_backend, {n: {b: str(p) for b, p in f.items()} for n, f in per_files.items()},
+                  samples=samples)
 
 
 def _with_samples(variants: dict[str, QuerySet], originals: QuerySet, files: Mapping[str, str | Path],

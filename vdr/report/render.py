@@ -636,6 +636,17 @@ def _served_section(res: Results) -> tuple[str, list[str]]:
     return "\n".join(out), md
 
 
+def _rerank_section(res: Results) -> tuple[str, list[str]]:
+    """Reranked systems against their base (:attr:`Results.rerank_audit`, issue 37): whether each
+    rewrite's gain holds before and after reranking (:meth:`Results.rerank_gains_table`, with the
+    verdict lines)."""
+    if not res.rerank_systems_audited():
+        return "", []
+    t = res.rerank_gains_table()
+    return ('<h2 id="rerank">Reranked vs base</h2>' + t.to_html(css_class="served"),
+            ["## Reranked vs base", "", t.to_markdown(), ""])
+
+
 def _pairs_section(res: Results, p: str, alpha: float) -> tuple[str, list[str]]:
     """ranx's table of every pair of systems and the pairwise changes (``vdr compare --pairs all``)."""
     if not res.pairwise:
@@ -650,7 +661,7 @@ def _pairs_section(res: Results, p: str, alpha: float) -> tuple[str, list[str]]:
 # the verb
 
 
-_TOC = [("verdicts", "Verdicts"), ("summary", "Summary"), ("languages", "Languages"), ("groups", "Groups"), ("served", "Served vs exact"), ("pairs", "Every pair"), ("rcp", "Judge"),
+_TOC = [("verdicts", "Verdicts"), ("summary", "Summary"), ("languages", "Languages"), ("groups", "Groups"), ("served", "Served vs exact"), ("rerank", "Reranked vs base"), ("pairs", "Every pair"), ("rcp", "Judge"),
         ("metrics", "Metrics"), ("changes", "Per-query changes"), ("length", "Rewrite length"), ("cases", "Regressions and gains"),
         ("holes", "Unjudged pages"), ("about", "Inputs")]
 
@@ -770,6 +781,7 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     groups_html, groups_md = _groups_section(res, fields, p, alpha, words)
     pairs_html, pairs_md = _pairs_section(res, p, alpha)
     served_html, served_md = _served_section(res)
+    rerank_html, rerank_md = _rerank_section(res)
     bars_html, bars_md = _bars_section(res, p, words)
     changes_html = _change_sections(res, p, words)
     cases_html, cases_md = _cases_section(res, thumbs, o.top, p, words)
@@ -782,14 +794,14 @@ def report(results_dir: str | Path, out: str | Path | None = None, *, options: R
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in summary.notes)
     first = [verdicts_html, '<h2 id="summary">Summary</h2>', summary.to_html(verdicts=False, notes=False), groups_html,
              f'<div class="notes">{notes}</div>' if notes else ""]
-    body = [served_html, pairs_html, judge_html, bars_html, changes_html, cases_html, hole_html]
+    body = [served_html, rerank_html, pairs_html, judge_html, bars_html, changes_html, cases_html, hole_html]
     write_text_atomic(out, _page(title, res, thumbs, warnings, first, body))
 
     what = "systems" if words.systems else "variants"
     head = [f"# {title}", "", f"Results: `{_md(res.root)}`; corpus: `{_md(_show(res.config.get('corpus_dir')))}`; "
             f"{len(res.query_ids)} queries; {what}: {_md(', '.join(res.variants))}.", "", *verdicts_md,
             "## Summary", "", summary.to_markdown(verdicts=False), ""]
-    _write_markdown(md_path, [head, groups_md, served_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
+    _write_markdown(md_path, [head, groups_md, served_md, rerank_md, pairs_md, judge_md, bars_md, [""], hole_md, cases_md], warnings, out.name)
     latex_path = _write_latex(res, summary, o.latex, p, alpha)
     return ReportPaths(out, md_path, len(thumbs.missing), warnings, latex_path, len(thumbs.rules),
                        thumbs.pages if thumbs.files else None)

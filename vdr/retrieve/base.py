@@ -13,7 +13,8 @@ Java 21+), ``semantic`` (sentence-transformers), ``hybrid`` (reciprocal rank fus
 of two or more backends), ``run`` (a TREC/JSON run file given by the user) and ``mteb`` (the
 multimodal backend run through ``mteb.evaluate``; needs the ``mteb`` extra) and ``served`` (the
 multimodal backend's page vectors compressed or through an engine, scored against exact MaxSim:
-:mod:`vdr.retrieve.served`). Other packages add
+:mod:`vdr.retrieve.served`) and ``rerank`` (another backend's run re-scored by a cross-encoder or a
+multimodal reranker: :mod:`vdr.retrieve.rerank`). Other packages add
 backends through the entry-point group ``vdr.backends`` (see ``docs/architecture.md``): the entry
 point names a *factory*, a callable ``factory(ctx: BuildContext) -> Backend``.
 
@@ -76,6 +77,7 @@ BUILTIN: dict[str, str] = {
     "mteb": "vdr.integrations.mteb:build",
     "pyserini": "vdr.retrieve.pyserini:build",
     "served": "vdr.retrieve.served:build",
+    "rerank": "vdr.retrieve.rerank:build",
 }
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "MtebOptions",
     "PyseriniOptions",
     "ServedOptions",
+    "RerankOptions",
     "BUILTIN_OPTIONS",
     "CLI_ALIASES",
 ]
@@ -375,6 +376,29 @@ class ServedOptions:
     exact: str = option("multimodal", "The exact backend whose page vectors are served (default multimodal)")
 
 
+@dataclass(frozen=True)
+class RerankOptions:
+    """Options of a reranked system (:class:`vdr.retrieve.rerank.RerankBackend`; ``vdr evaluate --rerank MODEL``)."""
+
+    label: ClassVar[str] = "rerank"
+
+    model: str | Path | None = option(None, "The reranker: a hub name or a local folder (required)")
+    base: str = option("lexical", "The backend whose run is reranked (built before; default lexical)")
+    depth: int = option(100, "Pages of the base's run re-scored per query; pages below are dropped")
+    kind: str = option("auto", "text (a cross-encoder over query + page text), multimodal (a reranker that reads the page"
+                       " image: rerankers' MonoVLMRanker) or auto (multimodal for a Qwen2-VL checkpoint or a MonoQwen/MonoVLM name)")
+    library: str = option("auto", "text: sentence-transformers (CrossEncoder.predict, the default) or rerankers (TransformerRanker.rank);"
+                          " multimodal: rerankers (MonoVLMRanker.rank)")
+    max_length: int | None = option(None, "Tokens of a query + page pair (text kind; default the model's)")
+    revision: str | None = option(None, "Hub revision of the model (part of the cache key of a hub name)")
+    dtype: str | None = option(None, "Multimodal weights dtype: float32, bfloat16 or float16 (default bfloat16 on CUDA, float32 on CPU)")
+    processor: str | None = option(None, "Multimodal: the processor (default the model folder when it holds one, else"
+                                   " Qwen/Qwen2-VL-2B-Instruct, as rerankers)")
+    attn_implementation: str = option("sdpa", "Multimodal: attention implementation (sdpa, eager, flash_attention_2)", scores=False)
+    trust_remote_code: bool = option(False, "Run the model repository's own code (only for a model you trust)")
+    batch_size: int = option(32, "Pairs per forward pass (text kind)", scores=False)
+
+
 #: Built-in backend name -> its options dataclass (read without importing the backend's module).
 BUILTIN_OPTIONS: dict[str, type] = {
     "lexical": LexicalOptions,
@@ -385,6 +409,7 @@ BUILTIN_OPTIONS: dict[str, type] = {
     "mteb": MtebOptions,
     "pyserini": PyseriniOptions,
     "served": ServedOptions,
+    "rerank": RerankOptions,
 }
 
 #: The CLI's convenience flags, each an alias of one backend option: ``{parameter name: (backend,

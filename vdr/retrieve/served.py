@@ -249,15 +249,18 @@ def sign_bits(vectors) -> Any:
     return torch.from_numpy(2.0 * bits - 1.0)
 
 
-def hamming_maxsim(queries: Sequence[Any], pages: Sequence[Any], *, hamming: str = "vespa", block_tokens: int = 1 << 16):
+def hamming_maxsim(queries: Sequence[Any], pages: Sequence[Any], *, hamming: str = "vespa", block_tokens: int = 1 << 15):
     """Hamming MaxSim of sign vectors (``+1/-1`` float32, :func:`sign_bits`): ``sum_i max_j f(h_ij)``
     with ``h = (dim - <q_i, p_j>) / 2`` the Hamming distance of the bit vectors and ``f(h) = 1 / (1 +
     h)`` (Vespa's ColPali ranking, ``hamming="vespa"``) or ``(dim - h) / dim`` (Elasticsearch
-    ``maxSimInvHamming``, ``hamming="elasticsearch"``). Dot products of +/-1 are exact in float32.
+    ``maxSimInvHamming``, ``hamming="elasticsearch"``). Both ``f`` decrease with ``h``, so ``max_j f =
+    f(min_j h)``: one GEMM per block of pages, a segment max over each page's tokens, then ``f``. Dot
+    products of +/-1 are exact in float32.
 
     Args:
         queries: ``n_queries`` tensors ``(n_tokens, dim)``; pages: ``n_pages`` tensors.
-        block_tokens: page tokens scored per block (memory bound).
+        hamming: ``"vespa"`` or ``"elasticsearch"``.
+        block_tokens: page tokens per GEMM (memory: query tokens x block_tokens float32).
 
     Returns:
         float32 tensor ``(n_queries, n_pages)``.
@@ -274,15 +277,10 @@ def hamming_maxsim(queries: Sequence[Any], pages: Sequence[Any], *, hamming: str
         while stop < len(pages) and (stop == start or tokens + pages[stop].shape[0] <= block_tokens):
             tokens += pages[stop].shape[0]
             stop += 1
-        block = pages[start:stop]
-        width = max(p.shape[0] for p in block)
-        padded = torch.zeros((len(block), width, dim))
-        mask = torch.ones((len(block), width), dtype=torch.bool)
-        for i, p in enumerate(block):
-            padded[i, :p.shape[0]] = p
-            mask[i, :p.shape[0]] = False
-        sims = torch.einsum("qd,nld->qnl", Q, padded).masked_fill(mask.unsqueeze(0), float("-inf"))
-        h = (dim - sims.amax(dim=2)) / 2  # (query tokens, pages): the smallest Hamming distance
+        block = torch.cat([p.float() for p in pages[start:stop]])
+        lengths = torch.tensor([p.shape[0] for p in pages[start:stop]])
+        best = torch.segment_reduce((Q @ block.T).T.contiguous(), "max", lengths=lengths, axis=0)  # (pages, query tokens)
+        h = (dim - best.T) / 2  # (query tokens, pages): the smallest Hamming distance
         f = 1.0 / (1.0 + h) if hamming == "vespa" else (dim - h) / dim
         out[:, start:stop] = torch.zeros((len(queries), stop - start)).index_add_(0, seg, f)
         start = stop
@@ -406,7 +404,7 @@ class ServedBackend:
             pages = self._store_pages(store)
             self._pages = int8_pages(pages, int8_ranges(pages))
         elif kind == "binary":
-            self._pages = [sign_bits(p) for p in self._store_pages(store)]
+            self._pages = [sign_bits(p).to(torch.int8) for p in self._store_pages(store)]  # +/-1 in a byte (memory)
         elif kind in ("fp16", "bf16"):
             dtype = torch.float16 if kind == "fp16" else torch.bfloat16
             self._pages = [p.to(dtype) for p in self._store_pages(store)]

@@ -61,6 +61,7 @@ from ..llm import CONVSEARCH_FORMAT, Extractor
 from ..metrics import Metric, evaluate_run, parse_metric
 from ..retrieve.budget import BUDGET_PRESETS, QueryBudget, check_max_tokens, cut_words, query_budget
 from ..text import replace_lone_surrogates
+from .health import HealthOptions, TrainingHealth
 from ..retrieve.options import option, options_from
 from ..types import QuerySet, Qrels, Run, to_id
 
@@ -215,6 +216,9 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
             :class:`~vdr.corpus.Corpus` and ``options["model"]``), ``"served"`` (a served system of the
             multimodal backend, ``backend_options={"served": {"system": "binary"}}``: the reward is the
             metric of the run that system gives, as ``vdr evaluate --serve-as binary`` evaluates it),
+            ``"rerank"`` (a base backend's run re-scored by a reranker,
+            ``backend_options={"rerank": {"model": ..., "base": "lexical", "depth": 100}}``: the reward
+            is the metric of the reranked run, as ``vdr evaluate --rerank MODEL`` evaluates it),
             ``"pyserini"`` or any registered name.
         corpus: what the backend indexes (the :class:`~vdr.retrieve.base.Backend` protocol): a
             page ``Corpus``, a passage corpus, or ``{corpus_id: text}`` for the text backends.
@@ -258,6 +262,9 @@ def build_backend(name: str, corpus, options: Mapping | None = None, *, index: b
     if name == "served":  # a served system (issue 36) ranks from the multimodal backend's page store
         exact = check_backend_options("served", per.get("served")).exact
         built[exact] = create_backend(exact, per.get(exact), **context)
+    if name == "rerank":  # a reranked system (issue 37): the base first, then its run re-scored by the reranker
+        base = check_backend_options("rerank", per.get("rerank")).base
+        built[base] = build_backend(base, corpus, options, index=False)
     backend = create_backend(name, per.get(name), built=built, **context)
     if index:
         backend.index(corpus)
@@ -624,6 +631,12 @@ class CompletionOptions:
     verl_id: str = option("extra_info", "Where verl passes the query id: extra_info or ground_truth")
     abstain: bool = option(False, "Return None for a completion whose retrieval failed instead of raising")
     name: str | None = option(None, "__name__ (TRL logs rewards under it); default vdr_<metric>", scores=False)
+    health: Any = option(None, "A TrainingHealth fed by every call (None: a default one; a HealthOptions or dict: one with"
+                               " these settings; False: none)", scores=False)
+    query_text_key: str = option("query_text", "The dataset column / extra_info key of the query text (the off-script"
+                                               " reference; TRL falls back to the prompt)", scores=False)
+    verl_dict: bool = option(False, "compute_score returns {'score': reward, vdr_* health signals} (verl's reward_extra_info)",
+                             scores=False)
 
 
 class CompletionReward:
@@ -653,9 +666,26 @@ class CompletionReward:
             the scorer's). query_id_key: the dataset column / ``extra_info`` key of the query id.
         abstain: return ``None`` for a completion whose retrieval failed instead of raising.
         name: ``__name__`` (TRL logs rewards under it); default ``"vdr_<metric>"``.
+        health: the :class:`~vdr.rewards.health.TrainingHealth` every call feeds (``None``: a new
+            one with the default thresholds; a :class:`~vdr.rewards.health.HealthOptions` or a dict:
+            a new one with these settings; ``False``: none). A TRL call, a verl call with lists
+            and a plain :meth:`score_completions` call are one step each; verl's per-completion
+            calls are buffered (``HealthOptions.step_size``).
+        query_text_key: the dataset column (TRL) / ``extra_info`` key (verl) of the query text,
+            the reference of the off-script check (TRL falls back to the prompt's last message).
+        verl_dict: :meth:`compute_score` returns ``{"score": reward, "vdr_...": ...}`` (verl keeps
+            the other keys in its ``reward_extra_info``) instead of a float.
+
+    Health reporting: TRL gets each signal through the ``log_metric`` callable it passes to reward
+    functions (``vdr/zero_advantage_share``, ``vdr/length_words``, ``vdr/length_chars``,
+    ``vdr/length_drift``, ``vdr/format_break_share``, ``vdr/empty_share``,
+    ``vdr/off_script_share``; a signal without a value this step is not logged) and a per-completion
+    column ``vdr_health`` (``format_break``, ``empty``, ``off_script`` joined by ``+``, or ``""``) through
+    ``log_extra``; verl through the dict of ``verl_dict``.
 
     Attributes:
         stats: ``completions``, ``format_broken``, ``not_extracted``, ``empty``, ``abstained``.
+        health: the :class:`~vdr.rewards.health.TrainingHealth` (or ``None``).
 
     Raises:
         InputError: an unknown preset or penalty mode, a bad pattern or penalty.
@@ -679,6 +709,10 @@ class CompletionReward:
         self.metric = metric or base["metric"] or getattr(scorer, "metric", None)
         self.query_id_key, self.verl_id, self.abstain = query_id_key, verl_id, bool(abstain)
         self.__name__ = name or f"vdr_{self.metric or 'reward'}"
+        self.health = _health_tracker(o.health)
+        self.query_text_key, self.verl_dict = o.query_text_key, bool(o.verl_dict)
+        if self.verl_dict and self.health is None:
+            raise InputError("verl_dict=True returns the health signals: it needs health (not False)")
         self.stats = {"completions": 0, "format_broken": 0, "not_extracted": 0, "empty": 0, "abstained": 0}
         self._last = dict.fromkeys(self.stats, 0)
 
@@ -703,11 +737,18 @@ class CompletionReward:
                               f" {sorted(kwargs)}; add a {self.query_id_key!r} column to the dataset (or set query_id_key)")
         if len(ids) != len(completions):
             raise RewardError(f"expected one query id per completion: {len(completions)} completions but {len(ids)} query ids")
-        rewards = self.score_completions(ids, completions)
+        rewards, got = self._score(ids, completions)
         log = kwargs.get("log_metric")
         if callable(log) and completions:
             for key in ("format_broken", "empty"):
                 log(f"vdr/{key}_fraction", self._last[key] / len(completions))
+        if self.health is not None and completions:
+            texts = kwargs.get(self.query_text_key)
+            refs = list(texts) if texts is not None and len(texts) == len(completions) else _prompt_texts(prompts, len(completions))
+            step = getattr(kwargs.get("trainer_state"), "global_step", None)
+            signals = self.health.record(ids, rewards, [rw for rw, _ in got], [ok for _, ok in got], refs,
+                                         label=step if isinstance(step, int) else None)
+            _log_health(signals, self.health, got, refs, log, kwargs.get("log_extra"))
         return rewards
 
     def compute_score(self, data_source, solution_str, ground_truth, extra_info=None, **kwargs):
@@ -724,7 +765,13 @@ class CompletionReward:
         if len(gts) != len(sols) or len(infos) != len(sols):
             raise RewardError(f"expected one ground_truth and extra_info per solution: {len(sols)} solutions, {len(gts)} ground truths, {len(infos)} extra_info")
         ids = [self._verl_query_id(gt, info) for gt, info in zip(gts, infos)]
-        out = self.score_completions(ids, sols)
+        out, got = self._score(ids, sols)
+        if self.health is not None:
+            refs = [info.get(self.query_text_key) if isinstance(info, Mapping) else None for info in infos]
+            refs = [r if isinstance(r, str) else None for r in refs]
+            self.health.record(ids, out, [rw for rw, _ in got], [ok for _, ok in got], refs, whole_step=batch)
+            if self.verl_dict:
+                out = _verl_dicts(out, got, refs, self.health)
         return out if batch else out[0]
 
     def _verl_query_id(self, ground_truth, extra_info):
@@ -737,13 +784,20 @@ class CompletionReward:
         return extra_info[self.query_id_key]
 
     def score_completions(self, query_ids: Sequence[object], completions: Sequence[object]) -> list[float | None]:
-        """One reward per completion (the plain adapter over completions).
+        """One reward per completion (the plain adapter over completions); one step of :attr:`health`.
 
         Raises:
             RewardError: a count mismatch, a completion of a bad type, a failed retrieval (unless
                 ``abstain``), a non-finite reward.
             UnknownQueryError: query ids without qrels.
         """
+        out, got = self._score(query_ids, completions)
+        if self.health is not None and out:
+            self.health.record(query_ids, out, [rw for rw, _ in got], [ok for _, ok in got])
+        return out
+
+    def _score(self, query_ids: Sequence[object], completions: Sequence[object]) -> tuple[list[float | None], list[tuple[str | None, bool]]]:
+        """The rewards and each completion's ``(rewrite, format_ok)``; see :meth:`score_completions`."""
         if len(query_ids) != len(completions):
             raise RewardError(f"expected one query id per completion: {len(completions)} completions but {len(query_ids)} query ids")
         got = [self.extractor.extract(_completion_text(c, n)) for n, c in enumerate(completions)]
@@ -764,7 +818,7 @@ class CompletionReward:
         self.stats["completions"] += len(out)
         for k, v in self._last.items():
             self.stats[k] += v
-        return out
+        return out, got
 
     def _metric_values(self, ids: list, rewrites: list[str | None]) -> list[float | None]:
         """The scorer's values; on a failed retrieval with ``abstain``, ``None`` for the failing ids."""
@@ -789,6 +843,70 @@ class CompletionReward:
                 raise RewardError(f"the scorer returned {len(got)} rewards for 1 completion (query id {q!r})")
             out.append(float(got[0]))
         return out
+
+
+def _health_tracker(health: Any) -> TrainingHealth | None:
+    """The :class:`TrainingHealth` of ``CompletionOptions.health``.
+
+    Raises:
+        InputError: a value that is none of None, False, a TrainingHealth, a HealthOptions or a dict.
+    """
+    if health is False:
+        return None
+    if health is None:
+        return TrainingHealth()
+    if isinstance(health, TrainingHealth):
+        return health
+    if isinstance(health, (HealthOptions, Mapping)):
+        return TrainingHealth(health) if isinstance(health, HealthOptions) else TrainingHealth(**dict(health))
+    raise InputError(f"health must be None, False, a TrainingHealth, a HealthOptions or a dict, got {type(health).__name__}")
+
+
+def _prompt_texts(prompts: object, n: int) -> list[str | None]:
+    """Each prompt's text (conversational prompts: the last message's content); ``None`` each when absent."""
+    if not isinstance(prompts, (list, tuple)) or len(prompts) != n:
+        return [None] * n
+    out: list[str | None] = []
+    for k, p in enumerate(prompts):
+        try:
+            out.append(_completion_text(p, k))
+        except RewardError:
+            out.append(None)
+    return out
+
+
+def _flags(got: list[tuple[str | None, bool]], refs: Sequence[str | None], health: TrainingHealth) -> list[str]:
+    """Each completion's health flags (:meth:`TrainingHealth.flags`) as one string for TRL's
+    completions table: ``"format_break"``, ``"empty"``, ``"off_script"`` joined by ``+``, or ``""``."""
+    return ["+".join(k for k, v in health.flags(rw, ok, ref).items() if v) for (rw, ok), ref in zip(got, refs)]
+
+
+def _log_health(signals: dict | None, health: TrainingHealth, got, refs, log_metric, log_extra) -> None:
+    """TRL: each signal of the closed step through ``log_metric`` (``vdr/<signal>``), each
+    completion's flag through ``log_extra`` (column ``vdr_health``)."""
+    if signals is not None and callable(log_metric):
+        for key in ("zero_advantage_share", "length_words", "length_chars", "length_drift", "format_break_share", "empty_share",
+                    "off_script_share"):
+            if signals[key] is not None:
+                log_metric(f"vdr/{key}", float(signals[key]))
+    if callable(log_extra):
+        log_extra("vdr_health", _flags(got, refs, health))
+
+
+def _verl_dicts(rewards: list, got, refs, health: TrainingHealth) -> list[dict]:
+    """verl's ``{"score": reward, ...}`` per completion: its own flags (``vdr_format_break``,
+    ``vdr_empty``, ``vdr_off_script``: 0.0 or 1.0; ``vdr_rewrite_words``: NaN without a rewrite) --
+    their batch means are the step's shares -- and the last closed step's ``vdr_zero_advantage_share``
+    and ``vdr_length_drift`` (NaN while unknown). Every dict has the same keys (verl stacks them)."""
+    last = health.last or {}
+    nan = float("nan")
+    step = {f"vdr_{k}": (nan if last.get(k) is None else float(last[k])) for k in ("zero_advantage_share", "length_drift")}
+    out = []
+    for r, (rw, ok), ref in zip(rewards, got, refs):
+        f = health.flags(rw, ok, ref)
+        out.append({"score": r, **{f"vdr_{k}": float(v) for k, v in f.items()},
+                    "vdr_rewrite_words": nan if rw is None else float(len(rw.split())), **step})
+    return out
 
 
 class RemoteScorer:

@@ -15,6 +15,13 @@ FastAPI + uvicorn. Endpoints:
 * ``GET /health``: status, settings, counters, cache occupancy (no token needed; with the
   multimodal backend also ``query_cache``, its bounded query-vector cache:
   :meth:`~vdr.retrieve.multimodal.MultimodalBackend.query_cache_info`).
+* ``GET /stats``: training health (:meth:`vdr.rewards.health.TrainingHealth.snapshot`; no token
+  needed, no text in it): each ``/reward`` request is one step (a trainer's
+  :class:`~vdr.rewards.RemoteScorer` sends its whole batch in one request), grouped by query id,
+  rewards = the request's metric values, a ``null`` rewrite = a format break; each ``/retrieve``
+  request is one step too, with the best gold rank (``-1`` beyond ``topk``) standing for the reward
+  (ConvSearch-R1's reward is a function of that rank, so equal ranks mean equal rewards). The
+  server has no query texts: the off-script share needs ``HealthOptions.expected_script``.
 
 Behaviour (documented choices):
 
@@ -54,6 +61,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..retrieve.options import option, options_from
+from .health import TrainingHealth
 from .rewarder import RewardError, Rewarder, UnknownQueryError
 
 __all__ = ["create_app", "serve", "ServeLimits", "ServeOptions"]
@@ -273,7 +281,8 @@ def _error_response(payload: dict, status: int):
     return Response(json.dumps(payload), status_code=status, media_type="application/json")
 
 
-def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits):
+def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits, health: TrainingHealth,
+                    texts: Mapping[str, str] | None = None):
     async def reward(request) -> dict:
         obj = await _read_json(request, limits)
         ids = _list_field(obj, "query_ids", limits, kinds=(str, int), what="a string or an integer")
@@ -287,12 +296,20 @@ def _reward_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits):
                "counts": {**{k: sum(r[k]) for k in ("empty", "truncated", "cached")}, "replaced_text": sum(1 for n in r["replaced"] if n)}}
         if any(r["replaced"]):  # lone UTF-16 surrogates scored as U+FFFD: which rewrites, how many code points
             out["replaced_text"] = {str(i): n for i, n in enumerate(r["replaced"]) if n}
+        if ids:
+            health.record(ids, out["rewards"], rws, references=_references(texts, ids))
         return out
 
     return reward
 
 
-def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits):
+def _references(texts: Mapping[str, str] | None, ids: list[str]) -> list | None:
+    """The original query text of each id (the off-script reference of training health), when known."""
+    return None if not texts else [texts.get(i) for i in ids]
+
+
+def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits, health: TrainingHealth,
+                      texts: Mapping[str, str] | None = None):
     async def retrieve(request) -> dict:
         obj = await _read_json(request, limits)
         qs = _list_field(obj, "queries", limits, kinds=(str,), what="a string")
@@ -309,6 +326,8 @@ def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits
         ids = _checked_ids(rewarder, ids)
         r = await _run(batcher, _Job(ids, qs, [rewarder.metric], max_len, scores, asyncio.get_running_loop().create_future()))
         ranks = [k if 0 < k <= topk else -1 for k in r["ranks"]]
+        if ids:
+            health.record(ids, ranks, qs, references=_references(texts, ids))
         if not scores:
             return {"result": ranks}
         return {"result": [ranks, [[s for _, s in row[:topk]] for row in r["rows"]]]}
@@ -316,7 +335,8 @@ def _retrieve_handler(rewarder: Rewarder, batcher: _Batcher, limits: ServeLimits
     return retrieve
 
 
-def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLimits | None = None, info: dict | None = None):
+def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLimits | None = None, info: dict | None = None,
+               health: TrainingHealth | None = None):
     """The FastAPI application serving ``rewarder`` (see the module docstring).
 
     Args:
@@ -324,6 +344,8 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
         token: bearer token required on ``POST`` endpoints (``None``: no authentication).
         limits: :class:`ServeLimits`.
         info: extra JSON-ready facts shown by ``/health`` (corpus size, qrels checks).
+        health: the :class:`~vdr.rewards.health.TrainingHealth` of ``GET /stats`` (default: a new
+            one with the default thresholds).
 
     Returns:
         A ``fastapi.FastAPI`` app (run it with uvicorn).
@@ -333,6 +355,7 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
 
     limits = limits or ServeLimits()
     batcher = _Batcher(rewarder, limits)
+    tracker = health if health is not None else TrainingHealth()
 
     @asynccontextmanager
     async def lifespan(app):
@@ -359,7 +382,9 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
         if not hmac.compare_digest(got.encode("utf-8", "replace"), f"Bearer {token}".encode("utf-8")):
             raise _ApiError(401, "missing or wrong bearer token (Authorization: Bearer ...)")
 
-    reward, retrieve = _reward_handler(rewarder, batcher, limits), _retrieve_handler(rewarder, batcher, limits)
+    texts = getattr(tracker, "query_texts", None)
+    reward, retrieve = (_reward_handler(rewarder, batcher, limits, tracker, texts),
+                        _retrieve_handler(rewarder, batcher, limits, tracker, texts))
 
     @app.post("/reward", dependencies=[Depends(auth)])
     async def reward_endpoint(request: Request):
@@ -375,7 +400,22 @@ def create_app(rewarder: Rewarder, *, token: str | None = None, limits: ServeLim
                 "cache": rewarder.cache_info(), "limits": limits.__dict__, "auth": token is not None, **(info or {}),
                 **({"query_cache": qc()} if callable(qc := getattr(rewarder.backend, "query_cache_info", None)) else {})}
 
+    @app.get("/stats")
+    async def stats():
+        return JSONResponse(_json_safe(tracker.snapshot()))
+
     return app
+
+
+def _json_safe(obj):
+    """``obj`` with non-finite floats as ``None`` (strict JSON)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
 
 
 def _load_corpus(corpus_dir):
@@ -399,6 +439,8 @@ class ServeOptions:
             :class:`vdr.rewards.RewardOptions` (default: the backend's own query budget, as ``vdr evaluate``).
         limits: :class:`ServeLimits`. model, device: the semantic or ColPali-family model and its device.
         log_level: uvicorn's. backend_options: ``{backend: {option: value}}`` (:mod:`vdr.retrieve.options`).
+        health: the settings of ``GET /stats`` (:class:`~vdr.rewards.health.HealthOptions` or a dict
+            of its fields, e.g. ``{"expected_script": "LATIN", "zero_advantage_max": 0.6}``).
     """
 
     backend: str = option("lexical", "The backend")
@@ -417,6 +459,9 @@ class ServeOptions:
     device: str | None = option(None, "Device of the model", scores=False)
     log_level: str = option("warning", "uvicorn's log level", scores=False)
     backend_options: Mapping[str, Any] | None = option(None, "{backend: {option: value}}")
+    health: Any = option(None, "HealthOptions (or a dict of them) of GET /stats", scores=False)
+    queries: Path | None = option(None, "The original queries (queries.jsonl): their texts are the off-script reference of GET /stats",
+                                  scores=False)
 
 
 def serve(corpus_dir: str | Path, options: ServeOptions | None = None, *, ready=None, **kwargs: Any) -> None:
@@ -453,7 +498,14 @@ def serve(corpus_dir: str | Path, options: ServeOptions | None = None, *, ready=
                   budget_preset=o.budget_preset, cache_size=o.cache_size, name=o.backend)
     info = {"num_pages": len(ids), "corpus_kind": corpus.kind, "num_judged_pages_missing_from_corpus": len(missing),
             "judged_pages_missing_from_corpus": missing[:20]}
-    app = create_app(rw, token=token, limits=o.limits, info=info)
+    from .health import HealthOptions
+
+    health = TrainingHealth(o.health) if isinstance(o.health, HealthOptions) else TrainingHealth(**dict(o.health or {}))
+    if o.queries is not None:  # the off-script signal compares each rewrite with its query's script
+        from ..io import load_queries
+
+        health.query_texts = {qid: q.text for qid, q in load_queries(o.queries).items()}
+    app = create_app(rw, token=token, limits=o.limits, info=info, health=health)
     if ready is not None:
         ready(f"vdr serve: {o.backend} over {len(ids)} pages, {len(qr)} queries, metric {rw.metric}, depth {o.depth};"
               f" listening on http://{o.host}:{o.port}{' (bearer token required)' if token else ''}")
