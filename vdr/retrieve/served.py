@@ -496,11 +496,11 @@ class ServedBackend:
         return [list(zip(ids, row)) for ids, row in zip(top.ids, top.scores.tolist())]
 
     def _muvera_rank(self, vecs: list, k: int) -> list[list[tuple[str, float]]]:
-        """MUVERA first stage (FDE dot products, top ``candidates``), then exact MaxSim over them."""
+        """MUVERA first stage (FDE dot products, top ``candidates``), then exact MaxSim over them: each
+        query's candidates padded into one ``(candidates, longest, dim)`` float32 block, padding masked
+        to -inf before the max (float32 products and sums, as :func:`vdr.retrieve.maxsim.maxsim`)."""
         import numpy as np
         import torch
-
-        from .maxsim import PackedPages, maxsim_topk
 
         store, c = self.exact.store, min(self.spec.params["candidates"], len(self._ids))
         fq = np.stack([self._muvera_model.process_query(v.float().numpy()) for v in vecs]).astype(np.float32)
@@ -508,8 +508,16 @@ class ServedBackend:
         out = []
         for v, cands in zip(vecs, first):
             ids = [pid for pid, _ in cands]
-            top = maxsim_topk([v], PackedPages.pack([store.get(p) for p in ids], ids=ids), min(k, len(ids)))
-            out.append(list(zip(top.ids[0], top.scores[0].tolist())))
+            pages = [store.get(p) for p in ids]
+            width = max(p.shape[0] for p in pages)
+            block = torch.zeros((len(pages), width, v.shape[1]), dtype=torch.float32)
+            mask = torch.ones((len(pages), width), dtype=torch.bool)
+            for i, p in enumerate(pages):
+                block[i, :p.shape[0]] = p.float()
+                mask[i, :p.shape[0]] = False
+            sims = torch.einsum("qd,cld->cql", v.float(), block).masked_fill(mask.unsqueeze(1), float("-inf"))
+            scores = sims.amax(dim=2).sum(dim=1)  # (candidates,)
+            out.append(_topk_by_scores(scores.unsqueeze(0), ids, min(k, len(ids)))[0])
         return out
 
 
