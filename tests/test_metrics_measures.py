@@ -227,7 +227,10 @@ def _pytrec_eval_in_child(qrels: dict, run: dict, level: int, measures: tuple[st
     try:  # one child for every measure: the fast path
         p = child(list(measures), 120)
         if p.returncode == 0:
-            return json.loads(p.stdout)
+            fast = json.loads(p.stdout)
+            # under load the fast path once exited 0 with num_ret 0 for a query that retrieved 6 pages: trusted only when sane
+            if all(q in fast and ("num_ret" not in measures or fast[q].get("num_ret") == len(run[q])) for q in run):
+                return fast
     except subprocess.TimeoutExpired:  # pytrec_eval-terrier hung after an earlier evaluator of the process
         pass
     ref: dict = {}

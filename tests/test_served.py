@@ -176,7 +176,9 @@ def test_parse_serve_as():
     assert parse_serve_as(["muvera"])[0].params == {"k_sim": 5, "dim_proj": 16, "r_reps": 20, "seed": 42, "candidates": 100}
     for bad, said in [("zip", "unknown system 'zip'"), ("pool:1", "factor must be an integer >= 2"),
                       ("binary:hamming=cosine", "hamming must be vespa or elasticsearch"), ("int8:bits=4", "unknown int8 parameter"),
-                      ("bad/name=int8", "must be letters")]:
+                      ("bad/name=int8", "must be letters"), ("=binary", "the name before '=' is empty"),
+                      ("qdrant:bogus=1", "--serve-as 'qdrant:bogus=1': unknown qdrant engine parameter"),
+                      ("plaid:nbits=3", "--serve-as 'plaid:nbits=3': plaid engine parameter nbits=3")]:
         with pytest.raises(InputError, match=said):
             parse_serve_as([bad])
     with pytest.raises(InputError, match="both named 'multimodal-binary'"):
@@ -207,8 +209,11 @@ def test_evaluate_serve_as(setup, tmp_path):
     bc = data["config"]["backend_config"]
     assert bc["multimodal-binary"]["served"]["exact"] == "multimodal" and bc["multimodal-binary"]["served"]["system"] == "binary"
     assert bc["multimodal-binary"]["bytes_per_page"] == pytest.approx(bc["multimodal"]["bytes_per_page"] / 16)
-    for b in ("multimodal", "multimodal-binary", "multimodal-int8"):
-        assert data["backend_reports"][b]["searches"]["kw"]["score_seconds"] > 0
+    for b in ("multimodal", "multimodal-binary", "multimodal-int8"):  # timings stay out of results.json (its bytes are reproducible)
+        assert "score_seconds" not in data["backend_reports"][b]["searches"]["kw"]
+    audit = {s["system"]: s for s in data["served_audit"]["systems"]}
+    assert audit["multimodal-binary"]["ms_per_query"] > 0 and audit["multimodal-binary"]["exact_ms_per_query"] > 0
+    assert audit["multimodal-binary"]["storage_ratio"] == 1 / 16 and audit["multimodal-int8"]["storage_ratio"] == 1 / 2
     assert {(x["backend"], x["variant"]) for x in data["runs"]} >= {("multimodal-binary", "kw"), ("multimodal-int8", "original")}
     # a re-run into the folder with the exact backend alone keeps the served systems (issue 34.2)
     with pytest.warns(vdr.errors.VdrWarning, match="served system multimodal-binary"):

@@ -1645,7 +1645,7 @@ class Results:
             "config": self.config,
             "versions": self.versions,
             "skipped": self.skipped,
-            "backend_reports": self.backend_reports,
+            "backend_reports": _without_timings(self.backend_reports),
             "variants": {name: dict(_length_stats(qs), queries={q: {"text": x.text, "history": list(x.history),
                                                                          **({"answers": list(x.answers)} if x.answers else {})}
                                                                       for q, x in qs.items()})
@@ -1923,6 +1923,19 @@ def _optional(recorded: str | None, root: Path, what: str, loader, consequence: 
     except (VdrError, OSError) as e:
         warnings.append(f"{what} cannot be read: {e}; {consequence}")
         return None
+
+
+#: Wall-clock measurements in the backends' reports: kept in memory (the served and rerank audits'
+#: time columns come from them) and out of results.json, whose bytes must not depend on the machine's
+#: load (a torchrun run writes the single process' results.json byte for byte; docs/scaling.md).
+TIMING_KEYS = frozenset({"score_seconds", "rerank_seconds", "ms_per_query", "seconds"})
+
+
+def _without_timings(node: object) -> object:
+    """``node`` (a backend report) without the :data:`TIMING_KEYS` at any depth."""
+    if isinstance(node, Mapping):
+        return {k: _without_timings(v) for k, v in node.items() if k not in TIMING_KEYS}
+    return node
 
 
 def _variants_v1(doc: dict, root: Path, warnings: list[str]) -> dict[str, QuerySet]:

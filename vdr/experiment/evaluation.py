@@ -165,7 +165,7 @@ def _plan(k, backends, depth: int, engine: str, runs: Mapping, primary_metric: s
     return _Plan(metrics, wanted + [n for n in runs if n not in wanted])
 
 
-def _with_served(plan: _Plan, serve_as, runs: Mapping) -> _Plan:
+def _with_served(plan: _Plan, serve_as, runs: Mapping, engine: str = "vdr") -> _Plan:
     """``plan`` with the ``--serve-as`` systems (:func:`vdr.retrieve.served.parse_serve_as`) added to
     the backends wanted, after the others (they serve the ``multimodal`` backend's page vectors).
 
@@ -181,6 +181,9 @@ def _with_served(plan: _Plan, serve_as, runs: Mapping) -> _Plan:
     if "multimodal" not in plan.wanted:
         raise InputError(f"--serve-as {specs[0].text}: served systems serve the multimodal backend's page vectors;"
                          " add multimodal to --backend")
+    if engine != "vdr":
+        raise InputError(f"--serve-as {specs[0].text}: served systems read vdr's page store and query vectors; --engine {engine}"
+                         " runs the multimodal backend through MTEB: use --engine vdr")
     taken = set(plan.wanted) | set(runs) | set(available_backends())
     for s in specs:
         if s.name in taken:
@@ -840,13 +843,13 @@ def _evaluate(corpus_dir, out: Path, o: EvaluateOptions) -> Results | None:
     progress = o.progress and D.is_main()
     timer = _Timer(progress)
     _with_reranked(_with_served(_plan(o.k, o.backends, o.depth, o.engine, dict(o.runs or {}), o.primary_metric,
-                                      o.queries_without_relevant, o.protocol), o.serve_as, dict(o.runs or {})), o)
+                                      o.queries_without_relevant, o.protocol), o.serve_as, dict(o.runs or {}), o.engine), o)
     folder = _open_folder(out, corpus_dir, o.queries, o.qrels, o.vidore, engine=o.engine, overwrite=o.overwrite,  # before any work
                           inputs=[o.store, o.cache_dir, *(o.rewrites or {}).values(), *_run_files(o.runs)])
     o, kept = (o, []) if folder is None or o.overwrite else _keep_held(out, o)  # the folder's other runs join this one
     runs = dict(o.runs or {})
     plan = _with_reranked(_with_served(_plan(o.k, o.backends, o.depth, o.engine, runs, o.primary_metric, o.queries_without_relevant,
-                                             o.protocol), o.serve_as, runs), o)
+                                             o.protocol), o.serve_as, runs, o.engine), o)
     with folder if folder is not None else nullcontext():
         with timer.stage("load", unit="page") as st:
             inputs = load_inputs(corpus_dir, options=o.inputs, vidore_dir=out / "corpus", progress=progress)

@@ -124,11 +124,13 @@ def _one_spec(text: str, exact: str) -> ServedSpec:
     if "=" in head:
         name, text = text.split("=", 1)
         name = name.strip()
+        if not name:
+            raise InputError(f"--serve-as ={text}: the name before '=' is empty; give NAME=SPEC or SPEC alone")
     kind, _, rest = text.strip().partition(":")
     kind = kind.strip().lower()
     if kind not in SYSTEMS:
         raise InputError(f"--serve-as {text!r}: unknown system {kind!r}; choose from {', '.join(SYSTEMS)}"
-                         " (e.g. pool:3, int8, binary, fp16, bf16, muvera, qdrant, lancedb, plaid)")
+                         " (parameters as key=value after a colon: pool:3, binary:hamming=elasticsearch, qdrant:prefetch=mean)")
     params: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")
@@ -144,6 +146,13 @@ def _one_spec(text: str, exact: str) -> ServedSpec:
             raise InputError(f"--serve-as {text!r}: unknown {kind} parameter(s) {unknown}; known: {', '.join(known) or 'none'}")
         params = {**known, **params}
         _check_params(kind, params, text)
+    else:  # an engine's parameters, checked now (before any page is encoded) by the engine's own rules
+        from .engines import ENGINES, _parse_params
+
+        try:
+            _parse_params(kind, ENGINES[kind].PARAMS, dict(params))
+        except InputError as e:
+            raise InputError(f"--serve-as {text!r}: {e}") from None
     suffix = params["factor"] if kind == "pool" else "-es" if kind == "binary" and params["hamming"] == "elasticsearch" else ""
     default = f"{exact}-{kind}{suffix}"
     name = name or default
