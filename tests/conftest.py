@@ -38,6 +38,7 @@ import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from report_fixtures import lexical_results, sample_corpus  # noqa: F401
+from served_fixtures import served_setup  # noqa: F401
 from shared_data import REPO_ROOT, missing_reason
 from tiny_models import colpali_dir, colqwen, colqwen_dir  # noqa: F401
 from tiny_rerank import cross_encoder_dir, monovlm_dir  # noqa: F401
@@ -184,7 +185,7 @@ TEST_TIERS = {
 }
 
 #: fixtures that build or load a torch model: a test using any of them is at least ``model``
-MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir", "tiny_st_dir", "cross_encoder_dir", "monovlm_dir"})
+MODEL_FIXTURES = frozenset({"colqwen", "colqwen_dir", "colpali_dir", "tiny_st_dir", "served_setup", "cross_encoder_dir", "monovlm_dir"})
 
 
 def tier_of(module: str, function: str, fixtures=(), marks=()) -> str:

@@ -8,60 +8,32 @@ pooler or encoding, and compared with what the served backend returned."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
 import torch
 
 import vdr
-from report_fixtures import SAMPLE
 from vdr.errors import InputError
 from vdr.retrieve.served import ServedBackend, parse_serve_as
 
-PDFS = ["state-crime-brief.pdf", "environment-factbook.pdf"]
 DEPTH = 15
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory, colqwen_dir):
-    from vdr.ingest import ingest_pdfs
-    from vdr.retrieve.multimodal import MultimodalBackend
-
-    src = tmp_path_factory.mktemp("pdfs")
-    for name in PDFS:
-        shutil.copy(SAMPLE / "pdfs" / name, src / name)
-    root = tmp_path_factory.mktemp("served")
-    ingest_pdfs(src, root / "corpus", dpi=40, ocr="never", workers=1, progress=False)
-    corpus = vdr.Corpus.load(root / "corpus")
-    pages = [p for p in corpus.pages() if len(p.text.split()) >= 8][:6]
-    with open(root / "q.jsonl", "w") as fq, open(root / "kw.jsonl", "w") as fk, open(root / "qrels.tsv", "w") as fr:
-        fr.write("query-id\tcorpus-id\tscore\n")
-        for i, p in enumerate(pages):
-            words = [w for w in p.text.split() if w.isalpha() and len(w) > 3]
-            fq.write(json.dumps({"_id": f"q{i}", "text": " ".join(words[2:5])}) + "\n")
-            fk.write(json.dumps({"_id": f"q{i}", "text": " ".join(words[:10])}) + "\n")
-            fr.write(f"q{i}\t{p.corpus_id}\t1\n")
-    exact = MultimodalBackend({"model": str(colqwen_dir), "device": "cpu"}, store=root / "store")
-    exact.index(corpus)
-    queries = vdr.load_queries(root / "q.jsonl")
-    return {"root": root, "corpus": corpus, "exact": exact, "queries": queries, "model": str(colqwen_dir)}
+def _served(served_setup, text: str):
+    b = ServedBackend(served_setup["exact"], parse_serve_as([text])[0], cache_dir=served_setup["root"] / "cache")
+    b.index(served_setup["corpus"])
+    return b, b.search(served_setup["queries"], DEPTH)
 
 
-def _served(setup, text: str):
-    b = ServedBackend(setup["exact"], parse_serve_as([text])[0], cache_dir=setup["root"] / "cache")
-    b.index(setup["corpus"])
-    return b, b.search(setup["queries"], DEPTH)
+def _query_vectors(served_setup) -> dict[str, np.ndarray]:
+    texts = [q.text for q in served_setup["queries"].values()]
+    vecs, _ = served_setup["exact"]._query_vectors(texts)
+    return {qid: v.double().numpy() for qid, v in zip(served_setup["queries"], vecs)}
 
 
-def _query_vectors(setup) -> dict[str, np.ndarray]:
-    texts = [q.text for q in setup["queries"].values()]
-    vecs, _ = setup["exact"]._query_vectors(texts)
-    return {qid: v.double().numpy() for qid, v in zip(setup["queries"], vecs)}
-
-
-def _pages(setup) -> dict[str, torch.Tensor]:
-    store = setup["exact"].store
+def _pages(served_setup) -> dict[str, torch.Tensor]:
+    store = served_setup["exact"].store
     return {pid: store.get(pid) for pid in store.ids()}
 
 
@@ -81,60 +53,60 @@ def _check_run(run, direct: dict[str, dict[str, float]], atol: float = 1e-4) -> 
 
 
 @pytest.mark.model
-def test_exact_equals_exact(setup):
+def test_exact_equals_exact(served_setup):
     """On a float16 store, fp16 storage is the exact system: same pages, same float32 scores, bit for bit;
     and the exact run is MaxSim of the stored vectors, computed directly."""
-    exact_run = setup["exact"].search(setup["queries"], DEPTH)
-    _, fp16 = _served(setup, "fp16")
-    assert setup["exact"].store.dtype == torch.float16
+    exact_run = served_setup["exact"].search(served_setup["queries"], DEPTH)
+    _, fp16 = _served(served_setup, "fp16")
+    assert served_setup["exact"].store.dtype == torch.float16
     assert {q: dict(fp16[q]) for q in fp16} == {q: dict(exact_run[q]) for q in exact_run}
-    qv, pages = _query_vectors(setup), _pages(setup)
+    qv, pages = _query_vectors(served_setup), _pages(served_setup)
     _check_run(exact_run, {q: {pid: _maxsim(v, p.double().numpy()) for pid, p in pages.items()} for q, v in qv.items()})
 
 
 @pytest.mark.model
-def test_bf16_and_pool_equal_their_definitions(setup):
+def test_bf16_and_pool_equal_their_definitions(served_setup):
     from colpali_engine.compression.token_pooling import HierarchicalTokenPooler
 
-    qv, pages = _query_vectors(setup), _pages(setup)
-    _, bf16 = _served(setup, "bf16")
+    qv, pages = _query_vectors(served_setup), _pages(served_setup)
+    _, bf16 = _served(served_setup, "bf16")
     _check_run(bf16, {q: {pid: _maxsim(v, p.to(torch.bfloat16).double().numpy()) for pid, p in pages.items()} for q, v in qv.items()})
     pooler = HierarchicalTokenPooler()
     pooled = {pid: pooler.pool_embeddings([p], pool_factor=2)[0] for pid, p in pages.items()}
-    backend, pool = _served(setup, "pool:2")
+    backend, pool = _served(served_setup, "pool:2")
     _check_run(pool, {q: {pid: _maxsim(v, p.double().numpy()) for pid, p in pooled.items()} for q, v in qv.items()})
     assert all(p.shape[0] <= pages[pid].shape[0] // 2 for pid, p in pooled.items())
     n_tokens = sum(p.shape[0] for p in pooled.values())
     assert backend.config["bytes_per_page"] == pytest.approx(n_tokens * pages["%s" % next(iter(pages))].shape[1] * 2 / len(pages))
     assert backend.report["cache"]["hit"] is False
-    again, _ = _served(setup, "pool:2")  # pooled pages come back from the cache, keyed by the factor
+    again, _ = _served(served_setup, "pool:2")  # pooled pages come back from the cache, keyed by the factor
     assert again.report["cache"]["hit"] is True
-    other, _ = _served(setup, "pool:3")
+    other, _ = _served(served_setup, "pool:3")
     assert other.report["cache"]["hit"] is False
 
 
 @pytest.mark.model
-def test_int8_equals_sentence_transformers(setup):
+def test_int8_equals_sentence_transformers(served_setup):
     from sentence_transformers.util.quantization import quantize_embeddings
     from sentence_transformers.util.quantization import _dequantize_embeddings
 
-    qv, pages = _query_vectors(setup), _pages(setup)
+    qv, pages = _query_vectors(served_setup), _pages(served_setup)
     arrays = {pid: p.float().numpy() for pid, p in pages.items()}
     allv = np.concatenate(list(arrays.values()))
     ranges = np.vstack((allv.min(0), allv.max(0)))
     quant = quantize_embeddings(list(arrays.values()), precision="int8")  # the list form calibrates on every token
     restored = {pid: _dequantize_embeddings(qz, "int8", ranges) for pid, qz in zip(arrays, quant)}
-    backend, run = _served(setup, "int8")
+    backend, run = _served(served_setup, "int8")
     _check_run(run, {q: {pid: _maxsim(v, r) for pid, r in restored.items()} for q, v in qv.items()})
     assert backend.config["bytes_per_page"] == pytest.approx(backend.config["exact_bytes_per_page"] / 2)  # float16 store
 
 
 @pytest.mark.model
 @pytest.mark.parametrize("rule", ["vespa", "elasticsearch"])
-def test_binary_hamming_maxsim(setup, rule):
+def test_binary_hamming_maxsim(served_setup, rule):
     from sentence_transformers.util.quantization import quantize_embeddings
 
-    qv, pages = _query_vectors(setup), _pages(setup)
+    qv, pages = _query_vectors(served_setup), _pages(served_setup)
     dim = next(iter(pages.values())).shape[1]
     bits = {pid: quantize_embeddings(p.float().numpy(), precision="ubinary") for pid, p in pages.items()}
 
@@ -144,20 +116,20 @@ def test_binary_hamming_maxsim(setup, rule):
         f = 1.0 / (1.0 + h) if rule == "vespa" else (dim - h) / dim
         return float(f.max(axis=1).sum())
 
-    backend, run = _served(setup, f"binary:hamming={rule}")
+    backend, run = _served(served_setup, f"binary:hamming={rule}")
     _check_run(run, {q: {pid: score(v, b) for pid, b in bits.items()} for q, v in qv.items()}, atol=1e-5)
     assert backend.config["bytes_per_page"] == pytest.approx(backend.config["exact_bytes_per_page"] / 16)
 
 
 @pytest.mark.model
-def test_muvera_first_stage_then_exact(setup):
+def test_muvera_first_stage_then_exact(served_setup):
     from fastembed.postprocess import Muvera
 
-    qv, pages = _query_vectors(setup), _pages(setup)
+    qv, pages = _query_vectors(served_setup), _pages(served_setup)
     dim = next(iter(pages.values())).shape[1]
     m = Muvera(dim=dim, k_sim=2, dim_proj=min(8, dim), r_reps=3, random_seed=7)
     fde = {pid: m.process_document(p.float().numpy()) for pid, p in pages.items()}
-    backend, run = _served(setup, f"muvera:k_sim=2,dim_proj={min(8, dim)},r_reps=3,seed=7,candidates=5")
+    backend, run = _served(served_setup, f"muvera:k_sim=2,dim_proj={min(8, dim)},r_reps=3,seed=7,candidates=5")
     for qid, v in qv.items():
         fq = m.process_query(v.astype(np.float32))
         first = sorted(fde, key=lambda pid: (-float(np.float32(fq @ fde[pid])), tuple(-ord(c) for c in pid)))[:5]
@@ -187,7 +159,7 @@ def test_parse_serve_as():
 
 
 @pytest.mark.model
-def test_evaluate_serve_as(setup, tmp_path):
+def test_evaluate_serve_as(served_setup, tmp_path):
     """`vdr evaluate --serve-as`: each system a backend of its own in results.json, with storage and
     time; a re-run into the folder keeps them; the reward server rewards through one, equal to its
     evaluation."""
@@ -196,9 +168,9 @@ def test_evaluate_serve_as(setup, tmp_path):
     from vdr.cli import app
     from vdr.rewards import Rewarder, build_backend
 
-    root, out = setup["root"], tmp_path / "res"
+    root, out = served_setup["root"], tmp_path / "res"
     args = ["evaluate", str(root / "corpus"), "--queries", str(root / "q.jsonl"), "--qrels", str(root / "qrels.tsv"),
-            "--rewrites", f"kw={root / 'kw.jsonl'}", "--backend", "multimodal", "--model", setup["model"], "--device", "cpu",
+            "--rewrites", f"kw={root / 'kw.jsonl'}", "--backend", "multimodal", "--model", served_setup["model"], "--device", "cpu",
             "--store", str(root / "store"), "--serve-as", "binary", "--serve-as", "int8", "--k", "3,10", "--quiet",
             "--no-report", "--out", str(out)]
     r = CliRunner().invoke(app, args)
@@ -218,11 +190,11 @@ def test_evaluate_serve_as(setup, tmp_path):
     # a re-run into the folder with the exact backend alone keeps the served systems (issue 34.2)
     with pytest.warns(vdr.errors.VdrWarning, match="served system multimodal-binary"):
         res = vdr.evaluate(root / "corpus", queries=root / "q.jsonl", qrels=root / "qrels.tsv", rewrites={"kw": root / "kw.jsonl"},
-                           out=out, backends="multimodal", model=setup["model"], device="cpu", store=root / "store", k=(3, 10),
+                           out=out, backends="multimodal", model=served_setup["model"], device="cpu", store=root / "store", k=(3, 10),
                            progress=False)
     assert {r.backend for r in res.runs} == {"multimodal", "multimodal-binary", "multimodal-int8"}
     # the reward through the served system equals its evaluation, query by query
-    backend = build_backend("served", setup["corpus"], {"model": setup["model"], "device": "cpu", "backend_options": {
+    backend = build_backend("served", served_setup["corpus"], {"model": served_setup["model"], "device": "cpu", "backend_options": {
         "served": {"system": "binary"}, "multimodal": {"store": str(root / "store")}}})
     kw = vdr.load_queries(root / "kw.jsonl")
     ids = list(kw)
@@ -235,14 +207,14 @@ def test_evaluate_serve_as(setup, tmp_path):
 
 
 @pytest.mark.model
-def test_engines_through_the_served_backend(setup):
+def test_engines_through_the_served_backend(served_setup):
     """Qdrant (local mode, no prefetch) and LanceDB (flat) search every page exactly: through the served
     backend they give the exact run's pages, in order; their configs name the engine."""
     pytest.importorskip("qdrant_client", reason="qdrant-client not installed: pip install 'vdr[served]'")
     pytest.importorskip("lancedb", reason="lancedb not installed: pip install 'vdr[served]'")
-    exact_run = setup["exact"].search(setup["queries"], DEPTH)
+    exact_run = served_setup["exact"].search(served_setup["queries"], DEPTH)
     for system in ("qdrant", "lancedb"):
-        backend, run = _served(setup, system)
+        backend, run = _served(served_setup, system)
         assert backend.config["served"]["kind"] == "engine" and backend.config["engine"]
         for qid in exact_run:
             assert [d for d, _ in run.ranked(qid)][:5] == [d for d, _ in exact_run.ranked(qid)][:5], (system, qid)

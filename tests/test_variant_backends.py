@@ -11,7 +11,6 @@ import vdr
 from vdr.errors import InputError, VdrWarning
 from vdr.experiment.inputs import split_backend_rewrites
 
-from test_served import setup  # noqa: F401  (the tiny ColQwen2.5 corpus and exact backend)
 
 
 def test_split_backend_rewrites():
@@ -30,9 +29,9 @@ def _values(res, backend, variant, metric="ndcg@3"):
 
 
 @pytest.mark.model
-def test_each_backend_gets_its_own_file(setup, tmp_path):  # noqa: F811
-    root = setup["root"]
-    common = dict(queries=root / "q.jsonl", qrels=root / "qrels.tsv", backends="multimodal,lexical", model=setup["model"],
+def test_each_backend_gets_its_own_file(served_setup, tmp_path):  
+    root = served_setup["root"]
+    common = dict(queries=root / "q.jsonl", qrels=root / "qrels.tsv", backends="multimodal,lexical", model=served_setup["model"],
                   device="cpu", store=root / "store", progress=False, n_permutations=200, n_bootstrap=200)
     res = vdr.evaluate(root / "corpus", out=tmp_path / "a", serve_as=["binary"],
                        rewrites={"kw": root / "kw.jsonl", "rl@lexical": root / "kw.jsonl", "rl@multimodal": root / "q.jsonl"}, **common)
@@ -54,25 +53,25 @@ def test_each_backend_gets_its_own_file(setup, tmp_path):  # noqa: F811
 
     kw = vdr.load_queries(root / "kw.jsonl")
     ids = list(kw)
-    rewards = Rewarder(build_backend("lexical", setup["corpus"]), vdr.load_qrels(root / "qrels.tsv"), depth=100).score(
+    rewards = Rewarder(build_backend("lexical", served_setup["corpus"]), vdr.load_qrels(root / "qrels.tsv"), depth=100).score(
         ids, [kw[q].text for q in ids], "ndcg@3")
     assert rewards == pytest.approx([_values(res, "lexical", "rl")[q][0] for q in ids], abs=1e-12)
 
 
 @pytest.mark.model
-def test_missing_and_unknown_backends(setup, tmp_path):  # noqa: F811
-    root = setup["root"]
+def test_missing_and_unknown_backends(served_setup, tmp_path):  
+    root = served_setup["root"]
     common = dict(queries=root / "q.jsonl", qrels=root / "qrels.tsv", progress=False, n_permutations=200, n_bootstrap=200)
     with pytest.raises(InputError, match="no backend 'semantic' runs"):
         vdr.evaluate(root / "corpus", out=tmp_path / "x", backends="lexical", rewrites={"rl@semantic": root / "kw.jsonl"}, **common)
     with pytest.warns(VdrWarning, match="has no file for multimodal"):
-        res = vdr.evaluate(root / "corpus", out=tmp_path / "y", backends="lexical,multimodal", model=setup["model"], device="cpu",
+        res = vdr.evaluate(root / "corpus", out=tmp_path / "y", backends="lexical,multimodal", model=served_setup["model"], device="cpu",
                            store=root / "store", rewrites={"rl@lexical": root / "kw.jsonl"}, **common)
     assert {(r.backend, r.variant) for r in res.runs} == {("lexical", "original"), ("lexical", "rl"), ("multimodal", "original")}
     data = json.loads((tmp_path / "y" / "results.json").read_text())
     assert data["config"]["per_backend_variants"]["rl"]["fed"] == {"lexical": str(root / "kw.jsonl"), "multimodal": None}
     # a plain NAME=FILE feeds the backends without a file of their own
-    res = vdr.evaluate(root / "corpus", out=tmp_path / "z", backends="lexical,multimodal", model=setup["model"], device="cpu",
+    res = vdr.evaluate(root / "corpus", out=tmp_path / "z", backends="lexical,multimodal", model=served_setup["model"], device="cpu",
                        store=root / "store", rewrites={"rl@lexical": root / "kw.jsonl", "rl": root / "q.jsonl"}, **common)
     assert _values(res, "multimodal", "rl") == _values(res, "multimodal", "original")
     assert _values(res, "lexical", "rl") != _values(res, "lexical", "original")
