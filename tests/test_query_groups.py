@@ -125,7 +125,7 @@ def test_group_table_rows_pandas_and_round_trip(tmp_path):
     assert df.groupby(["variant", "type"])["value"].mean()["kw"].to_dict() == {"A": 1.0, "B": 0.25, MISSING_GROUP: 0.25}
     g = res.to_pandas("groups")
     assert g[["group", "n_queries", "delta"]].values.tolist() == [["A", 5, 1.0], ["B", 2, -0.5], [MISSING_GROUP, 1, 0.0]]
-    with pytest.raises(InputError, match="choose 'per_query', 'groups', 'languages', 'pairs' or 'served'"):
+    with pytest.raises(InputError, match="choose 'per_query', 'groups', 'languages', 'pairs', 'served' or 'samples'"):
         res.to_pandas("nope")
     # results.json holds the fields and the comparisons; they read back equal; another field is computed on demand
     out = tmp_path / "r"
