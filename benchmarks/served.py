@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vdr.encode.store import EmbeddingStore  # noqa: E402
 from vdr.retrieve.maxsim import maxsim_topk  # noqa: E402
+from vdr.retrieve.multimodal import store_bytes_per_page  # noqa: E402
 from vdr.retrieve.served import ServedBackend, parse_serve_as  # noqa: E402
 from vdr.types import QuerySet  # noqa: E402
 
@@ -151,8 +152,7 @@ def main() -> None:
             if label not in refs:  # the exact reference, measured once per page set
                 st = stores[label]
                 ids, secs = exact_top(st, qvecs, 100)
-                lengths = st.lengths()
-                refs[label] = (ids, secs, sum(lengths) * st.dim * 2 / len(lengths))
+                refs[label] = (ids, secs, store_bytes_per_page(st))
             line = run_system(text, stores[label], qvecs, queries, *refs[label])
             print(json.dumps(line), flush=True)
 

@@ -29,7 +29,7 @@ from ._common import check_depth
 from .options import MultimodalOptions, check_options
 from .base import BackendUnavailable, BuildContext, new_report
 
-__all__ = ["MultimodalBackend", "QUERY_CACHE_SIZE", "ENCODER_OPTIONS", "load_encoder", "index_pages", "build"]
+__all__ = ["MultimodalBackend", "QUERY_CACHE_SIZE", "ENCODER_OPTIONS", "load_encoder", "index_pages", "store_bytes_per_page", "build"]
 
 #: Encoder options accepted as a plain mapping (see :class:`MultimodalBackend`): ``model`` (required)
 #: and the keywords of :meth:`~vdr.encode.settings.EncoderSettings.from_options` (``model_dtype`` is
@@ -173,7 +173,7 @@ class MultimodalBackend:
             batch_size=self.settings.batch_size, store=str(rep.store), stored_dtype=rep.dtype,  # batch_size as asked (None: auto)
             device=str(enc.device), attn_implementation=getattr(enc, "attn_implementation", None),
             score_dtype="float32 (MaxSim accumulated in float32)",
-            bytes_per_page=self._bytes_per_page(),
+            bytes_per_page=store_bytes_per_page(self.store),
         )
         self.report = new_report()
         self.report["page_forward_passes"] = rep.encoded
@@ -183,11 +183,6 @@ class MultimodalBackend:
             "tokens_per_page": rep.tokens_per_page, "batch_size_final": rep.batch_size_final,
             "copied": rep.copied, "duplicate_pages": rep.duplicates,
         }
-
-    def _bytes_per_page(self) -> float:
-        """Mean bytes of a page's stored vectors (tokens x dim x the stored dtype's size)."""
-        lengths = self.store.lengths()
-        return sum(lengths) * self.store.dim * self.store.dtype.itemsize / max(1, len(lengths))
 
     def query_cache_info(self) -> dict:
         """``{"entries": query texts kept, "max_entries": query_cache_size (None: no bound),
@@ -250,6 +245,14 @@ class MultimodalBackend:
             return Run.from_checked({}, f"{self.name}-{variant}")
         by_text = {t: dict(zip(ids, scores)) for t, ids, scores in zip(texts, top.ids, top.scores.tolist())}
         return Run.from_checked({qid: dict(by_text[q.text]) for qid, q in queries.items()}, f"{self.name}-{variant}")
+
+
+def store_bytes_per_page(store) -> float:
+    """Mean bytes of a page's stored vectors in ``store`` (an :class:`~vdr.encode.store.EmbeddingStore`
+    or any source with ``lengths()``, ``dim`` and a torch ``dtype``): tokens x dim x the dtype's size.
+    The storage column of the served-vs-exact audit (:mod:`vdr.retrieve.served`)."""
+    lengths = store.lengths()
+    return sum(lengths) * store.dim * store.dtype.itemsize / max(1, len(lengths))
 
 
 def encoder_option(encoder: Any, device: str | None) -> Any:

@@ -375,9 +375,10 @@ class ServedBackend:
                 self._build(store)
             except ImportError as e:
                 raise BackendUnavailable(f"{self.spec.kind}: {e} (pip install 'vdr[served]')") from e
-        itemsize = store.dtype.itemsize if hasattr(store.dtype, "itemsize") else 2
+        from .multimodal import store_bytes_per_page
+
         lengths = store.lengths()
-        exact_bytes = sum(lengths) * store.dim * itemsize / max(1, len(lengths))
+        exact_bytes = store_bytes_per_page(store)
         self.config.update(self._bytes(exact_bytes, lengths, store.dim), exact_bytes_per_page=exact_bytes,
                            stored_dtype=str(store.dtype).replace("torch.", ""), exact_fingerprint=store.encoder_fingerprint)
         if self._engine is not None:
